@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench run lint fuzz deps setup
+.PHONY: all build test bench run lint fuzz deps setup control-plane
 
 all: lint build test
 
@@ -20,8 +20,16 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-test: deps setup
-	$(GO) test -race -count=1 -timeout 30m ./...
+# The e2e tests need a real etcd + kube-apiserver: built once from a separate tools
+# module (.ci/k8s-tools) and cached under $(CACHE_DIR), keyed on its go.sum and the Go
+# version. control-plane.sh prints KEY=VALUE lines (CLOUDGATE_KUBE_APISERVER=..., ...).
+test: deps setup control-plane
+	env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
+
+control-plane:
+	@mkdir -p $(CACHE_DIR)
+	bash .ci/control-plane.sh > $(CACHE_DIR)/control-plane.env.tmp
+	mv $(CACHE_DIR)/control-plane.env.tmp $(CACHE_DIR)/control-plane.env
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
