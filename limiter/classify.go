@@ -1,0 +1,102 @@
+package limiter
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// RetryAfterer is implemented by errors that carry a server's Retry-After.
+// ok reports whether the server sent one.
+type RetryAfterer interface {
+	RetryAfter() (d time.Duration, ok bool)
+}
+
+// DefaultThrottlePatterns are the regular expressions (Go syntax) that
+// NewThrottleClassifier always uses: HTTP 429 and the throttling error codes
+// of the major clouds.
+//
+// 429 must stand alone as a number: not next to a letter, digit, '_', '-'
+// or '.' (a '.' directly after it is allowed when it ends the number, as in
+// "status 429."). So "HTTP 429", "code=429" and "(429)" match while
+// "node-429", "node-1429", "10.4.29.1", "1.429s" and "i-0429ab" do not; a
+// plain `\b429\b` would wrongly match numbered node names like "node-429".
+var DefaultThrottlePatterns = []string{
+	`(?:^|[^\w.-])429(?:\.?(?:[^\w.-]|$))`,
+	`\bRequestLimitExceeded\b`, // AWS EC2
+	`\bThrottling`,             // AWS "Throttling", "ThrottlingException"
+	`\bTooManyRequests\b`,      // Azure ARM error code
+	`(?i)\btoo many requests\b`,
+	`[Rr]ateLimitExceeded\b`, // GCE "rateLimitExceeded", "userRateLimitExceeded"
+	`\bSlowDown\b`,           // S3 / OSS
+}
+
+// ThrottleClassifier recognises throttling errors. It is immutable and safe
+// for concurrent use.
+type ThrottleClassifier struct {
+	re *regexp.Regexp // all patterns, alternated
+}
+
+// NewThrottleClassifier returns a classifier matching DefaultThrottlePatterns
+// plus extraPatterns (Go regexps, matched anywhere in the error message). A
+// pattern that does not compile is reported in the error, quoted.
+func NewThrottleClassifier(extraPatterns []string) (*ThrottleClassifier, error) {
+	all := make([]string, 0, len(DefaultThrottlePatterns)+len(extraPatterns))
+	all = append(all, DefaultThrottlePatterns...)
+	all = append(all, extraPatterns...)
+	for i, p := range all {
+		if _, err := regexp.Compile(p); err != nil {
+			return nil, fmt.Errorf("cloudgate: throttle pattern %q: %w", p, err)
+		}
+		all[i] = "(?:" + p + ")"
+	}
+	re, err := regexp.Compile(strings.Join(all, "|"))
+	if err != nil { // not expected once each part compiled
+		return nil, fmt.Errorf("cloudgate: throttle patterns: %w", err)
+	}
+	return &ThrottleClassifier{re: re}, nil
+}
+
+// Classify reports whether err is a throttling error and the Retry-After to
+// honour (0 if none).
+//
+// err is throttling if any error in its tree (followed through
+// Unwrap() error and Unwrap() []error) implements RetryAfterer and returns
+// ok == true — the first such error, depth first, supplies retryAfter
+// (negative values become 0) — or if err's message matches one of the
+// patterns. A nil err is not throttling.
+func (c *ThrottleClassifier) Classify(err error) (throttled bool, retryAfter time.Duration) {
+	if err == nil {
+		return false, 0
+	}
+	if d, ok := findRetryAfter(err); ok {
+		return true, max(d, 0)
+	}
+	return c.re.MatchString(err.Error()), 0
+}
+
+// findRetryAfter walks err's tree depth first for a RetryAfterer with ok.
+func findRetryAfter(err error) (time.Duration, bool) {
+	for err != nil {
+		if ra, isRA := err.(RetryAfterer); isRA {
+			if d, ok := ra.RetryAfter(); ok {
+				return d, true
+			}
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if d, ok := findRetryAfter(e); ok {
+					return d, true
+				}
+			}
+			return 0, false
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
+}

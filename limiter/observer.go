@@ -1,0 +1,98 @@
+package limiter
+
+import (
+	"strconv"
+	"time"
+)
+
+// Priority orders waiters when tokens are scarce: lower value goes first.
+// Within one priority waiters are served in arrival order (FIFO).
+// Priority is strict: a lower-priority waiter is served only when no
+// higher-priority waiter is queued.
+//
+// Values below PriorityCritical are treated as PriorityCritical and values
+// above PriorityBackground as PriorityBackground.
+type Priority int
+
+const (
+	// PriorityCritical is for writes and node initialisation.
+	PriorityCritical Priority = iota
+	// PriorityNormal is for ordinary reads.
+	PriorityNormal
+	// PriorityBackground is for periodic background resync reads.
+	PriorityBackground
+)
+
+// numPriorities is the number of distinct queues a Bucket keeps.
+const numPriorities = int(PriorityBackground) + 1
+
+// String returns "critical", "normal" or "background", or "Priority(n)" for
+// a value outside the defined range.
+func (p Priority) String() string {
+	switch p {
+	case PriorityCritical:
+		return "critical"
+	case PriorityNormal:
+		return "normal"
+	case PriorityBackground:
+		return "background"
+	default:
+		return "Priority(" + strconv.Itoa(int(p)) + ")"
+	}
+}
+
+// index returns the queue index of p, clamping out-of-range values.
+func (p Priority) index() int {
+	switch {
+	case p < PriorityCritical:
+		return int(PriorityCritical)
+	case p > PriorityBackground:
+		return int(PriorityBackground)
+	default:
+		return int(p)
+	}
+}
+
+// Observer receives limiter events; the metrics package implements it.
+//
+// All methods must be cheap and must not block. RateChanged, Throttled and
+// BreakerStateChanged may be called while the Bucket's or Breaker's internal
+// lock is held (so that events about one bucket or breaker arrive in the
+// order they happened); they must not call back into the Bucket or Breaker
+// that reported them. WaitDone is called without any lock held.
+//
+// A nil Observer passed to a constructor means "discard all events".
+type Observer interface {
+	// WaitDone is called once per Bucket.Wait with how long the caller
+	// waited (measured with the bucket's clock; 0 when a token was
+	// available at once) and the result: nil, or the error Wait returned.
+	WaitDone(bucket string, p Priority, waited time.Duration, err error)
+	// Throttled is called once per Bucket.OnThrottled with the Retry-After
+	// honoured (0 if none).
+	Throttled(bucket string, retryAfter time.Duration)
+	// RateChanged is called when a bucket's effective rate changes (AIMD):
+	// on every multiplicative decrease, when the rate is back at the
+	// configured QPS, and during recovery each time the bucket notices
+	// (lazily, when it is used or queried) that the rate has grown by at
+	// least 1% of the configured QPS since the last report.
+	RateChanged(bucket string, qps float64)
+	// BreakerStateChanged is called on every breaker transition.
+	BreakerStateChanged(breaker string, from, to State)
+}
+
+// nopObserver discards all events.
+type nopObserver struct{}
+
+func (nopObserver) WaitDone(string, Priority, time.Duration, error) {}
+func (nopObserver) Throttled(string, time.Duration)                 {}
+func (nopObserver) RateChanged(string, float64)                     {}
+func (nopObserver) BreakerStateChanged(string, State, State)        {}
+
+// observerOrNop returns obs, or an Observer that discards events when obs is
+// nil.
+func observerOrNop(obs Observer) Observer {
+	if obs == nil {
+		return nopObserver{}
+	}
+	return obs
+}
