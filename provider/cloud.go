@@ -1,0 +1,88 @@
+package provider
+
+import (
+	"k8s.io/client-go/informers"
+	cloudprovider "k8s.io/cloud-provider"
+)
+
+// cloud is the cloudprovider.Interface cloudgate returns.
+type cloud struct{ g *gate }
+
+var _ cloudprovider.Interface = (*cloud)(nil)
+
+// Initialize passes the client builder to the upstream and starts
+// cloudgate's own housekeeping (list prefetch), stopped with stop.
+func (c *cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	c.g.upstream.Initialize(clientBuilder, stop)
+	c.g.start(stop)
+}
+
+// Each accessor mirrors the upstream's (impl, ok) exactly: an upstream
+// without the interface yields an untyped nil and false.
+
+func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	up, ok := c.g.upstream.LoadBalancer()
+	if !ok || up == nil {
+		return nil, ok
+	}
+	return &loadBalancer{g: c.g, up: up}, true
+}
+
+func (c *cloud) Instances() (cloudprovider.Instances, bool) {
+	up, ok := c.g.upstream.Instances()
+	if !ok || up == nil {
+		return nil, ok
+	}
+	return &instances{g: c.g, up: up}, true
+}
+
+func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	up, ok := c.g.upstream.InstancesV2()
+	if !ok || up == nil {
+		return nil, ok
+	}
+	return &instancesV2{g: c.g, up: up}, true
+}
+
+func (c *cloud) Zones() (cloudprovider.Zones, bool) {
+	up, ok := c.g.upstream.Zones()
+	if !ok || up == nil {
+		return nil, ok
+	}
+	return &zones{g: c.g, up: up}, true
+}
+
+func (c *cloud) Clusters() (cloudprovider.Clusters, bool) {
+	up, ok := c.g.upstream.Clusters()
+	if !ok || up == nil {
+		return nil, ok
+	}
+	return &clusters{g: c.g, up: up}, true
+}
+
+func (c *cloud) Routes() (cloudprovider.Routes, bool) {
+	up, ok := c.g.upstream.Routes()
+	if !ok || up == nil {
+		return nil, ok
+	}
+	return &routes{g: c.g, up: up}, true
+}
+
+// ProviderName is the upstream's name unless Config.ProviderName overrides
+// it: the CCM builds node provider IDs from it, so it must not change when
+// cloudgate is put in front of a provider.
+func (c *cloud) ProviderName() string { return c.g.providerName }
+
+func (c *cloud) HasClusterID() bool { return c.g.upstream.HasClusterID() }
+
+// informerCloud is the wrapper of an upstream that implements
+// cloudprovider.InformerUser: the CCM type-asserts the top-level cloud and
+// calls SetInformers, which must reach the upstream.
+type informerCloud struct {
+	*cloud
+	informers cloudprovider.InformerUser
+}
+
+var _ cloudprovider.InformerUser = (*informerCloud)(nil)
+
+func (c *informerCloud) SetInformers(f informers.SharedInformerFactory) { c.informers.SetInformers(f) }

@@ -1,0 +1,32 @@
+package provider
+
+import (
+	"context"
+
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/cloudgate/cloudgate/cache"
+)
+
+type clusterCaches struct {
+	list   *cache.Cache[string, []string]
+	master *cache.Cache[string, string]
+}
+
+// clusters wraps the upstream's Clusters.
+type clusters struct {
+	g  *gate
+	up cloudprovider.Clusters
+}
+
+var _ cloudprovider.Clusters = (*clusters)(nil)
+
+func (c *clusters) ListClusters(ctx context.Context) ([]string, error) {
+	return cachedRead(ctx, c.g, "ListClusters", c.g.cl.list, "", c.up.ListClusters)
+}
+
+func (c *clusters) Master(ctx context.Context, clusterName string) (string, error) {
+	return cachedRead(ctx, c.g, "Master", c.g.cl.master, clusterName, func(ctx context.Context) (string, error) {
+		return c.up.Master(ctx, clusterName)
+	})
+}

@@ -1,0 +1,300 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloudgate/cloudgate/metrics"
+)
+
+// Config is cloudgate's configuration (cloudgate.yaml). LoadConfig fills
+// every field it does not set from DefaultConfig; README.md documents each
+// default and why it was chosen.
+type Config struct {
+	// Upstream names the wrapped provider and its own configuration.
+	Upstream UpstreamConfig `json:"upstream"`
+	// ProviderName, when set, replaces the upstream's ProviderName(). Leave
+	// it empty: the CCM writes "<ProviderName>://..." into node provider IDs
+	// and compares it with existing ones, so changing it would orphan nodes.
+	ProviderName string        `json:"providerName,omitempty"`
+	Cache        CacheConfig   `json:"cache"`
+	Limits       LimitsConfig  `json:"limits"`
+	Breaker      BreakerConfig `json:"breaker"`
+	// Methods overrides per-method policy, keyed by the Go method name of
+	// the cloudprovider interfaces (e.g. InstanceMetadata, ListRoutes).
+	Methods  map[string]MethodConfig `json:"methods,omitempty"`
+	Batch    BatchConfig             `json:"batch"`
+	Throttle ThrottleConfig          `json:"throttle"`
+
+	// Metrics receives cloudgate's metrics; nil uses metrics.Default (which
+	// the registered provider puts on the CCM's /metrics). Not read from YAML.
+	Metrics *metrics.Metrics `json:"-"`
+	// Clock is the time source for caches and limiters; nil is the real
+	// clock. Not read from YAML (tests inject a fake clock).
+	Clock clock.Clock `json:"-"`
+}
+
+// UpstreamConfig names the provider cloudgate wraps. It must be registered in
+// the same binary (cloudprovider.RegisterCloudProvider). Its configuration is
+// given inline (Config) or as a file path (ConfigFile), not both. The
+// upstream's configuration may hold credentials: cloudgate never logs it.
+type UpstreamConfig struct {
+	Name       string `json:"name"`
+	Config     string `json:"config,omitempty"`
+	ConfigFile string `json:"configFile,omitempty"`
+}
+
+// CacheConfig sets the caches' shared policy.
+type CacheConfig struct {
+	// Size bounds each method's cache (entries); least recently used go first.
+	Size int `json:"size"`
+	// NegativeTTL is how long "instance not found" is remembered.
+	NegativeTTL Duration `json:"negativeTTL"`
+	// StaleIfError is the oldest a cached read may be to be served while the
+	// family's circuit breaker is open. 0 never serves stale reads.
+	StaleIfError Duration `json:"staleIfError"`
+}
+
+// LimitsConfig holds the token bucket of each API family.
+type LimitsConfig struct {
+	Read  BucketConfig `json:"read"`
+	Write BucketConfig `json:"write"`
+}
+
+// BucketConfig is one token bucket.
+type BucketConfig struct {
+	// QPS is the sustained rate in calls per second (> 0).
+	QPS float64 `json:"qps"`
+	// Burst is the bucket size (>= 1).
+	Burst int `json:"burst"`
+	// Adaptive cuts the rate when the cloud throttles (multiplicative
+	// decrease, honouring Retry-After) and recovers it linearly.
+	Adaptive *bool `json:"adaptive,omitempty"`
+}
+
+// BreakerConfig is the circuit breaker of each family.
+type BreakerConfig struct {
+	// FailureRatio opens the breaker when this share of calls in Interval
+	// failed (0 < ratio <= 1) ...
+	FailureRatio float64 `json:"failureRatio"`
+	// ... and at least MinRequests calls were made in it.
+	MinRequests uint32 `json:"minRequests"`
+	// Interval is the closed-state counting window.
+	Interval Duration `json:"interval"`
+	// OpenTimeout is how long the breaker stays open before probing.
+	OpenTimeout Duration `json:"openTimeout"`
+	// HalfOpenRequests probes must all succeed to close it again.
+	HalfOpenRequests uint32 `json:"halfOpenRequests"`
+}
+
+// MethodConfig overrides one method's policy.
+type MethodConfig struct {
+	// TTL of the method's cached answers; only for read methods. 0 turns
+	// caching off for the method: every call is sent (limited, breaker-guarded).
+	TTL *Duration `json:"ttl,omitempty"`
+	// QPS and Burst give the method a bucket of its own instead of its family's.
+	QPS   float64 `json:"qps,omitempty"`
+	Burst int     `json:"burst,omitempty"`
+}
+
+// BatchConfig controls batched node lookups (used when the upstream's
+// InstancesV2 implements BatchInstances) and list prefetch (InstanceLister).
+type BatchConfig struct {
+	// Enabled coalesces concurrent per-node lookups into batch calls.
+	Enabled *bool `json:"enabled,omitempty"`
+	// MaxSize flushes a batch when it holds this many nodes (capped by the
+	// upstream's MaxBatchSize).
+	MaxSize int `json:"maxSize"`
+	// MaxWait flushes a batch this long after its first node arrived.
+	MaxWait Duration `json:"maxWait"`
+	// ListPrefetch refreshes the whole instance cache with paged list calls
+	// every ListInterval, so steady-state per-node reads never reach the cloud.
+	ListPrefetch bool `json:"listPrefetch,omitempty"`
+	// ListInterval between two list refreshes (0: half the InstanceMetadata TTL).
+	ListInterval Duration `json:"listInterval,omitempty"`
+}
+
+// ThrottleConfig recognises the cloud's throttling answers.
+type ThrottleConfig struct {
+	// Patterns are extra regular expressions matched against error messages,
+	// in addition to the built-in ones (429, RequestLimitExceeded,
+	// Throttling, TooManyRequests, rateLimitExceeded, ...).
+	Patterns []string `json:"patterns,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s", "5m").
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON accepts a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\" or \"5m\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\" or \"5m\": %w", err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func dur(d time.Duration) Duration   { return Duration{d} }
+func durp(d time.Duration) *Duration { return &Duration{d} }
+func boolp(b bool) *bool             { return &b }
+
+// DefaultConfig returns the defaults: safe for a large cluster (thousands of
+// nodes) against a cloud with a modest quota. Upstream is left empty.
+func DefaultConfig() *Config {
+	return &Config{
+		Cache: CacheConfig{Size: 100000, NegativeTTL: dur(30 * time.Second), StaleIfError: dur(10 * time.Minute)},
+		Limits: LimitsConfig{
+			Read:  BucketConfig{QPS: 10, Burst: 20, Adaptive: boolp(true)},
+			Write: BucketConfig{QPS: 5, Burst: 10, Adaptive: boolp(true)},
+		},
+		Breaker: BreakerConfig{
+			FailureRatio: 0.5, MinRequests: 20, Interval: dur(time.Minute),
+			OpenTimeout: dur(30 * time.Second), HalfOpenRequests: 3,
+		},
+		Batch: BatchConfig{Enabled: boolp(true), MaxSize: 100, MaxWait: dur(100 * time.Millisecond)},
+	}
+}
+
+// LoadConfig reads cloudgate.yaml, fills defaults and validates it. Errors
+// name the offending field and what would fix it; unknown keys are errors.
+func LoadConfig(r io.Reader) (*Config, error) {
+	if r == nil {
+		return nil, errors.New("cloudgate config: no config given: pass --cloud-config=cloudgate.yaml naming at least upstream.name")
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("cloudgate config: reading: %w", err)
+	}
+	cfg := DefaultConfig()
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("cloudgate config: empty: set at least upstream.name")
+	}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		return nil, fmt.Errorf("cloudgate config: %s", cleanYAMLError(err))
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// cleanYAMLError turns decoder errors into "field ...: ..." text.
+func cleanYAMLError(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "error converting YAML to JSON: ")
+	msg = strings.TrimPrefix(msg, "error unmarshaling JSON: while decoding JSON: ")
+	msg = strings.Replace(msg, "json: unknown field", "unknown field", 1)
+	if strings.Contains(msg, "unknown field") {
+		msg += " (check the spelling; README.md lists every key)"
+	}
+	return msg
+}
+
+// Validate checks every field and names the first bad one.
+func (c *Config) Validate() error {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if c.Upstream.Config != "" && c.Upstream.ConfigFile != "" {
+		bad("upstream: set either config (inline) or configFile (a path), not both")
+	}
+	if c.Upstream.Name == Name {
+		bad("upstream.name: cannot be %q itself; name the provider to wrap", Name)
+	}
+	if c.Cache.Size < 1 {
+		bad("cache.size must be >= 1 (got %d)", c.Cache.Size)
+	}
+	if c.Cache.NegativeTTL.Duration < 0 {
+		bad("cache.negativeTTL must be >= 0 (got %s)", c.Cache.NegativeTTL)
+	}
+	if c.Cache.StaleIfError.Duration < 0 {
+		bad("cache.staleIfError must be >= 0 (got %s)", c.Cache.StaleIfError)
+	}
+	for name, b := range map[string]BucketConfig{"read": c.Limits.Read, "write": c.Limits.Write} {
+		if !(b.QPS > 0) {
+			bad("limits.%s.qps must be > 0 (got %v): set the calls per second cloudgate may send", name, b.QPS)
+		}
+		if b.Burst < 1 {
+			bad("limits.%s.burst must be >= 1 (got %d)", name, b.Burst)
+		}
+	}
+	br := c.Breaker
+	if !(br.FailureRatio > 0 && br.FailureRatio <= 1) {
+		bad("breaker.failureRatio must be in (0, 1] (got %v)", br.FailureRatio)
+	}
+	if br.Interval.Duration <= 0 {
+		bad("breaker.interval must be > 0 (got %s)", br.Interval)
+	}
+	if br.OpenTimeout.Duration <= 0 {
+		bad("breaker.openTimeout must be > 0 (got %s)", br.OpenTimeout)
+	}
+	if br.HalfOpenRequests < 1 {
+		bad("breaker.halfOpenRequests must be >= 1 (got %d)", br.HalfOpenRequests)
+	}
+	names := make([]string, 0, len(c.Methods))
+	for n := range c.Methods {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		m := c.Methods[n]
+		spec, ok := methodSpecs[n]
+		if !ok {
+			bad("methods.%s: unknown method; known methods: %s", n, strings.Join(methodNames(), ", "))
+			continue
+		}
+		if m.TTL != nil {
+			switch {
+			case m.TTL.Duration < 0:
+				bad("methods.%s.ttl must be >= 0 (got %s)", n, m.TTL)
+			case spec.family == familyWrite:
+				bad("methods.%s.ttl: %s is a write; writes are never cached", n, n)
+			case spec.defaultTTL == 0:
+				bad("methods.%s.ttl: %s is not cached (it answers without a cloud read)", n, n)
+			}
+		}
+		if m.QPS < 0 || (m.QPS == 0 && m.Burst != 0) {
+			bad("methods.%s.qps must be > 0 when burst is set (got %v)", n, m.QPS)
+		}
+		if m.QPS > 0 && m.Burst < 1 {
+			bad("methods.%s.burst must be >= 1 with qps set (got %d)", n, m.Burst)
+		}
+	}
+	if c.Batch.MaxSize < 1 {
+		bad("batch.maxSize must be >= 1 (got %d)", c.Batch.MaxSize)
+	}
+	if c.Batch.MaxWait.Duration <= 0 {
+		bad("batch.maxWait must be > 0 (got %s)", c.Batch.MaxWait)
+	}
+	if c.Batch.ListInterval.Duration < 0 {
+		bad("batch.listInterval must be >= 0 (got %s)", c.Batch.ListInterval)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("cloudgate config: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// ttl returns a read method's effective TTL (0: not cached).
+func (c *Config) ttl(method string) time.Duration {
+	if m, ok := c.Methods[method]; ok && m.TTL != nil {
+		return m.TTL.Duration
+	}
+	return methodSpecs[method].defaultTTL
+}

@@ -1,0 +1,318 @@
+// Package provider is cloudgate's decorator cloud provider: a
+// cloudprovider.Interface that wraps another registered provider with
+// per-method LRU+TTL caches, token buckets per API family, circuit breakers
+// and batched node lookups, so a large cluster's cloud-controller-manager
+// stays under the cloud's API quota.
+//
+// The wrapper is semantically faithful: the same results, the same errors
+// (sentinels such as cloudprovider.InstanceNotFound are returned as the exact
+// values), and the same (impl, ok) answers as the upstream. Its own answers —
+// waiting for a token ran out of time, the breaker is open — are always
+// errors, never "instance not found" or "does not exist", because the node
+// lifecycle controller deletes nodes on those.
+//
+// Each method is a short pipeline: key → cache → batch → limiter → breaker →
+// upstream. The policy (which family a method belongs to, its TTL, its
+// priority) is one table, methodSpecs, overridden by Config.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/utils/clock"
+
+	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/limiter"
+	"github.com/cloudgate/cloudgate/metrics"
+)
+
+// Name is the name cloudgate registers itself under:
+// --cloud-provider=cloudgate.
+const Name = "cloudgate"
+
+// gate holds the machinery shared by every wrapped sub-interface.
+type gate struct {
+	upstream     cloudprovider.Interface
+	cfg          *Config
+	clock        clock.Clock
+	rec          *metrics.Recorder
+	throttle     *limiter.ThrottleClassifier
+	providerName string
+
+	buckets  []*limiter.Bucket
+	breakers map[string]*limiter.Breaker
+	methods  map[string]*method
+	caches   []cacheState
+
+	inst instanceCaches
+	lb   lbCaches
+	rt   routeCaches
+	zn   zoneCaches
+	cl   clusterCaches
+
+	batch *batcher // nil without batching
+}
+
+// method is one method's resolved policy.
+type method struct {
+	name     string
+	family   string
+	ttl      time.Duration
+	priority limiter.Priority
+	bucket   *limiter.Bucket
+	breaker  *limiter.Breaker
+	requests *metrics.RequestCounter
+}
+
+// cacheState reports a cache's size to the metrics.
+type cacheState interface {
+	Name() string
+	Len() int
+}
+
+// New wraps upstream with cloudgate. A nil cfg uses DefaultConfig. The
+// returned value also implements the optional interfaces upstream implements
+// (cloudprovider.InformerUser), and no others.
+func New(upstream cloudprovider.Interface, cfg *Config) (cloudprovider.Interface, error) {
+	g, err := newGate(upstream, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if iu, ok := upstream.(cloudprovider.InformerUser); ok {
+		return &informerCloud{cloud: &cloud{g}, informers: iu}, nil
+	}
+	return &cloud{g}, nil
+}
+
+func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
+	if upstream == nil {
+		return nil, errors.New("cloudgate: upstream provider is nil")
+	}
+	if cfg == nil {
+		cfg = DefaultConfig()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g := &gate{
+		upstream:     upstream,
+		cfg:          cfg,
+		clock:        cfg.Clock,
+		providerName: cfg.ProviderName,
+		breakers:     map[string]*limiter.Breaker{},
+		methods:      map[string]*method{},
+	}
+	if g.clock == nil {
+		g.clock = clock.RealClock{}
+	}
+	if g.providerName == "" {
+		g.providerName = upstream.ProviderName()
+	}
+	m := cfg.Metrics
+	if m == nil {
+		m = metrics.Default
+	}
+	g.rec = m.Recorder(g.providerName)
+
+	var err error
+	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {
+		return nil, fmt.Errorf("cloudgate config: throttle.patterns: %w", err)
+	}
+	familyBuckets := map[string]*limiter.Bucket{}
+	for _, f := range []struct {
+		name string
+		cfg  BucketConfig
+	}{{familyRead, cfg.Limits.Read}, {familyWrite, cfg.Limits.Write}} {
+		b, err := g.newBucket(f.name, f.cfg)
+		if err != nil {
+			return nil, fmt.Errorf("cloudgate config: limits.%s: %w", f.name, err)
+		}
+		familyBuckets[f.name] = b
+		br, err := limiter.NewBreaker(f.name, limiter.BreakerConfig{
+			FailureRatio:     cfg.Breaker.FailureRatio,
+			MinRequests:      cfg.Breaker.MinRequests,
+			Interval:         cfg.Breaker.Interval.Duration,
+			OpenTimeout:      cfg.Breaker.OpenTimeout.Duration,
+			HalfOpenRequests: cfg.Breaker.HalfOpenRequests,
+		}, g.notACloudFailure, g.rec)
+		if err != nil {
+			return nil, fmt.Errorf("cloudgate config: breaker: %w", err)
+		}
+		g.breakers[f.name] = br
+	}
+	for _, name := range methodNames() {
+		spec := methodSpecs[name]
+		mt := &method{
+			name: name, family: spec.family, ttl: cfg.ttl(name), priority: spec.priority,
+			bucket: familyBuckets[spec.family], breaker: g.breakers[spec.family],
+			requests: g.rec.Requests(name),
+		}
+		if o := cfg.Methods[name]; o.QPS > 0 {
+			fam := cfg.Limits.Read
+			if spec.family == familyWrite {
+				fam = cfg.Limits.Write
+			}
+			b, err := g.newBucket(name, BucketConfig{QPS: o.QPS, Burst: o.Burst, Adaptive: fam.Adaptive})
+			if err != nil {
+				return nil, fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
+			}
+			mt.bucket = b
+		}
+		g.methods[name] = mt
+	}
+	if err := g.buildCaches(); err != nil {
+		return nil, err
+	}
+	if err := g.buildBatcher(); err != nil {
+		return nil, err
+	}
+	g.rec.SetSource(g)
+	return g, nil
+}
+
+func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
+	bucket, err := limiter.NewBucket(name, limiter.BucketConfig{
+		QPS: b.QPS, Burst: b.Burst, Adaptive: b.Adaptive == nil || *b.Adaptive,
+	}, g.clock, g.rec)
+	if err != nil {
+		return nil, err
+	}
+	g.buckets = append(g.buckets, bucket)
+	return bucket, nil
+}
+
+// newCache builds the cache of a read method, or returns nil when the
+// method's TTL turns caching off.
+func newCache[K comparable, V any](g *gate, name string, clone func(V) V, keyString func(K) string) (*cache.Cache[K, V], error) {
+	ttl := g.methods[name].ttl
+	if ttl <= 0 {
+		return nil, nil
+	}
+	c, err := cache.New(cache.Config[K, V]{
+		Name:        name,
+		Size:        g.cfg.Cache.Size,
+		TTL:         ttl,
+		NegativeTTL: g.cfg.Cache.NegativeTTL.Duration,
+		MaxStale:    g.cfg.Cache.StaleIfError.Duration,
+		IsNegative:  func(err error) bool { return err == cloudprovider.InstanceNotFound },
+		Clone:       clone,
+		KeyString:   keyString,
+		Clock:       g.clock,
+		Observer:    g.rec,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
+	}
+	g.caches = append(g.caches, c)
+	return c, nil
+}
+
+// notACloudFailure says which outcomes must not count against the breaker:
+// answers (not found, not implemented), the caller giving up, and throttling
+// (adaptive limiting handles that; tripping on it would turn quota pressure
+// into an outage).
+func (g *gate) notACloudFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, cloudprovider.InstanceNotFound) || errors.Is(err, cloudprovider.NotImplemented) ||
+		errors.Is(err, cloudprovider.ImplementedElsewhere) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	throttled, _ := g.throttle.Classify(err)
+	return throttled
+}
+
+// invoke sends one call upstream: wait for a token, ask the breaker, call,
+// then tell the limiter and the metrics how it went. fn's result and error
+// are returned unchanged.
+func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if err := m.bucket.Wait(ctx, prio); err != nil {
+		return zero, err
+	}
+	done, err := m.breaker.Allow()
+	if err != nil {
+		return zero, err
+	}
+	start := g.clock.Now()
+	v, err := fn(ctx)
+	done(err)
+	g.rec.UpstreamCall(m.family, m.name, g.result(m, err), g.clock.Since(start))
+	return v, err
+}
+
+// result classifies an upstream outcome for metrics, and feeds throttling
+// back to the method's bucket.
+func (g *gate) result(m *method, err error) string {
+	switch {
+	case err == nil:
+		return metrics.ResultOK
+	case errors.Is(err, cloudprovider.InstanceNotFound):
+		return metrics.ResultNotFound
+	}
+	if throttled, retryAfter := g.throttle.Classify(err); throttled {
+		m.bucket.OnThrottled(retryAfter)
+		return metrics.ResultThrottled
+	}
+	return metrics.ResultError
+}
+
+// read answers a read method from its cache (nil: uncached), calling fetch
+// (which goes upstream through invoke, or through the batcher) on a miss. While the family's breaker is open it serves an
+// entry no older than cache.staleIfError, else the breaker's error.
+func read[K comparable, V any](ctx context.Context, g *gate, name string, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
+	m := g.methods[name]
+	if c == nil {
+		v, err := fetch(ctx)
+		m.requests.Observe(err)
+		return v, err
+	}
+	v, err := c.Get(ctx, key, fetch)
+	if err != nil && limiter.IsOpen(err) {
+		if stale, ok := c.Stale(key, g.cfg.Cache.StaleIfError.Duration); ok {
+			m.requests.Observe(nil)
+			return stale, nil
+		}
+	}
+	m.requests.Observe(err)
+	return v, err
+}
+
+// write sends a write upstream: never cached, never de-duplicated, always
+// sent or answered with an error. invalidate runs after the call whatever
+// its outcome (a failed write may have changed state too).
+func write(ctx context.Context, g *gate, name string, fn func(context.Context) error, invalidate func()) error {
+	m := g.methods[name]
+	_, err := invoke(ctx, g, m, m.priority, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, fn(ctx)
+	})
+	if invalidate != nil {
+		invalidate()
+	}
+	m.requests.Observe(err)
+	return err
+}
+
+// Snapshot implements metrics.Source.
+func (g *gate) Snapshot() metrics.Snapshot {
+	var s metrics.Snapshot
+	for _, c := range g.caches {
+		s.Caches = append(s.Caches, metrics.CacheState{Name: c.Name(), Entries: c.Len()})
+	}
+	for _, b := range g.buckets {
+		s.Buckets = append(s.Buckets, metrics.BucketState{
+			Name: b.Name(), ConfiguredQPS: b.ConfiguredQPS(), EffectiveQPS: b.EffectiveQPS(),
+			Tokens: b.Tokens(), Waiting: b.Waiting(),
+		})
+	}
+	for _, f := range []string{familyRead, familyWrite} {
+		s.Breakers = append(s.Breakers, metrics.BreakerState{Family: f, State: g.breakers[f].State()})
+	}
+	return s
+}

@@ -1,0 +1,82 @@
+package provider
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/cloudgate/cloudgate/cache"
+)
+
+// instances wraps the upstream's Instances (v1): every read cached by node
+// name or provider ID; AddSSHKeyToAllInstances is a write.
+type instances struct {
+	g  *gate
+	up cloudprovider.Instances
+}
+
+var _ cloudprovider.Instances = (*instances)(nil)
+
+// cachedRead is the common shape of the Instances reads: one key, one call.
+func cachedRead[V any](ctx context.Context, g *gate, name string, c *cache.Cache[string, V], key string, call func(context.Context) (V, error)) (V, error) {
+	m := g.methods[name]
+	return read(ctx, g, name, c, key, func(ctx context.Context) (V, error) {
+		return invoke(ctx, g, m, m.priority, call)
+	})
+}
+
+func (i *instances) NodeAddresses(ctx context.Context, name types.NodeName) ([]v1.NodeAddress, error) {
+	return cachedRead(ctx, i.g, "NodeAddresses", i.g.inst.nodeAddresses, string(name), func(ctx context.Context) ([]v1.NodeAddress, error) {
+		return i.up.NodeAddresses(ctx, name)
+	})
+}
+
+func (i *instances) NodeAddressesByProviderID(ctx context.Context, providerID string) ([]v1.NodeAddress, error) {
+	return cachedRead(ctx, i.g, "NodeAddressesByProviderID", i.g.inst.nodeAddressesByProviderID, providerID, func(ctx context.Context) ([]v1.NodeAddress, error) {
+		return i.up.NodeAddressesByProviderID(ctx, providerID)
+	})
+}
+
+func (i *instances) InstanceID(ctx context.Context, nodeName types.NodeName) (string, error) {
+	return cachedRead(ctx, i.g, "InstanceID", i.g.inst.instanceID, string(nodeName), func(ctx context.Context) (string, error) {
+		return i.up.InstanceID(ctx, nodeName)
+	})
+}
+
+func (i *instances) InstanceType(ctx context.Context, name types.NodeName) (string, error) {
+	return cachedRead(ctx, i.g, "InstanceType", i.g.inst.instanceType, string(name), func(ctx context.Context) (string, error) {
+		return i.up.InstanceType(ctx, name)
+	})
+}
+
+func (i *instances) InstanceTypeByProviderID(ctx context.Context, providerID string) (string, error) {
+	return cachedRead(ctx, i.g, "InstanceTypeByProviderID", i.g.inst.instanceTypeByProviderID, providerID, func(ctx context.Context) (string, error) {
+		return i.up.InstanceTypeByProviderID(ctx, providerID)
+	})
+}
+
+func (i *instances) AddSSHKeyToAllInstances(ctx context.Context, user string, keyData []byte) error {
+	return write(ctx, i.g, "AddSSHKeyToAllInstances", func(ctx context.Context) error {
+		return i.up.AddSSHKeyToAllInstances(ctx, user, keyData)
+	}, nil)
+}
+
+func (i *instances) CurrentNodeName(ctx context.Context, hostname string) (types.NodeName, error) {
+	return cachedRead(ctx, i.g, "CurrentNodeName", i.g.inst.currentNodeName, hostname, func(ctx context.Context) (types.NodeName, error) {
+		return i.up.CurrentNodeName(ctx, hostname)
+	})
+}
+
+func (i *instances) InstanceExistsByProviderID(ctx context.Context, providerID string) (bool, error) {
+	return cachedRead(ctx, i.g, "InstanceExistsByProviderID", i.g.inst.existsByProviderID, providerID, func(ctx context.Context) (bool, error) {
+		return i.up.InstanceExistsByProviderID(ctx, providerID)
+	})
+}
+
+func (i *instances) InstanceShutdownByProviderID(ctx context.Context, providerID string) (bool, error) {
+	return cachedRead(ctx, i.g, "InstanceShutdownByProviderID", i.g.inst.shutdownByProviderID, providerID, func(ctx context.Context) (bool, error) {
+		return i.up.InstanceShutdownByProviderID(ctx, providerID)
+	})
+}

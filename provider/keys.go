@@ -1,0 +1,92 @@
+package provider
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+)
+
+// nodeKey identifies a node's instance: by provider ID when the node has
+// one, else by node name. The flag keeps a provider ID and a node name that
+// happen to be equal strings apart.
+type nodeKey struct {
+	byProviderID bool
+	id           string
+}
+
+func keyOfNode(node *v1.Node) nodeKey {
+	if node.Spec.ProviderID != "" {
+		return nodeKey{byProviderID: true, id: node.Spec.ProviderID}
+	}
+	return nodeKey{id: node.Name}
+}
+
+func (k nodeKey) String() string {
+	if k.byProviderID {
+		return "providerID:" + k.id
+	}
+	return "name:" + k.id
+}
+
+// lbKey identifies a Service's load balancer within a cluster. The UID
+// keeps a deleted and re-created Service of the same name apart.
+type lbKey struct {
+	cluster, namespace, name, uid string
+}
+
+func keyOfService(clusterName string, svc *v1.Service) lbKey {
+	return lbKey{cluster: clusterName, namespace: svc.Namespace, name: svc.Name, uid: string(svc.UID)}
+}
+
+// String quotes every part, so distinct keys never render alike.
+func (k lbKey) String() string {
+	return strconv.Quote(k.cluster) + "/" + strconv.Quote(k.namespace) + "/" + strconv.Quote(k.name) + "/" + strconv.Quote(k.uid)
+}
+
+func stringKey(s string) string { return s }
+
+// Clones: values leave the caches only as copies, so a caller that mutates
+// what it was given cannot corrupt what other callers see.
+
+func cloneMetadata(m *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.NodeAddresses = slices.Clone(m.NodeAddresses)
+	c.AdditionalLabels = maps.Clone(m.AdditionalLabels)
+	return &c
+}
+
+func cloneAddresses(a []v1.NodeAddress) []v1.NodeAddress { return slices.Clone(a) }
+
+func cloneStrings(s []string) []string { return slices.Clone(s) }
+
+func cloneRoutes(routes []*cloudprovider.Route) []*cloudprovider.Route {
+	if routes == nil {
+		return nil
+	}
+	out := make([]*cloudprovider.Route, len(routes))
+	for i, r := range routes {
+		if r == nil {
+			continue
+		}
+		c := *r
+		c.TargetNodeAddresses = slices.Clone(r.TargetNodeAddresses)
+		out[i] = &c
+	}
+	return out
+}
+
+// lbAnswer is a cached GetLoadBalancer answer.
+type lbAnswer struct {
+	status *v1.LoadBalancerStatus
+	exists bool
+}
+
+func cloneLBAnswer(a lbAnswer) lbAnswer {
+	return lbAnswer{status: a.status.DeepCopy(), exists: a.exists}
+}

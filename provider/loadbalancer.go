@@ -1,0 +1,72 @@
+package provider
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/cloudgate/cloudgate/cache"
+)
+
+type lbCaches struct {
+	get *cache.Cache[lbKey, lbAnswer]
+}
+
+// loadBalancer wraps the upstream's LoadBalancer. Writes invalidate the
+// cached GetLoadBalancer answer of their Service. Upstream errors, including
+// ImplementedElsewhere and a wrapped *api.RetryError, come back unchanged.
+type loadBalancer struct {
+	g  *gate
+	up cloudprovider.LoadBalancer
+}
+
+var _ cloudprovider.LoadBalancer = (*loadBalancer)(nil)
+
+func (l *loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, service *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	const name = "GetLoadBalancer"
+	m := l.g.methods[name]
+	a, err := read(ctx, l.g, name, l.g.lb.get, keyOfService(clusterName, service), func(ctx context.Context) (lbAnswer, error) {
+		return invoke(ctx, l.g, m, m.priority, func(ctx context.Context) (lbAnswer, error) {
+			status, exists, err := l.up.GetLoadBalancer(ctx, clusterName, service)
+			return lbAnswer{status: status, exists: exists}, err
+		})
+	})
+	return a.status, a.exists, err
+}
+
+// GetLoadBalancerName is computed locally by every provider: passed through,
+// neither limited nor cached.
+func (l *loadBalancer) GetLoadBalancerName(ctx context.Context, clusterName string, service *v1.Service) string {
+	return l.up.GetLoadBalancerName(ctx, clusterName, service)
+}
+
+func (l *loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	var status *v1.LoadBalancerStatus
+	err := write(ctx, l.g, "EnsureLoadBalancer", func(ctx context.Context) error {
+		var err error
+		status, err = l.up.EnsureLoadBalancer(ctx, clusterName, service, nodes)
+		return err
+	}, l.invalidate(clusterName, service))
+	return status, err
+}
+
+func (l *loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) error {
+	return write(ctx, l.g, "UpdateLoadBalancer", func(ctx context.Context) error {
+		return l.up.UpdateLoadBalancer(ctx, clusterName, service, nodes)
+	}, l.invalidate(clusterName, service))
+}
+
+func (l *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *v1.Service) error {
+	return write(ctx, l.g, "EnsureLoadBalancerDeleted", func(ctx context.Context) error {
+		return l.up.EnsureLoadBalancerDeleted(ctx, clusterName, service)
+	}, l.invalidate(clusterName, service))
+}
+
+func (l *loadBalancer) invalidate(clusterName string, service *v1.Service) func() {
+	if l.g.lb.get == nil {
+		return nil
+	}
+	key := keyOfService(clusterName, service)
+	return func() { l.g.lb.get.Invalidate(key) }
+}
