@@ -280,7 +280,7 @@ func (b *Bucket) waitSlow(ctx context.Context, p Priority, now time.Duration) er
 			switch {
 			case w.granted:
 				// Granted while ctx ended: hand the token on.
-				b.tokens = math.Min(b.burst, b.tokens+1)
+				b.tokens = min(b.burst, b.tokens+1)
 			case !w.closed:
 				b.removeLocked(w)
 			}
@@ -324,17 +324,17 @@ func (b *Bucket) OnThrottled(retryAfter time.Duration) {
 
 	if b.adaptive && now >= b.nextDecrease && now >= b.pausedUntil {
 		old := b.rateAtLocked(now)
-		rate := math.Max(b.minQPS, old*b.decrease)
+		rate := max(b.minQPS, old*b.decrease)
 		b.rateBase, b.recStart = rate, now
 		b.recovering = rate < b.qps
 		b.nextDecrease = satAdd(now, max(decreaseCooldown, durationFromSeconds(1/rate)))
-		b.tokens = math.Min(b.tokens, 1)
+		b.tokens = min(b.tokens, 1)
 		b.reportLocked(rate)
 	}
 	if retryAfter > 0 {
 		if until := satAdd(now, retryAfter); until > b.pausedUntil {
 			b.pausedUntil = until
-			b.tokens = math.Min(b.tokens, 1)
+			b.tokens = min(b.tokens, 1)
 		}
 		if b.recovering && b.recStart < b.pausedUntil {
 			// The rate is constant before recStart: recovery waits for
@@ -392,7 +392,7 @@ func (b *Bucket) advanceLocked(now time.Duration) {
 		return
 	}
 	if from := max(b.last, b.pausedUntil); now > from && b.tokens < b.burst {
-		b.tokens = math.Min(b.burst, b.tokens+b.accruedLocked(from, now))
+		b.tokens = min(b.burst, b.tokens+b.accruedLocked(from, now))
 	}
 	b.last = now
 	if !b.recovering || now <= b.recStart {
@@ -423,7 +423,7 @@ func (b *Bucket) rateAtLocked(t time.Duration) float64 {
 	if !b.recovering || t <= b.recStart {
 		return b.rateBase
 	}
-	return math.Min(b.qps, b.rateBase+b.recovery*(t-b.recStart).Seconds())
+	return min(b.qps, b.rateBase+b.recovery*seconds(t-b.recStart))
 }
 
 // cumulativeLocked returns the integral of the effective rate from recStart
@@ -457,9 +457,9 @@ func (b *Bucket) inverseCumulativeLocked(y float64) float64 {
 // (from <= to), ignoring Burst and pauses.
 func (b *Bucket) accruedLocked(from, to time.Duration) float64 {
 	if !b.recovering {
-		return b.rateBase * (to - from).Seconds()
+		return b.rateBase * seconds(to - from)
 	}
-	return b.cumulativeLocked((to - b.recStart).Seconds()) - b.cumulativeLocked((from - b.recStart).Seconds())
+	return b.cumulativeLocked(seconds(to - b.recStart)) - b.cumulativeLocked(seconds(from - b.recStart))
 }
 
 // readyAtLocked returns when the next token can be granted; the bucket must
@@ -473,7 +473,7 @@ func (b *Bucket) readyAtLocked(now time.Duration) time.Duration {
 	if !b.recovering {
 		return satAdd(start, durationFromSeconds(need/b.rateBase))
 	}
-	x0 := (start - b.recStart).Seconds()
+	x0 := seconds(start - b.recStart)
 	x := b.inverseCumulativeLocked(b.cumulativeLocked(x0) + need)
 	return satAdd(b.recStart, durationFromSeconds(x))
 }
@@ -585,6 +585,11 @@ func (q *waitQueue) remove(w *waiter) {
 	}
 	w.prev, w.next = nil, nil
 }
+
+// seconds converts d to seconds. Unlike time.Duration.Seconds it needs no
+// integer division, which matters on Wait's fast path; it is exact for the
+// durations a bucket deals with.
+func seconds(d time.Duration) float64 { return float64(d) / 1e9 }
 
 // durationFromSeconds converts s >= 0 seconds to a Duration, rounding up so
 // that the token is really there at the end of it, and saturating.
