@@ -457,9 +457,9 @@ func (b *Bucket) inverseCumulativeLocked(y float64) float64 {
 // (from <= to), ignoring Burst and pauses.
 func (b *Bucket) accruedLocked(from, to time.Duration) float64 {
 	if !b.recovering {
-		return b.rateBase * seconds(to - from)
+		return b.rateBase * seconds(to-from)
 	}
-	return b.cumulativeLocked(seconds(to - b.recStart)) - b.cumulativeLocked(seconds(from - b.recStart))
+	return b.cumulativeLocked(seconds(to-b.recStart)) - b.cumulativeLocked(seconds(from-b.recStart))
 }
 
 // readyAtLocked returns when the next token can be granted; the bucket must
