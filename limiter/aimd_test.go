@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -281,7 +282,7 @@ func TestReadyAtInvertsAccrued(t *testing.T) {
 	for _, tc := range []struct {
 		rateBase float64
 		tokens   float64
-	}{{32, 0}, {32, 0.5}, {63.9, 0}, {0.64, 0}, {64, 0.25}} {
+	}{{32, 0}, {32, 0.5}, {63.9, 0}, {63.99, 0}, {0.64, 0}, {64, 0.25}} {
 		b, _ := newTestBucket(t, BucketConfig{QPS: 64, Burst: 1, Adaptive: true, RecoveryQPSPerSecond: 2}, nil)
 		b.mu.Lock()
 		b.rateBase, b.recStart, b.recovering, b.tokens = tc.rateBase, 0, tc.rateBase < 64, tc.tokens
@@ -292,5 +293,24 @@ func TestReadyAtInvertsAccrued(t *testing.T) {
 		if got < 1-tokenEpsilon || got > 1+1e-6 || before >= 1 {
 			t.Errorf("rate %v tokens %v: ready at %v with %v tokens (%v a µs earlier)", tc.rateBase, tc.tokens, at, got, before)
 		}
+	}
+}
+
+func TestBucketHugeRetryAfter(t *testing.T) {
+	b, clk := newTestBucket(t, BucketConfig{QPS: 10, Burst: 1, Adaptive: true}, nil)
+	clk.Step(time.Hour)
+	b.OnThrottled(time.Duration(math.MaxInt64)) // saturates instead of overflowing
+	ctx, cancel := context.WithCancel(context.Background())
+	w := queue(t, ctx, b, PriorityCritical)
+	clk.Step(24 * time.Hour)
+	if b.Waiting() != 1 {
+		t.Fatalf("Waiting() = %d, want 1 (still paused)", b.Waiting())
+	}
+	cancel()
+	if err := result(t, w); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+	if got := b.EffectiveQPS(); got != 5 {
+		t.Fatalf("EffectiveQPS() = %v, want 5", got)
 	}
 }

@@ -109,8 +109,8 @@ type Breaker struct {
 // excluded — neither success nor failure — when isExcluded(err) is true (the
 // provider passes InstanceNotFound, NotImplemented, context cancellation and
 // throttling; isExcluded may be nil); success when err is nil; failure
-// otherwise. obs nil discards events. It returns cfg.Validate's error if cfg
-// is invalid.
+// otherwise. obs nil discards events. If cfg is invalid it returns an error
+// wrapping cfg.Validate's.
 func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs Observer) (*Breaker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cloudgate: breaker %q: %w", name, err)

@@ -135,7 +135,8 @@ type Bucket struct {
 
 // NewBucket returns a full bucket named name (the name appears in errors and
 // Observer events). clk nil means the real clock; obs nil discards events.
-// It returns cfg.Validate's error if cfg is invalid.
+// If cfg is invalid it returns an error wrapping cfg.Validate's, e.g.
+// `cloudgate: bucket "read": qps must be > 0 (got 0)`.
 func NewBucket(name string, cfg BucketConfig, clk clock.Clock, obs Observer) (*Bucket, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cloudgate: bucket %q: %w", name, err)

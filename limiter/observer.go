@@ -71,7 +71,7 @@ type Observer interface {
 	// honoured (0 if none).
 	Throttled(bucket string, retryAfter time.Duration)
 	// RateChanged is called when a bucket's effective rate changes (AIMD):
-	// on every multiplicative decrease, when the rate is back at the
+	// on every multiplicative decrease that changes the rate, when the rate is back at the
 	// configured QPS, and during recovery each time the bucket notices
 	// (lazily, when it is used or queried) that the rate has grown by at
 	// least 1% of the configured QPS since the last report.
