@@ -337,4 +337,3 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
