@@ -41,4 +41,4 @@ fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 60s ./provider/
 
 setup:
-	@true
+	bash .ci/setup.sh
