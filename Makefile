@@ -34,8 +34,10 @@ control-plane:
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
 
+# The load benchmark: the CCM controllers against the simulated cloud, bare vs
+# cloudgate, default scenarios (about 1-2 minutes on 2 cores). See docs/bench.md.
 run: deps
-	$(GO) run ./cmd/cloudgate-example
+	$(GO) run ./cmd/cloudgate-bench
 
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 60s ./provider/

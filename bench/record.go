@@ -1,0 +1,216 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+)
+
+// recorder is a thin cloudprovider.Interface decorator handed to the
+// controllers: it times every call the controllers make and counts the
+// errors they see, whatever sits below it (the bare provider or cloudgate).
+// It wraps InstancesV2, LoadBalancer and Routes, the interfaces the four
+// controllers use when the provider has InstancesV2; Instances, Zones and
+// Clusters pass through untimed.
+type recorder struct {
+	up cloudprovider.Interface
+
+	mu        sync.Mutex
+	latencies []time.Duration
+	calls     map[string]int64
+	errs      map[string]int64
+	// writes issued by the controllers (LB ensure/update/delete, routes).
+	writesIssued, writesFailed int64
+}
+
+func newRecorder(up cloudprovider.Interface) *recorder {
+	return &recorder{up: up, calls: map[string]int64{}, errs: map[string]int64{}}
+}
+
+// observe records one call that started at start.
+func (r *recorder) observe(method string, start time.Time, err error, write bool) {
+	d := time.Since(start)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.latencies = append(r.latencies, d)
+	r.calls[method]++
+	if write {
+		r.writesIssued++
+	}
+	if err != nil && !isAnswer(err) {
+		r.errs[method]++
+		if write {
+			r.writesFailed++
+		}
+	}
+}
+
+// isAnswer reports the errors that are answers, not failures.
+func isAnswer(err error) bool {
+	return errors.Is(err, cloudprovider.InstanceNotFound) || errors.Is(err, cloudprovider.NotImplemented) ||
+		errors.Is(err, cloudprovider.ImplementedElsewhere)
+}
+
+// recorded is a snapshot of what the recorder saw.
+type recorded struct {
+	Calls, Errors              map[string]int64
+	P50, P99                   time.Duration
+	WritesIssued, WritesFailed int64
+}
+
+// reset forgets everything recorded so far.
+func (r *recorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.latencies = nil
+	r.calls, r.errs = map[string]int64{}, map[string]int64{}
+	r.writesIssued, r.writesFailed = 0, 0
+}
+
+func (r *recorder) snapshot() recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := recorded{Calls: map[string]int64{}, Errors: map[string]int64{}, WritesIssued: r.writesIssued, WritesFailed: r.writesFailed}
+	for k, v := range r.calls {
+		out.Calls[k] = v
+	}
+	for k, v := range r.errs {
+		out.Errors[k] = v
+	}
+	lat := append([]time.Duration(nil), r.latencies...)
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	out.P50, out.P99 = quantile(lat, 0.50), quantile(lat, 0.99)
+	return out
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(sorted)-1))
+	return sorted[i]
+}
+
+func (r *recorder) Initialize(b cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	r.up.Initialize(b, stop)
+}
+func (r *recorder) Instances() (cloudprovider.Instances, bool) { return r.up.Instances() }
+func (r *recorder) Zones() (cloudprovider.Zones, bool)         { return r.up.Zones() }
+func (r *recorder) Clusters() (cloudprovider.Clusters, bool)   { return r.up.Clusters() }
+func (r *recorder) ProviderName() string                       { return r.up.ProviderName() }
+func (r *recorder) HasClusterID() bool                         { return r.up.HasClusterID() }
+func (r *recorder) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	up, ok := r.up.InstancesV2()
+	if !ok || up == nil {
+		return nil, ok
+	}
+	return &recInstancesV2{r, up}, true
+}
+func (r *recorder) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	up, ok := r.up.LoadBalancer()
+	if !ok || up == nil {
+		return nil, ok
+	}
+	return &recLB{r, up}, true
+}
+func (r *recorder) Routes() (cloudprovider.Routes, bool) {
+	up, ok := r.up.Routes()
+	if !ok || up == nil {
+		return nil, ok
+	}
+	return &recRoutes{r, up}, true
+}
+
+type recInstancesV2 struct {
+	r  *recorder
+	up cloudprovider.InstancesV2
+}
+
+func (i *recInstancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+	start := time.Now()
+	ok, err := i.up.InstanceExists(ctx, node)
+	i.r.observe("InstanceExists", start, err, false)
+	return ok, err
+}
+
+func (i *recInstancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	start := time.Now()
+	ok, err := i.up.InstanceShutdown(ctx, node)
+	i.r.observe("InstanceShutdown", start, err, false)
+	return ok, err
+}
+
+func (i *recInstancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	start := time.Now()
+	md, err := i.up.InstanceMetadata(ctx, node)
+	i.r.observe("InstanceMetadata", start, err, false)
+	return md, err
+}
+
+type recLB struct {
+	r  *recorder
+	up cloudprovider.LoadBalancer
+}
+
+func (l *recLB) GetLoadBalancer(ctx context.Context, cluster string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	start := time.Now()
+	st, ok, err := l.up.GetLoadBalancer(ctx, cluster, svc)
+	l.r.observe("GetLoadBalancer", start, err, false)
+	return st, ok, err
+}
+
+func (l *recLB) GetLoadBalancerName(ctx context.Context, cluster string, svc *v1.Service) string {
+	return l.up.GetLoadBalancerName(ctx, cluster, svc)
+}
+
+func (l *recLB) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	start := time.Now()
+	st, err := l.up.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+	l.r.observe("EnsureLoadBalancer", start, err, true)
+	return st, err
+}
+
+func (l *recLB) UpdateLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) error {
+	start := time.Now()
+	err := l.up.UpdateLoadBalancer(ctx, cluster, svc, nodes)
+	l.r.observe("UpdateLoadBalancer", start, err, true)
+	return err
+}
+
+func (l *recLB) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, svc *v1.Service) error {
+	start := time.Now()
+	err := l.up.EnsureLoadBalancerDeleted(ctx, cluster, svc)
+	l.r.observe("EnsureLoadBalancerDeleted", start, err, true)
+	return err
+}
+
+type recRoutes struct {
+	r  *recorder
+	up cloudprovider.Routes
+}
+
+func (rt *recRoutes) ListRoutes(ctx context.Context, cluster string) ([]*cloudprovider.Route, error) {
+	start := time.Now()
+	out, err := rt.up.ListRoutes(ctx, cluster)
+	rt.r.observe("ListRoutes", start, err, false)
+	return out, err
+}
+
+func (rt *recRoutes) CreateRoute(ctx context.Context, cluster, hint string, route *cloudprovider.Route) error {
+	start := time.Now()
+	err := rt.up.CreateRoute(ctx, cluster, hint, route)
+	rt.r.observe("CreateRoute", start, err, true)
+	return err
+}
+
+func (rt *recRoutes) DeleteRoute(ctx context.Context, cluster string, route *cloudprovider.Route) error {
+	start := time.Now()
+	err := rt.up.DeleteRoute(ctx, cluster, route)
+	rt.r.observe("DeleteRoute", start, err, true)
+	return err
+}
