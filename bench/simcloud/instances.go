@@ -170,9 +170,11 @@ func (v *instancesV2) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node)
 		if r.idx < 0 {
 			continue
 		}
-		res := resp.ByName[r.idx]
+		var res batchResult
 		if r.byID {
 			res = resp.ByID[r.idx]
+		} else {
+			res = resp.ByName[r.idx]
 		}
 		if !res.Found || res.Instance == nil || (r.zone != "" && res.Instance.Zone != r.zone) {
 			out[i].Err = cloudprovider.InstanceNotFound

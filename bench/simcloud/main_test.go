@@ -36,7 +36,10 @@ func startServer(t *testing.T, cfg ServerConfig) *Server {
 // YAML config. extra is appended to the config.
 func cloudFor(t *testing.T, s *Server, extra string) *Cloud {
 	t.Helper()
-	cfg := fmt.Sprintf("endpoint: %s\napiKey: %s\nclusterName: kubernetes\ntimeout: 5s\n%s", s.URL(), testKey, extra)
+	if !strings.Contains(extra, "timeout:") {
+		extra += "timeout: 5s\n"
+	}
+	cfg := fmt.Sprintf("endpoint: %s\napiKey: %s\nclusterName: kubernetes\n%s", s.URL(), testKey, extra)
 	iface, err := cloudprovider.GetCloudProvider(ProviderName, strings.NewReader(cfg))
 	if err != nil {
 		t.Fatalf("GetCloudProvider: %v", err)
@@ -102,4 +105,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+func routeTo(node, cidr string) *cloudprovider.Route {
+	return &cloudprovider.Route{TargetNode: types.NodeName(node), DestinationCIDR: cidr}
 }
