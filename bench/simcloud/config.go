@@ -75,7 +75,10 @@ type ServerConfig struct {
 	WriteBurst int
 
 	// BaseLatency is added to every call; Jitter adds a uniform random
-	// [0, Jitter) on top. Both default to zero.
+	// [0, Jitter) on top. Both default to zero. The server sleeps before
+	// it decides a call's fate and finishes the call even if the client has
+	// given up meanwhile, so a write can land after its caller timed out,
+	// as with a real cloud.
 	BaseLatency time.Duration
 	Jitter      time.Duration
 

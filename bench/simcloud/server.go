@@ -83,7 +83,6 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.srv = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          nil,
 	}
 	go func() {
 		defer close(s.serveDone)
