@@ -52,6 +52,11 @@ type Options struct {
 	ChurnNodes    int
 	ChurnRate     int
 	ChurnInterval time.Duration
+	// NotReady nodes of the steady cluster are NotReady (their instances
+	// alive): the lifecycle controller checks each every monitor period.
+	NotReady int
+	// Sides to run: "bare", "cloudgate" or both (default).
+	Sides []string
 	// SteadyDuration and ChurnDuration are simulated run lengths.
 	SteadyDuration time.Duration
 	ChurnDuration  time.Duration
@@ -86,6 +91,7 @@ type Options struct {
 func DefaultOptions() *Options {
 	return &Options{
 		Scenarios:      append([]string(nil), DefaultScenarios...),
+		Sides:          []string{sideBare, sideCloudgate},
 		Nodes:          5000,
 		Services:       20,
 		ScaleupNodes:   1000,
@@ -118,7 +124,17 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("unknown scenario %q: want steady, scaleup, churn or chaos", s)
 		}
 	}
+	if len(o.Sides) == 0 {
+		return errors.New("no side: want bare, cloudgate or both")
+	}
+	for _, s := range o.Sides {
+		if s != sideBare && s != sideCloudgate {
+			return fmt.Errorf("unknown side %q: want bare or cloudgate", s)
+		}
+	}
 	switch {
+	case o.NotReady < 0 || o.NotReady > o.Nodes:
+		return errors.New("not-ready must be between 0 and nodes")
 	case o.Nodes < 1 || o.ScaleupNodes < 1 || o.ChurnNodes < 1:
 		return errors.New("nodes, scaleup-nodes and churn-nodes must be >= 1")
 	case o.Services < 0:

@@ -29,6 +29,8 @@ type ScenarioResult struct {
 	// Nodes is the cluster size (for scaleup: K, the nodes that arrive).
 	Nodes    int `json:"nodes"`
 	Services int `json:"services"`
+	// NotReady nodes (steady).
+	NotReady int `json:"not_ready,omitempty"`
 	// SimSeconds is the measured window in simulated seconds.
 	SimSeconds float64 `json:"sim_seconds"`
 	// LimitSeconds is the physical limit ceil(K/B)/Q (scaleup only).
@@ -86,6 +88,9 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "cloudgate policy: %s\n", r.Policy)
 	for _, s := range r.Scenarios {
 		fmt.Fprintf(w, "\n== %s: %d nodes, %d services, %.0fs simulated", s.Scenario, s.Nodes, s.Services, s.SimSeconds)
+		if s.NotReady > 0 {
+			fmt.Fprintf(w, ", %d nodes NotReady", s.NotReady)
+		}
 		if s.LimitSeconds != nil {
 			fmt.Fprintf(w, ", physical limit ceil(K/B)/Q = ceil(%d/%d)/%g = %.2fs", s.Nodes, s.BatchSize, r.ReadQPS, *s.LimitSeconds)
 		}
@@ -104,7 +109,7 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("controller errors", d(s.Bare.ControllerErrors), d(s.Cloudgate.ControllerErrors), "")
 		row("latency p50 (real ms)", f2(s.Bare.P50Ms), f2(s.Cloudgate.P50Ms), "")
 		row("latency p99 (real ms)", f2(s.Bare.P99Ms), f2(s.Cloudgate.P99Ms), "")
-		if s.Bare.NodesToInit > 0 {
+		if s.Bare.NodesToInit > 0 || s.Cloudgate.NodesToInit > 0 {
 			row("nodes initialized", fmt.Sprintf("%d/%d", s.Bare.NodesInitialized, s.Bare.NodesToInit),
 				fmt.Sprintf("%d/%d", s.Cloudgate.NodesInitialized, s.Cloudgate.NodesToInit), "")
 			row("time to initialize (s)", secs(s.Bare.InitSeconds), secs(s.Cloudgate.InitSeconds), x(s.TimeRatio))

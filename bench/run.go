@@ -18,7 +18,8 @@ import (
 // Run runs the scenarios of opts, each with the bare provider and then with
 // cloudgate, and returns the report. progress (may be nil) gets a line every
 // few seconds.
-func Run(ctx context.Context, opts *Options, progress io.Writer) (*Report, error) {
+func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
+	opts := o
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -31,29 +32,31 @@ func Run(ctx context.Context, opts *Options, progress io.Writer) (*Report, error
 	}
 	for _, sc := range opts.Scenarios {
 		res := ScenarioResult{Scenario: sc, Services: opts.Services}
-		for _, side := range []string{sideBare, sideCloudgate} {
+		for _, side := range o.Sides {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 			var s Side
+			var secs float64
 			var err error
 			switch sc {
 			case ScenarioSteady:
-				res.Nodes = opts.Nodes
-				s, res.SimSeconds, err = runSteady(ctx, opts, side, progress)
+				res.Nodes, res.NotReady = opts.Nodes, opts.NotReady
+				s, secs, err = runSteady(ctx, opts, side, progress)
 			case ScenarioScaleup:
 				res.Nodes = opts.ScaleupNodes
-				s, res.SimSeconds, err = runScaleup(ctx, opts, side, progress)
+				s, secs, err = runScaleup(ctx, opts, side, progress)
 			case ScenarioChurn:
 				res.Nodes = opts.ChurnNodes
-				s, res.SimSeconds, err = runChurn(ctx, opts, side, progress)
+				s, secs, err = runChurn(ctx, opts, side, progress)
 			case ScenarioChaos:
 				res.Nodes = opts.chaosNodes()
-				s, res.SimSeconds, err = runChaos(ctx, opts, side, progress)
+				s, secs, err = runChaos(ctx, opts, side, progress)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%s/%s: %w", sc, side, err)
 			}
+			res.SimSeconds = max(res.SimSeconds, secs)
 			if side == sideBare {
 				res.Bare = s
 			} else {
@@ -212,7 +215,7 @@ func sleep(ctx context.Context, d time.Duration, progress io.Writer, label strin
 	}
 }
 
-// runSteady: N initialised nodes (1% NotReady, their instances alive), M
+// runSteady: N initialised nodes (NotReady of them NotReady, their instances alive), M
 // services, the periodic syncs for SteadyDuration.
 func runSteady(ctx context.Context, o *Options, side string, progress io.Writer) (Side, float64, error) {
 	label := fmt.Sprintf("steady/%s", side)
@@ -226,7 +229,8 @@ func runSteady(ctx context.Context, o *Options, side string, progress io.Writer)
 	if err != nil {
 		return Side{}, 0, err
 	}
-	for i := 0; i < len(insts); i += 100 {
+	for k := 0; k < o.NotReady; k++ {
+		i := k * len(insts) / o.NotReady
 		if err := c.setReady(insts[i].NodeName, false); err != nil {
 			return Side{}, 0, err
 		}

@@ -43,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	scenarios := fs.String("scenario", strings.Join(o.Scenarios, ","), "comma-separated scenarios: steady, scaleup, churn, chaos")
 	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "nodes in the steady cluster (N)")
+	fs.IntVar(&o.NotReady, "not-ready", o.NotReady, "NotReady nodes in the steady cluster (the lifecycle controller checks each every 5 s)")
+	sides := fs.String("sides", strings.Join(o.Sides, ","), "comma-separated sides to run: bare, cloudgate")
 	fs.IntVar(&o.Services, "services", o.Services, "LoadBalancer services (M)")
 	fs.IntVar(&o.ScaleupNodes, "scaleup-nodes", o.ScaleupNodes, "nodes arriving at once in scaleup (K)")
 	fs.IntVar(&o.ChurnNodes, "churn-nodes", o.ChurnNodes, "nodes in the churn cluster")
@@ -70,6 +72,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	for _, s := range strings.Split(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			o.Scenarios = append(o.Scenarios, s)
+		}
+	}
+	o.Sides = nil
+	for _, s := range strings.Split(*sides, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.Sides = append(o.Sides, s)
 		}
 	}
 	if err := o.Validate(); err != nil {
@@ -115,7 +123,9 @@ func quietKlog() {
 
 // currentGatherer serves the registry of the cloudgate run in progress (an
 // empty one between runs).
-type currentGatherer struct{ p atomic.Pointer[prometheus.Registry] }
+type currentGatherer struct {
+	p atomic.Pointer[prometheus.Registry]
+}
 
 func (g *currentGatherer) Gather() ([]*dto.MetricFamily, error) {
 	if r := g.p.Load(); r != nil {
