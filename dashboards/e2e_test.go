@@ -178,15 +178,59 @@ func TestE2EDashboardWithPrometheus(t *testing.T) {
 		}
 	}
 
-	// The alert expressions evaluate (their thresholds need minutes, so
-	// only errors are checked here; promtool test rules checks firing).
+	// Prometheus loaded alerts.yaml and evaluates every alert without error
+	// (their thresholds need minutes, so firing is left to promtool test rules).
+	health, err := prom.ruleHealth()
+	if err != nil {
+		t.Fatalf("/api/v1/rules: %v", err)
+	}
 	for _, g := range loadRules(t).Groups {
 		for _, r := range g.Rules {
+			if h := health[r.Alert]; h != "ok" {
+				t.Errorf("alert %s: Prometheus reports health %q", r.Alert, h)
+			}
 			if _, err := prom.query(r.Expr); err != nil {
 				t.Errorf("alert %s: %v", r.Alert, err)
 			}
 		}
 	}
+}
+
+// ruleHealth returns the health ("ok", "err", "unknown") of each loaded rule.
+func (p *promServer) ruleHealth() (map[string]string, error) {
+	resp, err := p.hc.Get(p.base + "/api/v1/rules")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Groups []struct {
+				Rules []struct {
+					Name      string `json:"name"`
+					Health    string `json:"health"`
+					LastError string `json:"lastError"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, err
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("status %q", r.Status)
+	}
+	out := map[string]string{}
+	for _, g := range r.Data.Groups {
+		for _, rule := range g.Rules {
+			out[rule.Name] = rule.Health
+			if rule.LastError != "" {
+				out[rule.Name] += ": " + rule.LastError
+			}
+		}
+	}
+	return out, nil
 }
 
 // runLoad drives the phases the dashboard shows: a cold start (misses,
@@ -345,7 +389,7 @@ func runLoad(t *testing.T, cloud cloudprovider.Interface, srv *simcloud.Server, 
 	})
 }
 
-// prometheus is a Prometheus server started by the test.
+// promServer is a Prometheus server started by the test.
 type promServer struct {
 	base string
 	hc   *http.Client
