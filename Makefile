@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench run lint fuzz deps setup control-plane
+.PHONY: all build test bench bench-results run lint fuzz deps setup control-plane
 
 all: lint build test
 
@@ -38,6 +38,11 @@ bench: deps
 # cloudgate, default scenarios (about 1-2 minutes on 2 cores). See docs/bench.md.
 run: deps
 	$(GO) run ./cmd/cloudgate-bench
+
+# Regenerates bench/RESULTS.md (and bench/results.json): make bench's hot-path
+# benchmarks and make run's load benchmark, with the commands and targets.
+bench-results: deps
+	GO=$(GO) bash bench/results.sh
 
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 60s ./provider/

@@ -22,6 +22,7 @@ func smallOptions() *Options {
 	o.ChurnDuration = 3 * time.Minute
 	o.SteadyDuration = 6 * time.Minute
 	o.ScaleupTimeout = 10 * time.Minute
+	o.ScaleupTimeFactor = 60
 	// A quota the bare provider exceeds at 200 nodes: 200 lookups per
 	// status period in a burst, against 5 reads/s.
 	o.ReadQPS, o.ReadBurst = 5, 5

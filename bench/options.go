@@ -69,8 +69,13 @@ type Options struct {
 	WriteQPS   float64
 	WriteBurst int
 
-	// TimeFactor compresses time (see the package doc).
-	TimeFactor float64
+	// TimeFactor compresses time (see the package doc) in steady, churn and
+	// chaos. ScaleupTimeFactor is scaleup's: it has no period to compress,
+	// and its physical limit ceil(K/B)/Q shrinks with the factor below what
+	// the fake API server's CPU cost allows, so it runs in real time (1)
+	// by default, the bare side cut off at ScaleupTimeout.
+	TimeFactor        float64
+	ScaleupTimeFactor float64
 	// NodeWorkers is --concurrent-node-syncs (and status updates);
 	// ServiceWorkers is --concurrent-service-syncs.
 	NodeWorkers    int
@@ -90,25 +95,26 @@ type Options struct {
 // scaling up, a cloud allowing 20 reads/s and 5 writes/s, time ×60.
 func DefaultOptions() *Options {
 	return &Options{
-		Scenarios:      append([]string(nil), DefaultScenarios...),
-		Sides:          []string{sideBare, sideCloudgate},
-		Nodes:          5000,
-		Services:       20,
-		ScaleupNodes:   1000,
-		ChurnNodes:     1000,
-		ChurnRate:      10,
-		ChurnInterval:  30 * time.Second,
-		SteadyDuration: 11 * time.Minute,
-		ChurnDuration:  10 * time.Minute,
-		ScaleupTimeout: 30 * time.Minute,
-		ReadQPS:        20,
-		ReadBurst:      20,
-		WriteQPS:       5,
-		WriteBurst:     5,
-		TimeFactor:     60,
-		NodeWorkers:    100,
-		ServiceWorkers: 1,
-		Seed:           1,
+		Scenarios:         append([]string(nil), DefaultScenarios...),
+		Sides:             []string{sideBare, sideCloudgate},
+		Nodes:             5000,
+		Services:          20,
+		ScaleupNodes:      1000,
+		ChurnNodes:        1000,
+		ChurnRate:         10,
+		ChurnInterval:     30 * time.Second,
+		SteadyDuration:    11 * time.Minute,
+		ChurnDuration:     6 * time.Minute,
+		ScaleupTimeout:    time.Minute,
+		ReadQPS:           20,
+		ReadBurst:         20,
+		WriteQPS:          5,
+		WriteBurst:        5,
+		TimeFactor:        60,
+		ScaleupTimeFactor: 1,
+		NodeWorkers:       100,
+		ServiceWorkers:    1,
+		Seed:              1,
 	}
 }
 
@@ -141,8 +147,8 @@ func (o *Options) Validate() error {
 		return errors.New("services must be >= 0")
 	case !(o.ReadQPS > 0) || !(o.WriteQPS > 0) || o.ReadBurst < 1 || o.WriteBurst < 1:
 		return errors.New("read-qps and write-qps must be > 0, bursts >= 1")
-	case !(o.TimeFactor >= 1):
-		return errors.New("time-factor must be >= 1")
+	case !(o.TimeFactor >= 1) || !(o.ScaleupTimeFactor >= 1):
+		return errors.New("time-factor and scaleup-time-factor must be >= 1")
 	case o.NodeWorkers < 1 || o.ServiceWorkers < 1:
 		return errors.New("node-workers and service-workers must be >= 1")
 	case o.SteadyDuration <= 0 || o.ChurnDuration <= 0 || o.ChurnInterval <= 0 || o.ScaleupTimeout <= 0:

@@ -43,6 +43,10 @@ type ScenarioResult struct {
 	CallRatio     float64 `json:"call_ratio"`
 	ReadCallRatio float64 `json:"read_call_ratio"`
 	TimeRatio     float64 `json:"time_ratio,omitempty"`
+	// TimeRatioAtLeast: the bare side timed out, TimeRatio is a lower bound.
+	TimeRatioAtLeast bool `json:"time_ratio_at_least,omitempty"`
+	// TimeFactor of this scenario (scaleup has its own).
+	TimeFactor float64 `json:"time_factor"`
 }
 
 // Side is one provider's figures. Upstream figures come from the simulated
@@ -65,7 +69,9 @@ type Side struct {
 	// InitSeconds (simulated) until the last of the nodes to initialise was
 	// initialised: scaleup from their arrival; churn the slowest node. Null
 	// when not all were initialised or the scenario adds none.
-	InitSeconds   *float64 `json:"init_seconds"`
+	InitSeconds *float64 `json:"init_seconds"`
+	// TimedOut: scaleup gave up before all nodes were initialised.
+	TimedOut      bool     `json:"timed_out,omitempty"`
 	CacheHitRatio *float64 `json:"cache_hit_ratio"`
 
 	// Chaos only (its keys are inlined).
@@ -83,11 +89,12 @@ func (r *Report) WriteJSON(path string) error {
 
 // WriteTable writes the human-readable report.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "cloudgate-bench: simulated cloud quota %g reads/s (burst %d), %g writes/s (burst %d); time compressed x%g (figures in simulated time)\n",
-		r.ReadQPS, r.ReadBurst, r.WriteQPS, r.WriteBurst, r.TimeFactor)
+	fmt.Fprintf(w, "cloudgate-bench: simulated cloud quota %g reads/s (burst %d), %g writes/s (burst %d)\n",
+		r.ReadQPS, r.ReadBurst, r.WriteQPS, r.WriteBurst)
+	fmt.Fprintf(w, "time compressed x%g unless a scenario says otherwise: periods / x, quotas * x; times are simulated seconds\n", r.TimeFactor)
 	fmt.Fprintf(w, "cloudgate policy: %s\n", r.Policy)
 	for _, s := range r.Scenarios {
-		fmt.Fprintf(w, "\n== %s: %d nodes, %d services, %.0fs simulated", s.Scenario, s.Nodes, s.Services, s.SimSeconds)
+		fmt.Fprintf(w, "\n== %s: %d nodes, %d services, %.1fs simulated (time x%g)", s.Scenario, s.Nodes, s.Services, s.SimSeconds, s.TimeFactor)
 		if s.NotReady > 0 {
 			fmt.Fprintf(w, ", %d nodes NotReady", s.NotReady)
 		}
@@ -112,7 +119,11 @@ func (r *Report) WriteTable(w io.Writer) {
 		if s.Bare.NodesToInit > 0 || s.Cloudgate.NodesToInit > 0 {
 			row("nodes initialized", fmt.Sprintf("%d/%d", s.Bare.NodesInitialized, s.Bare.NodesToInit),
 				fmt.Sprintf("%d/%d", s.Cloudgate.NodesInitialized, s.Cloudgate.NodesToInit), "")
-			row("time to initialize (s)", secs(s.Bare.InitSeconds), secs(s.Cloudgate.InitSeconds), x(s.TimeRatio))
+			tr := x(s.TimeRatio)
+			if s.TimeRatioAtLeast {
+				tr = ">" + tr
+			}
+			row("time to initialize (s)", initSecs(s.Bare, s.SimSeconds), initSecs(s.Cloudgate, s.SimSeconds), tr)
 			if s.LimitSeconds != nil && s.Cloudgate.InitSeconds != nil {
 				row("  / physical limit", "", x(*s.Cloudgate.InitSeconds / *s.LimitSeconds), "")
 			}
@@ -155,6 +166,13 @@ func secs(v *float64) string {
 	}
 	return fmt.Sprintf("%.1f", *v)
 }
+func initSecs(s Side, window float64) string {
+	if s.InitSeconds == nil && s.TimedOut {
+		return fmt.Sprintf(">%.1f (cut off)", window)
+	}
+	return secs(s.InitSeconds)
+}
+
 func pct(v *float64) string {
 	if v == nil {
 		return "-"

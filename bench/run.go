@@ -31,7 +31,10 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 		WriteQPS: opts.WriteQPS, WriteBurst: opts.WriteBurst, Policy: policyString(opts),
 	}
 	for _, sc := range opts.Scenarios {
-		res := ScenarioResult{Scenario: sc, Services: opts.Services}
+		res := ScenarioResult{Scenario: sc, Services: opts.Services, TimeFactor: opts.TimeFactor}
+		if sc == ScenarioScaleup {
+			res.TimeFactor = opts.ScaleupTimeFactor
+		}
 		for _, side := range o.Sides {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -70,8 +73,15 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 		}
 		res.CallRatio = ratio(res.Bare.UpstreamCalls, res.Cloudgate.UpstreamCalls)
 		res.ReadCallRatio = ratio(res.Bare.ReadCalls, res.Cloudgate.ReadCalls)
-		if res.Bare.InitSeconds != nil && res.Cloudgate.InitSeconds != nil && *res.Cloudgate.InitSeconds > 0 {
-			res.TimeRatio = *res.Bare.InitSeconds / *res.Cloudgate.InitSeconds
+		if res.Cloudgate.InitSeconds != nil && *res.Cloudgate.InitSeconds > 0 {
+			switch {
+			case res.Bare.InitSeconds != nil:
+				res.TimeRatio = *res.Bare.InitSeconds / *res.Cloudgate.InitSeconds
+			case res.Bare.TimedOut:
+				// A lower bound: bare had not finished when it was cut off.
+				res.TimeRatio = res.SimSeconds / *res.Cloudgate.InitSeconds
+				res.TimeRatioAtLeast = true
+			}
 		}
 		rep.Scenarios = append(rep.Scenarios, res)
 	}
@@ -250,7 +260,10 @@ func runSteady(ctx context.Context, o *Options, side string, progress io.Writer)
 // runScaleup: M services, then K nodes arrive at once with the
 // uninitialized taint (their instances already exist); time until all are
 // initialised. Counters cover the arrival onwards.
-func runScaleup(ctx context.Context, o *Options, side string, progress io.Writer) (Side, float64, error) {
+func runScaleup(ctx context.Context, opts *Options, side string, progress io.Writer) (Side, float64, error) {
+	so := *opts
+	so.TimeFactor = opts.ScaleupTimeFactor
+	o := &so
 	label := fmt.Sprintf("scaleup/%s", side)
 	fmt.Fprintf(progress, "%s: %d nodes arrive\n", label, o.ScaleupNodes)
 	c, err := newCluster(o, side, zeroFaults)
@@ -296,7 +309,11 @@ func runScaleup(ctx context.Context, o *Options, side string, progress io.Writer
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
-	return c.result(w), time.Since(start).Seconds() * o.TimeFactor, nil
+	s := c.result(w)
+	if n, of, _ := w.done(); n < of {
+		s.TimedOut = true
+	}
+	return s, time.Since(start).Seconds() * o.TimeFactor, nil
 }
 
 // runChurn: ChurnNodes initialised nodes and M services; every
