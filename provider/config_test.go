@@ -1,0 +1,165 @@
+package provider
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/fake"
+)
+
+func TestLoadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		yaml    string
+		wantErr string // "" = valid
+		check   func(t *testing.T, c *Config)
+	}{
+		{name: "minimal", yaml: "upstream:\n  name: aws\n", check: func(t *testing.T, c *Config) {
+			if c.Limits.Read.QPS != 10 || c.Cache.NegativeTTL.Duration != 30*time.Second || c.ttl("InstanceMetadata") != 10*time.Minute {
+				t.Errorf("defaults not applied: %+v", c)
+			}
+		}},
+		{name: "overrides merge with defaults", yaml: `
+upstream: {name: aws, config: "region: eu-west-1"}
+limits:
+  read: {qps: 50}
+methods:
+  InstanceMetadata: {ttl: 1m}
+  ListRoutes: {qps: 1, burst: 2}
+`, check: func(t *testing.T, c *Config) {
+			if c.Limits.Read.QPS != 50 || c.Limits.Read.Burst != 20 {
+				t.Errorf("read bucket = %+v, want qps 50 and the default burst 20", c.Limits.Read)
+			}
+			if c.ttl("InstanceMetadata") != time.Minute || c.Methods["ListRoutes"].QPS != 1 {
+				t.Errorf("method overrides lost: %+v", c.Methods)
+			}
+		}},
+		{name: "unknown key", yaml: "upstream: {name: aws}\ncache: {sise: 10}\n", wantErr: `unknown field "sise"`},
+		{name: "unknown top-level key", yaml: "upstream: {name: aws}\nlimit: {}\n", wantErr: `unknown field "limit"`},
+		{name: "negative TTL", yaml: "upstream: {name: aws}\nmethods:\n  GetLoadBalancer: {ttl: -5s}\n", wantErr: "methods.GetLoadBalancer.ttl must be >= 0"},
+		{name: "zero QPS", yaml: "upstream: {name: aws}\nlimits:\n  write: {qps: 0}\n", wantErr: "limits.write.qps must be > 0"},
+		{name: "zero burst", yaml: "upstream: {name: aws}\nlimits:\n  read: {burst: 0}\n", wantErr: "limits.read.burst must be >= 1"},
+		{name: "unknown method", yaml: "upstream: {name: aws}\nmethods:\n  InstanceMetdata: {ttl: 1m}\n", wantErr: "methods.InstanceMetdata: unknown method"},
+		{name: "ttl on a write", yaml: "upstream: {name: aws}\nmethods:\n  CreateRoute: {ttl: 1m}\n", wantErr: "writes are never cached"},
+		{name: "bad duration", yaml: "upstream: {name: aws}\ncache: {negativeTTL: 30}\n", wantErr: "duration string"},
+		{name: "both upstream configs", yaml: "upstream: {name: aws, config: x, configFile: /y}\n", wantErr: "not both"},
+		{name: "self as upstream", yaml: "upstream: {name: cloudgate}\n", wantErr: "upstream.name: cannot be"},
+		{name: "failure ratio", yaml: "upstream: {name: aws}\nbreaker: {failureRatio: 1.5}\n", wantErr: "breaker.failureRatio must be in (0, 1]"},
+		{name: "malformed", yaml: "upstream: [\n", wantErr: "cloudgate config"},
+		{name: "empty", yaml: "  \n", wantErr: "empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadConfig(strings.NewReader(tc.yaml))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				tc.check(t, c)
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func FuzzLoadConfig(f *testing.F) {
+	for _, seed := range []string{
+		"upstream: {name: aws}\n",
+		"upstream: {name: aws, config: \"a: b\"}\nlimits: {read: {qps: 5, burst: 1}}\nmethods: {ListRoutes: {ttl: 10s}}\n",
+		"cache: {size: -1}\n", "methods: {X: {}}\n", "[", "",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		c, err := LoadConfig(strings.NewReader(data))
+		if err != nil {
+			if c != nil {
+				t.Fatal("config returned with an error")
+			}
+			return
+		}
+		// Whatever LoadConfig accepts, New must accept too (no panic, no
+		// late validation failure).
+		if _, err := New(&fake.Cloud{}, c); err != nil {
+			t.Fatalf("LoadConfig accepted a config New rejects: %v", err)
+		}
+	})
+}
+
+const testUpstream = "cloudgate-test-fake"
+
+var registeredFake = &fake.Cloud{EnableInstancesV2: true, Provider: testUpstream}
+
+func init() {
+	cloudprovider.RegisterCloudProvider(testUpstream, func(config io.Reader) (cloudprovider.Interface, error) {
+		if config != nil {
+			b, _ := io.ReadAll(config)
+			if string(b) != "secret-token: hunter2\n" {
+				return nil, fmt.Errorf("unexpected upstream config")
+			}
+		}
+		return registeredFake, nil
+	})
+}
+
+func TestRegisteredFactory(t *testing.T) {
+	dir := t.TempDir()
+	upstreamFile := filepath.Join(dir, "upstream.yaml")
+	if err := os.WriteFile(upstreamFile, []byte("secret-token: hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, yaml string }{
+		{"inline", "upstream:\n  name: " + testUpstream + "\n  config: |\n    secret-token: hunter2\n"},
+		{"file", "upstream:\n  name: " + testUpstream + "\n  configFile: " + upstreamFile + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name+".yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := cloudprovider.InitCloudProvider(Name, path)
+			if err != nil || c == nil {
+				t.Fatalf("InitCloudProvider = %v, %v", c, err)
+			}
+			if c.ProviderName() != testUpstream {
+				t.Fatalf("ProviderName = %q", c.ProviderName())
+			}
+			if _, ok := c.(*lazyCloud); !ok {
+				t.Fatalf("got %T, want cloudgate's wrapper", c)
+			}
+			if _, ok := c.InstancesV2(); !ok {
+				t.Fatal("InstancesV2 lost through the factory")
+			}
+		})
+	}
+}
+
+func TestFactoryErrors(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown upstream", "upstream: {name: no-such-cloud}\n", `provider "no-such-cloud" is not registered`},
+		{"no upstream", "cache: {size: 10}\n", "upstream.name is required"},
+		{"missing file", "upstream: {name: " + testUpstream + ", configFile: /nonexistent/x.yaml}\n", "upstream.configFile"},
+		{"upstream rejects its config", "upstream: {name: " + testUpstream + ", config: \"secret-token: wrong\"}\n", "building upstream provider"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := newFromConfig(strings.NewReader(tc.yaml))
+			if err == nil {
+				_, err = c.(*lazyCloud).build()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "wrong") {
+				t.Fatalf("the upstream's config leaked into an error: %v", err)
+			}
+		})
+	}
+}
