@@ -137,3 +137,39 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestChaosInvariants: through every fault of the schedule, cloudgate loses
+// no write, repeats none, deletes no live node, serves no read staler than
+// its bound, and the cluster converges after the outage.
+func TestChaosInvariants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	o := smallOptions()
+	o.Scenarios = []string{ScenarioChaos}
+	o.Sides = []string{sideCloudgate}
+	o.ChaosNodes = 50
+	rep, err := Run(context.Background(), o, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := rep.Scenarios[0].Cloudgate.ChaosSide
+	if cg == nil {
+		t.Fatal("no chaos figures")
+	}
+	if cg.WritesLost != 0 || cg.WritesDuplicated != 0 {
+		t.Errorf("writes: %d lost, %d duplicated; want 0 and 0 (%+v)", cg.WritesLost, cg.WritesDuplicated, *cg)
+	}
+	if cg.NodesWronglyDeleted != 0 {
+		t.Errorf("%d nodes deleted while their instance existed", cg.NodesWronglyDeleted)
+	}
+	if cg.StaleReadsBeyondBound != 0 {
+		t.Errorf("%d reads staler than the bound", cg.StaleReadsBeyondBound)
+	}
+	if cg.ConvergeSeconds == nil {
+		t.Error("did not converge after the outage")
+	}
+	if cg.WritesLanded == 0 || cg.WritesIssued == 0 {
+		t.Errorf("no writes issued (%d) or landed (%d): the scenario exercised nothing", cg.WritesIssued, cg.WritesLanded)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	nodecontroller "k8s.io/cloud-provider/controllers/node"
@@ -60,6 +61,11 @@ type cluster struct {
 	client  *simcloud.Cloud
 	reg     *prometheus.Registry // cloudgate side only
 
+	// onExists and nodeHandler, when set before start, see every
+	// InstanceExists answer and every Node event (chaos).
+	onExists    func(node *v1.Node, exists bool, err error)
+	nodeHandler cache.ResourceEventHandler
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -77,6 +83,8 @@ func newCluster(opts *Options, side string, faults simcloud.Faults) (*cluster, e
 		WriteQPS:   opts.WriteQPS * f,
 		WriteBurst: opts.WriteBurst,
 		Faults:     faults,
+		// An injected hang lasts until the client's timeout ends it.
+		HangTimeout: opts.clientTimeout() + time.Second,
 	})
 	if err != nil {
 		return nil, err
@@ -203,6 +211,7 @@ func (c *cluster) start(w *initWatch) error {
 		}
 	}
 	c.rec = newRecorder(cloud)
+	c.rec.onExists = c.onExists
 	c.rec.Initialize(nil, c.ctx.Done())
 
 	c.factory = informers.NewSharedInformerFactory(c.kube, 0)
@@ -229,6 +238,11 @@ func (c *cluster) start(w *initWatch) error {
 	}
 	if w != nil {
 		if _, err := nodes.Informer().AddEventHandler(w.handler()); err != nil {
+			return err
+		}
+	}
+	if c.nodeHandler != nil {
+		if _, err := nodes.Informer().AddEventHandler(c.nodeHandler); err != nil {
 			return err
 		}
 	}

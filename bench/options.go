@@ -52,6 +52,8 @@ type Options struct {
 	ChurnNodes    int
 	ChurnRate     int
 	ChurnInterval time.Duration
+	// ChaosNodes is the chaos cluster's size.
+	ChaosNodes int
 	// NotReady nodes of the steady cluster are NotReady (their instances
 	// alive): the lifecycle controller checks each every monitor period.
 	NotReady int
@@ -100,6 +102,7 @@ func DefaultOptions() *Options {
 		Nodes:             5000,
 		Services:          20,
 		ScaleupNodes:      1000,
+		ChaosNodes:        200,
 		ChurnNodes:        1000,
 		ChurnRate:         10,
 		ChurnInterval:     30 * time.Second,
@@ -143,6 +146,8 @@ func (o *Options) Validate() error {
 		return errors.New("not-ready must be between 0 and nodes")
 	case o.Nodes < 1 || o.ScaleupNodes < 1 || o.ChurnNodes < 1:
 		return errors.New("nodes, scaleup-nodes and churn-nodes must be >= 1")
+	case o.ChaosNodes < 10:
+		return errors.New("chaos-nodes must be >= 10")
 	case o.Services < 0:
 		return errors.New("services must be >= 0")
 	case !(o.ReadQPS > 0) || !(o.WriteQPS > 0) || o.ReadBurst < 1 || o.WriteBurst < 1:

@@ -26,6 +26,9 @@ type recorder struct {
 	errs      map[string]int64
 	// writes issued by the controllers (LB ensure/update/delete, routes).
 	writesIssued, writesFailed int64
+
+	// onExists, when set, sees every InstanceExists answer (chaos).
+	onExists func(node *v1.Node, exists bool, err error)
 }
 
 func newRecorder(up cloudprovider.Interface) *recorder {
@@ -135,6 +138,9 @@ func (i *recInstancesV2) InstanceExists(ctx context.Context, node *v1.Node) (boo
 	start := time.Now()
 	ok, err := i.up.InstanceExists(ctx, node)
 	i.r.observe("InstanceExists", start, err, false)
+	if i.r.onExists != nil {
+		i.r.onExists(node, ok, err)
+	}
 	return ok, err
 }
 

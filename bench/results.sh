@@ -15,6 +15,10 @@ runcmd="$GO run ./cmd/cloudgate-bench --json bench/results.json"
 echo "running: $runcmd" >&2
 eval "$runcmd" > "$tmp/run.txt"
 
+chaoscmd="$GO run ./cmd/cloudgate-bench --scenario chaos --json bench/results-chaos.json"
+echo "running: $chaoscmd" >&2
+eval "$chaoscmd" > "$tmp/chaos.txt"
+
 # ns/op and allocs/op of one benchmark line (GOMAXPROCS=1 variant).
 fig() { awk -v n="$1" '$1==n {for (i=1;i<=NF;i++) {if ($(i+1)=="ns/op") ns=$i; if ($(i+1)=="allocs/op") al=$i}} END {printf "%s ns/op, %s allocs/op", ns, al}' "$tmp/bench.txt"; }
 ns() { awk -v n="$1" '$1==n {for (i=1;i<=NF;i++) if ($(i+1)=="ns/op") print $i}' "$tmp/bench.txt"; }
@@ -63,6 +67,21 @@ check() { # name target_ns target_allocs(or -)
 	echo
 	echo '```'
 	cat "$tmp/run.txt"
+	echo '```'
+	echo
+	echo "## Chaos (issue 7)"
+	echo
+	echo "Command: \`$chaoscmd\`. Schedule (simulated time, x60): 1 min warm-up, 1 min of 30% HTTP 500,"
+	echo "1 min of 10% hangs (until the client's timeout), 1 min of 30% +2 s latency spikes, 1 min throttle"
+	echo "storm (every call 429, Retry-After 5 s), a 2 min full outage (503), then recovery without churn."
+	echo "Throughout, every 30 s 2 nodes join, 2 leave and a service changes; 5 NotReady nodes keep"
+	echo "their instances and must never be deleted. Writes issued/failed are counted above cloudgate;"
+	echo "landed from the simulated cloud's write log; lost = succeeded but not in the log; duplicated ="
+	echo "landed beyond issued; converge = end of outage until every node is initialised, every Node"
+	echo "without an instance is gone and every load balancer has its service's port."
+	echo
+	echo '```'
+	cat "$tmp/chaos.txt"
 	echo '```'
 	if [ -f bench/RESULTS.extra.md ]; then
 		echo

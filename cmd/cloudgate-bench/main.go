@@ -47,6 +47,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	sides := fs.String("sides", strings.Join(o.Sides, ","), "comma-separated sides to run: bare, cloudgate")
 	fs.IntVar(&o.Services, "services", o.Services, "LoadBalancer services (M)")
 	fs.IntVar(&o.ScaleupNodes, "scaleup-nodes", o.ScaleupNodes, "nodes arriving at once in scaleup (K)")
+	fs.IntVar(&o.ChaosNodes, "chaos-nodes", o.ChaosNodes, "nodes in the chaos cluster")
 	fs.IntVar(&o.ChurnNodes, "churn-nodes", o.ChurnNodes, "nodes in the churn cluster")
 	fs.IntVar(&o.ChurnRate, "churn-rate", o.ChurnRate, "nodes joining (and as many leaving) per churn interval")
 	fs.DurationVar(&o.ChurnInterval, "churn-interval", o.ChurnInterval, "simulated time between churn steps")
