@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunWritesTableAndJSON runs a tiny steady benchmark end to end
+// through the command line.
+func TestRunWritesTableAndJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.json")
+	var stdout, stderr bytes.Buffer
+	err := run([]string{
+		"--scenario", "steady", "--nodes", "50", "--services", "0", "--steady-duration", "2m",
+		"--json", path, "--metrics-addr", "127.0.0.1:0",
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"== steady: 50 nodes", "upstream calls", "bare/cloudgate", "throttled (429)"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Scenarios []struct {
+			Scenario  string `json:"scenario"`
+			Nodes     int    `json:"nodes"`
+			Cloudgate struct {
+				UpstreamCalls int64 `json:"upstream_calls"`
+			} `json:"cloudgate"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Scenarios) != 1 || doc.Scenarios[0].Scenario != "steady" || doc.Scenarios[0].Nodes != 50 {
+		t.Errorf("JSON: %s", raw)
+	}
+}
+
+func TestRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--scenario", "nope"},
+		{"--sides", "both"},
+		{"--metrics-addr", "0.0.0.0:9464"},
+		{"--read-qps", "0"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if err := run(args, &stdout, &stderr); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
