@@ -204,9 +204,9 @@ func (o *Options) cloudgateConfig() (*provider.Config, error) {
 	} else {
 		cfg = provider.DefaultConfig()
 		cfg.Limits.Read.QPS = o.ReadQPS * 0.95
-		cfg.Limits.Read.Burst = o.ReadBurst
+		cfg.Limits.Read.Burst = max(1, o.ReadBurst*9/10)
 		cfg.Limits.Write.QPS = o.WriteQPS * 0.95
-		cfg.Limits.Write.Burst = o.WriteBurst
+		cfg.Limits.Write.Burst = max(1, o.WriteBurst*9/10)
 		cfg.Batch.ListPrefetch = true
 	}
 	cfg.Upstream = provider.UpstreamConfig{}

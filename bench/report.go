@@ -58,6 +58,8 @@ type Side struct {
 	WriteCalls    int64            `json:"write_calls"`
 	CallsByMethod map[string]int64 `json:"calls_by_method"`
 	Throttled     int64            `json:"throttled"`
+	// ThrottledByMethod: the 429s by API method.
+	ThrottledByMethod map[string]int64 `json:"throttled_by_method"`
 	// ControllerCalls and ControllerErrors are what the controllers made
 	// and saw (answers such as "instance not found" are not errors).
 	ControllerCalls  int64   `json:"controller_calls"`
@@ -195,8 +197,8 @@ func policyString(o *Options) string {
 		return "from " + o.ConfigFile
 	}
 	return strings.Join([]string{
-		fmt.Sprintf("defaults, limits.read.qps %.3g (0.95 x quota)", o.ReadQPS*0.95),
-		fmt.Sprintf("limits.write.qps %.3g", o.WriteQPS*0.95),
+		fmt.Sprintf("defaults, limits.read %.3g/s burst %d (0.95 x quota, 0.9 x burst)", o.ReadQPS*0.95, max(1, o.ReadBurst*9/10)),
+		fmt.Sprintf("limits.write %.3g/s burst %d", o.WriteQPS*0.95, max(1, o.WriteBurst*9/10)),
 		"batching on", "batch.listPrefetch true",
 		fmt.Sprintf("controllers: --concurrent-node-syncs %d", o.NodeWorkers),
 	}, ", ")

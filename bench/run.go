@@ -152,7 +152,7 @@ func (c *cluster) result(w *initWatch) Side {
 	rec := c.rec.snapshot()
 	s := Side{
 		UpstreamCalls: cnt.TotalCalls(), ReadCalls: cnt.ReadCalls, WriteCalls: cnt.WriteCalls,
-		CallsByMethod: cnt.Calls, Throttled: cnt.TotalThrottled(),
+		CallsByMethod: cnt.Calls, Throttled: cnt.TotalThrottled(), ThrottledByMethod: cnt.Throttled,
 		P50Ms: ms(rec.P50), P99Ms: ms(rec.P99),
 	}
 	for _, v := range rec.Calls {
