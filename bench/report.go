@@ -15,12 +15,14 @@ type Report struct {
 	// TimeFactor: simulated time ran this many times faster than real time.
 	TimeFactor float64 `json:"time_factor"`
 	// The simulated cloud's quota, per simulated second.
-	ReadQPS    float64          `json:"read_qps"`
-	ReadBurst  int              `json:"read_burst"`
-	WriteQPS   float64          `json:"write_qps"`
-	WriteBurst int              `json:"write_burst"`
-	Policy     string           `json:"cloudgate_policy"`
-	Scenarios  []ScenarioResult `json:"scenarios"`
+	ReadQPS    float64 `json:"read_qps"`
+	ReadBurst  int     `json:"read_burst"`
+	WriteQPS   float64 `json:"write_qps"`
+	WriteBurst int     `json:"write_burst"`
+	Policy     string  `json:"cloudgate_policy"`
+	// Sides that ran: bare, cloudgate or both.
+	Sides     []string         `json:"sides"`
+	Scenarios []ScenarioResult `json:"scenarios"`
 }
 
 // ScenarioResult is one scenario, bare and cloudgate side by side.
@@ -105,8 +107,14 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "\tbare\tcloudgate\tbare/cloudgate\t")
 		row := func(name, a, b, ratio string) { fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", name, a, b, ratio) }
+		switch {
+		case len(r.Sides) == 1 && r.Sides[0] == sideBare:
+			row = func(name, a, _, _ string) { fmt.Fprintf(tw, "%s\t%s\t\n", name, a) }
+		case len(r.Sides) == 1:
+			row = func(name, _, b, _ string) { fmt.Fprintf(tw, "%s\t%s\t\n", name, b) }
+		}
+		row("", sideBare, sideCloudgate, "bare/cloudgate")
 		row("upstream calls", d(s.Bare.UpstreamCalls), d(s.Cloudgate.UpstreamCalls), x(s.CallRatio))
 		row("  reads", d(s.Bare.ReadCalls), d(s.Cloudgate.ReadCalls), x(s.ReadCallRatio))
 		row("  writes", d(s.Bare.WriteCalls), d(s.Cloudgate.WriteCalls), "")

@@ -28,7 +28,7 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 	}
 	rep := &Report{
 		TimeFactor: opts.TimeFactor, ReadQPS: opts.ReadQPS, ReadBurst: opts.ReadBurst,
-		WriteQPS: opts.WriteQPS, WriteBurst: opts.WriteBurst, Policy: policyString(opts),
+		WriteQPS: opts.WriteQPS, WriteBurst: opts.WriteBurst, Policy: policyString(opts), Sides: opts.Sides,
 	}
 	for _, sc := range opts.Scenarios {
 		res := ScenarioResult{Scenario: sc, Services: opts.Services, TimeFactor: opts.TimeFactor}
