@@ -4,8 +4,8 @@
 # separate tools module .ci/k8s-tools, so the main module never depends on k8s.io/kubernetes.
 #
 # The binaries are cached under $CLOUDGATE_CACHE_DIR/bin/<key>/, where <key> is the sha256
-# of the tools module's go.sum and `go version`: a second run (or a second clone) skips the
-# ~7 min cold build. Concurrent runs wait for each other on a lock file.
+# of the tools module's go.sum (+ go.mod) and `go version`: a second run (or a second clone)
+# skips the ~5-7 min cold build. Concurrent runs wait for each other on a lock file.
 #
 # Progress goes to stderr; stdout gets exactly two lines, for `env $(cat ...)`:
 #   CLOUDGATE_KUBE_APISERVER=/abs/path
@@ -16,13 +16,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tools=$root/.ci/k8s-tools
 cache=${CLOUDGATE_CACHE_DIR:-$HOME/.cache/cloudgate}
 GO=${GO:-go}
-# The tools module stands alone: no workspace, and its go.sum is complete.
-export GOWORK=off GOFLAGS=-mod=readonly
+# The tools module stands alone, outside any workspace.
+export GOWORK=off
 
 k8s_version=v1.37.2
 log() { printf 'control-plane: %s\n' "$*" >&2; }
 
-key=$({ cat "$tools/go.sum"; "$GO" version; } | sha256sum | cut -c1-16)
+# What the binaries depend on: the tools module's go.sum (and its go.mod, whose replaces
+# pick the staging versions), the Go version and the version stamped in.
+key=$({ cat "$tools/go.sum" "$tools/go.mod"; "$GO" version; echo "$k8s_version"; } | sha256sum | cut -c1-16)
 mkdir -p "$cache/bin/$key"
 bin=$(cd "$cache/bin/$key" && pwd)
 
