@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,7 +57,7 @@ func TestE2E(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the e2e test builds the CCM binary and needs the go command: %v", err)
 	}
-	// Everything after the build is bounded by this context.
+	// The build is bounded by 20 min, each later step by its own timeout (6 min in all).
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -71,16 +72,21 @@ func TestE2E(t *testing.T) {
 	// Build the binary while the control plane starts. -race shares the compiled
 	// dependencies with this `go test -race` run, so this is mostly a link.
 	ccmBin := filepath.Join(dir, "cloud-controller-manager")
-	built := make(chan error, 1)
+	built, buildDone := make(chan error, 1), make(chan struct{})
 	go func() {
+		defer close(buildDone)
 		bctx, bcancel := context.WithTimeout(ctx, 20*time.Minute)
 		defer bcancel()
-		out, err := exec.CommandContext(bctx, goBin, "build", "-race", "-o", ccmBin, ".").CombinedOutput()
+		cmd := exec.CommandContext(bctx, goBin, "build", "-race", "-o", ccmBin, ".")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			err = fmt.Errorf("go build -race ./cmd/cloud-controller-manager: %v\n%s", err, out)
 		}
 		built <- err
 	}()
+	t.Cleanup(func() { cancel(); <-buildDone }) // before dir is removed
 	buildStart := time.Now()
 
 	cp := startControlPlane(ctx, t, dir, etcdBin, apiserverBin)
@@ -143,7 +149,7 @@ func TestE2E(t *testing.T) {
 	https := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // loopback, self-signed
 	}}
-	err = poll(ctx, "CCM /healthz", 250*time.Millisecond, 2*time.Minute, func() (bool, error) {
+	err = poll(ctx, "CCM /healthz", 250*time.Millisecond, time.Minute, func() (bool, error) {
 		if done, err := ccm.exited(); done {
 			return false, fmt.Errorf("cloud-controller-manager exited: %v", err)
 		}
@@ -176,7 +182,7 @@ func TestE2E(t *testing.T) {
 	}
 	created := time.Now()
 	var pending []string
-	err = poll(ctx, "nodes initialized", 100*time.Millisecond, 2*time.Minute, func() (bool, error) {
+	err = poll(ctx, "nodes initialized", 100*time.Millisecond, time.Minute, func() (bool, error) {
 		pending = pending[:0]
 		for _, inst := range insts {
 			node, err := nodes.Get(ctx, inst.NodeName, metav1.GetOptions{})
@@ -207,7 +213,7 @@ func TestE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ingress []corev1.LoadBalancerIngress
-	err = poll(ctx, "service load-balancer ingress", 100*time.Millisecond, 2*time.Minute, func() (bool, error) {
+	err = poll(ctx, "service load-balancer ingress", 100*time.Millisecond, time.Minute, func() (bool, error) {
 		s, err := cp.admin.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -282,7 +288,7 @@ func TestE2E(t *testing.T) {
 	}
 	setReady(ctx, t, cp, gone.NodeName, corev1.ConditionUnknown)
 	removed := time.Now()
-	err = poll(ctx, "node of the deleted instance deleted", 250*time.Millisecond, 3*time.Minute, func() (bool, error) {
+	err = poll(ctx, "node of the deleted instance deleted", 250*time.Millisecond, 2*time.Minute, func() (bool, error) {
 		_, err := nodes.Get(ctx, gone.NodeName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil

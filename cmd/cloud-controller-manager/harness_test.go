@@ -264,7 +264,7 @@ func startControlPlane(ctx context.Context, t *testing.T, dir, etcdBin, apiserve
 	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // loopback, self-signed
 	}}
-	err = poll(ctx, "kube-apiserver /readyz", 250*time.Millisecond, 2*time.Minute, func() (bool, error) {
+	err = poll(ctx, "kube-apiserver /readyz", 250*time.Millisecond, time.Minute, func() (bool, error) {
 		if done, err := cp.apiserver.exited(); done {
 			return false, fmt.Errorf("kube-apiserver exited: %v", err)
 		}
