@@ -132,7 +132,11 @@ func (b *batcher) flush(bt *batch, reason string) {
 		return
 	}
 	b.open = nil
-	bt.timer.Stop()
+	if reason != "wait" {
+		// Not from the timer's own callback: a fake clock runs callbacks
+		// under its lock, and Stop would wait for that lock.
+		bt.timer.Stop()
+	}
 	b.wg.Add(1)
 	b.mu.Unlock()
 	go b.send(bt, reason)
