@@ -25,6 +25,8 @@ lint:
 # version. control-plane.sh prints KEY=VALUE lines (CLOUDGATE_KUBE_APISERVER=..., ...).
 test: deps setup control-plane
 	env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
+	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 10s ./provider/
+	$(GO) test -run '^$$' -fuzz FuzzCacheKeys -fuzztime 10s ./provider/
 
 control-plane:
 	@mkdir -p $(CACHE_DIR)
@@ -46,6 +48,7 @@ bench-results: deps
 
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 60s ./provider/
+	$(GO) test -run '^$$' -fuzz FuzzCacheKeys -fuzztime 60s ./provider/
 
 setup:
 	bash .ci/setup.sh
