@@ -302,3 +302,27 @@ func (c *RequestCounter) Observe(err error) {
 	}
 	c.ok.Inc()
 }
+
+// Init creates the event-driven series of the given buckets and breaker
+// families at zero, so that rate() and increase() see their first event
+// (a series born with value 1 has no increase to show).
+func (r *Recorder) Init(buckets, families []string) {
+	for _, b := range buckets {
+		r.m.throttled.WithLabelValues(r.provider, b)
+		r.m.limiterCancelled.WithLabelValues(r.provider, b)
+		r.m.rateChanges.WithLabelValues(r.provider, b)
+	}
+	states := []limiter.State{limiter.StateClosed, limiter.StateHalfOpen, limiter.StateOpen}
+	for _, f := range families {
+		for _, from := range states {
+			for _, to := range states {
+				if from != to {
+					r.m.breakerTransitions.WithLabelValues(r.provider, f, from.String(), to.String())
+				}
+			}
+		}
+	}
+	for _, reason := range []string{"size", "wait"} {
+		r.m.batchFlushes.WithLabelValues(r.provider, reason)
+	}
+}

@@ -170,6 +170,11 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 	if err := g.buildBatcher(); err != nil {
 		return nil, err
 	}
+	bucketNames := make([]string, len(g.buckets))
+	for i, b := range g.buckets {
+		bucketNames[i] = b.Name()
+	}
+	g.rec.Init(bucketNames, []string{familyRead, familyWrite})
 	g.rec.SetSource(g)
 	return g, nil
 }
