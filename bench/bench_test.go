@@ -174,6 +174,12 @@ func TestChaosInvariants(t *testing.T) {
 	if cg.ConvergeSeconds == nil {
 		t.Error("did not converge after the outage")
 	}
+	if cg.BreakerOpensInOutage == nil || *cg.BreakerOpensInOutage < 1 {
+		t.Errorf("the read breaker did not open during the outage (opens: %v)", cg.BreakerOpensInOutage)
+	}
+	if got := cg.BreakerStatesAtEnd["read"]; got != "closed" {
+		t.Errorf("read breaker %q after convergence, want closed", got)
+	}
 	if cg.WritesLanded == 0 || cg.WritesIssued == 0 {
 		t.Errorf("no writes issued (%d) or landed (%d): the scenario exercised nothing", cg.WritesIssued, cg.WritesLanded)
 	}

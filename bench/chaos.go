@@ -8,12 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/bench/simcloud"
+	"github.com/cloudgate/cloudgate/limiter"
 )
 
 // ScenarioChaos injects faults on a schedule while nodes churn and services
@@ -65,6 +67,58 @@ type ChaosSide struct {
 	// initialised, every node without an instance is gone and every load
 	// balancer has its service's port (null: not within recovery).
 	ConvergeSeconds *float64 `json:"converge_seconds"`
+	// BreakerOpensInOutage counts cloudgate's read-breaker transitions to
+	// open during the outage (must be >= 1: the breaker must notice), and
+	// BreakerStatesAtEnd is each family's state once converged ("closed"
+	// expected for reads). Both are absent on the bare side.
+	BreakerOpensInOutage *float64          `json:"breaker_opens_in_outage,omitempty"`
+	BreakerStatesAtEnd   map[string]string `json:"breaker_states_at_end,omitempty"`
+}
+
+// readBreakerOpens sums the read family's transitions to open.
+func readBreakerOpens(reg *prometheus.Registry) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "cloudgate_breaker_transitions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["family"] == "read" && labels["to"] == limiter.StateOpen.String() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// breakerStates reads each family's breaker state gauge.
+func breakerStates(reg *prometheus.Registry) map[string]string {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, mf := range mfs {
+		if mf.GetName() != "cloudgate_breaker_state" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "family" {
+					out[l.GetValue()] = limiter.State(int(m.GetGauge().GetValue())).String()
+				}
+			}
+		}
+	}
+	return out
 }
 
 func writeChaosRows(row func(name, a, b, ratio string), bare, cg *ChaosSide) {
@@ -76,6 +130,8 @@ func writeChaosRows(row func(name, a, b, ratio string), bare, cg *ChaosSide) {
 	row("stale reads beyond bound", d(bare.StaleReadsBeyondBound), d(cg.StaleReadsBeyondBound), "")
 	row("nodes wrongly deleted", d(bare.NodesWronglyDeleted), d(cg.NodesWronglyDeleted), "")
 	row("converge after outage (s)", secs(bare.ConvergeSeconds), secs(cg.ConvergeSeconds), "")
+	row("read breaker opens in outage", "-", secs(cg.BreakerOpensInOutage), "")
+	row("breakers at end (read/write)", "-", cg.BreakerStatesAtEnd["read"]+"/"+cg.BreakerStatesAtEnd["write"], "")
 }
 
 // chaosNodes is the chaos cluster's size.
@@ -160,13 +216,17 @@ func runChaos(ctx context.Context, o *Options, side string, progress io.Writer) 
 	step := o.real(30 * time.Second)
 	var outageEnd time.Time
 	svc := 0
-	var converge *float64
+	var converge, opensInOutage *float64
 	for _, p := range sched {
 		if err := c.srv.SetFaults(p.faults); err != nil {
 			return Side{}, 0, err
 		}
 		fmt.Fprintf(progress, "  %s: %s\n", label, p.name)
 		end := time.Now().Add(o.real(p.length))
+		var opensBefore float64
+		if p.faults.Outage && c.reg != nil {
+			opensBefore = readBreakerOpens(c.reg)
+		}
 		if p.name == "recovery" {
 			// No more churn: how long until everything has converged?
 			if converge, err = c.waitConverged(ctx, outageEnd, end); err != nil {
@@ -201,6 +261,10 @@ func runChaos(ctx context.Context, o *Options, side string, progress io.Writer) 
 		}
 		if p.faults.Outage {
 			outageEnd = time.Now()
+			if c.reg != nil {
+				v := readBreakerOpens(c.reg) - opensBefore
+				opensInOutage = &v
+			}
 		}
 	}
 
@@ -210,6 +274,10 @@ func runChaos(ctx context.Context, o *Options, side string, progress io.Writer) 
 	ch := &ChaosSide{
 		WritesIssued: rec.WritesIssued, WritesFailed: rec.WritesFailed, WritesLanded: landed,
 		StaleReadsBeyondBound: stale.Load(), NodesWronglyDeleted: wrong.Load(), ConvergeSeconds: converge,
+	}
+	if c.reg != nil {
+		ch.BreakerOpensInOutage = opensInOutage
+		ch.BreakerStatesAtEnd = breakerStates(c.reg)
 	}
 	ch.WritesLost = max(0, rec.WritesIssued-rec.WritesFailed-landed)
 	ch.WritesDuplicated = max(0, landed-rec.WritesIssued)
