@@ -146,14 +146,8 @@ func (c *Cache[K, V]) Name() string { return c.cfg.Name }
 // error is returned and not stored. Errors are returned exactly as fetch
 // returned them.
 func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context) (V, error)) (V, error) {
-	if e, ok := c.lookup(key, c.clock.Now()); ok {
-		if e.err != nil {
-			c.obs.NegativeHit(c.cfg.Name)
-			var zero V
-			return zero, e.err
-		}
-		c.obs.Hit(c.cfg.Name)
-		return c.clone(e.value), nil
+	if v, err, ok := c.Fresh(key); ok {
+		return v, err
 	}
 	c.obs.Miss(c.cfg.Name)
 	flightKey := c.cfg.KeyString(key)
@@ -189,6 +183,22 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 			return c.clone(v), r.Err
 		}
 	}
+}
+
+// Fresh answers like Get when key has a fresh entry, and counts the hit;
+// ok is false (nothing counted) when Get would have to fetch. It lets a
+// caller skip building its fetch function on the hot path.
+func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
+	e, ok := c.lookup(key, c.clock.Now())
+	if !ok {
+		return value, nil, false
+	}
+	if e.err != nil {
+		c.obs.NegativeHit(c.cfg.Name)
+		return value, e.err, true
+	}
+	c.obs.Hit(c.cfg.Name)
+	return c.clone(e.value), nil, true
 }
 
 // Peek returns the fresh entry for key without fetching: its value, or its

@@ -207,7 +207,7 @@ func newCache[K comparable, V any](g *gate, name string, clone func(V) V, keyStr
 		Clone:       clone,
 		KeyString:   keyString,
 		Clock:       g.clock,
-		Observer:    g.rec,
+		Observer:    g.rec.CacheObserver(name),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
@@ -287,6 +287,21 @@ func read[K comparable, V any](ctx context.Context, g *gate, name string, c *cac
 	}
 	m.requests.Observe(err)
 	return v, err
+}
+
+// fresh answers a read from a fresh cache entry, if there is one. Methods
+// call it before building their fetch closure, which would otherwise be
+// allocated on every call, hits included.
+func fresh[K comparable, V any](g *gate, name string, c *cache.Cache[K, V], key K) (V, error, bool) {
+	if c == nil {
+		var zero V
+		return zero, nil, false
+	}
+	v, err, ok := c.Fresh(key)
+	if ok {
+		g.methods[name].requests.Observe(err)
+	}
+	return v, err, ok
 }
 
 // write sends a write upstream: never cached, never de-duplicated, always

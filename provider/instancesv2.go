@@ -51,8 +51,12 @@ var _ cloudprovider.InstancesV2 = (*instancesV2)(nil)
 
 func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	const name = "InstanceExists"
+	key := keyOfNode(node)
+	if v, err, ok := fresh(i.g, name, i.g.inst.exists, key); ok {
+		return v, err
+	}
 	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, i.g.inst.exists, keyOfNode(node), func(ctx context.Context) (bool, error) {
+	return read(ctx, i.g, name, i.g.inst.exists, key, func(ctx context.Context) (bool, error) {
 		if b := i.g.batch; b != nil {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
@@ -71,8 +75,12 @@ func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, 
 
 func (i *instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	const name = "InstanceShutdown"
+	key := keyOfNode(node)
+	if v, err, ok := fresh(i.g, name, i.g.inst.shutdown, key); ok {
+		return v, err
+	}
 	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, i.g.inst.shutdown, keyOfNode(node), func(ctx context.Context) (bool, error) {
+	return read(ctx, i.g, name, i.g.inst.shutdown, key, func(ctx context.Context) (bool, error) {
 		if b := i.g.batch; b != nil {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
@@ -88,8 +96,12 @@ func (i *instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool
 
 func (i *instancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	const name = "InstanceMetadata"
+	key := keyOfNode(node)
+	if v, err, ok := fresh(i.g, name, i.g.inst.metadata, key); ok {
+		return v, err
+	}
 	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, i.g.inst.metadata, keyOfNode(node), func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
+	return read(ctx, i.g, name, i.g.inst.metadata, key, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
 		if b := i.g.batch; b != nil {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
