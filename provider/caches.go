@@ -11,48 +11,24 @@ import (
 func (g *gate) buildCaches() (err error) {
 	nodeKeyString := func(k nodeKey) string { return k.String() }
 	lbKeyString := func(k lbKey) string { return k.String() }
-	set := func(e error) {
-		if err == nil {
-			err = e
-		}
-	}
-	var e error
-	g.inst.exists, e = newCache[nodeKey, bool](g, "InstanceExists", nil, nodeKeyString)
-	set(e)
-	g.inst.shutdown, e = newCache[nodeKey, bool](g, "InstanceShutdown", nil, nodeKeyString)
-	set(e)
-	g.inst.metadata, e = newCache(g, "InstanceMetadata", cloneMetadata, nodeKeyString)
-	set(e)
-	g.inst.nodeAddresses, e = newCache(g, "NodeAddresses", cloneAddresses, stringKey)
-	set(e)
-	g.inst.nodeAddressesByProviderID, e = newCache(g, "NodeAddressesByProviderID", cloneAddresses, stringKey)
-	set(e)
-	g.inst.instanceID, e = newCache[string, string](g, "InstanceID", nil, stringKey)
-	set(e)
-	g.inst.instanceType, e = newCache[string, string](g, "InstanceType", nil, stringKey)
-	set(e)
-	g.inst.instanceTypeByProviderID, e = newCache[string, string](g, "InstanceTypeByProviderID", nil, stringKey)
-	set(e)
-	g.inst.currentNodeName, e = newCache[string, types.NodeName](g, "CurrentNodeName", nil, stringKey)
-	set(e)
-	g.inst.existsByProviderID, e = newCache[string, bool](g, "InstanceExistsByProviderID", nil, stringKey)
-	set(e)
-	g.inst.shutdownByProviderID, e = newCache[string, bool](g, "InstanceShutdownByProviderID", nil, stringKey)
-	set(e)
-	g.zn.local, e = newCache[string, cloudprovider.Zone](g, "GetZone", nil, stringKey)
-	set(e)
-	g.zn.byProviderID, e = newCache[string, cloudprovider.Zone](g, "GetZoneByProviderID", nil, stringKey)
-	set(e)
-	g.zn.byNodeName, e = newCache[string, cloudprovider.Zone](g, "GetZoneByNodeName", nil, stringKey)
-	set(e)
-	g.lb.get, e = newCache(g, "GetLoadBalancer", cloneLBAnswer, lbKeyString)
-	set(e)
-	g.rt.list, e = newCache(g, "ListRoutes", cloneRoutes, stringKey)
-	set(e)
-	g.cl.list, e = newCache(g, "ListClusters", cloneStrings, stringKey)
-	set(e)
-	g.cl.master, e = newCache[string, string](g, "Master", nil, stringKey)
-	set(e)
+	g.inst.exists = newCache[nodeKey, bool](g, &err, "InstanceExists", nil, nodeKeyString)
+	g.inst.shutdown = newCache[nodeKey, bool](g, &err, "InstanceShutdown", nil, nodeKeyString)
+	g.inst.metadata = newCache(g, &err, "InstanceMetadata", cloneMetadata, nodeKeyString)
+	g.inst.nodeAddresses = newCache(g, &err, "NodeAddresses", cloneAddresses, stringKey)
+	g.inst.nodeAddressesByProviderID = newCache(g, &err, "NodeAddressesByProviderID", cloneAddresses, stringKey)
+	g.inst.instanceID = newCache[string, string](g, &err, "InstanceID", nil, stringKey)
+	g.inst.instanceType = newCache[string, string](g, &err, "InstanceType", nil, stringKey)
+	g.inst.instanceTypeByProviderID = newCache[string, string](g, &err, "InstanceTypeByProviderID", nil, stringKey)
+	g.inst.currentNodeName = newCache[string, types.NodeName](g, &err, "CurrentNodeName", nil, stringKey)
+	g.inst.existsByProviderID = newCache[string, bool](g, &err, "InstanceExistsByProviderID", nil, stringKey)
+	g.inst.shutdownByProviderID = newCache[string, bool](g, &err, "InstanceShutdownByProviderID", nil, stringKey)
+	g.zn.local = newCache[string, cloudprovider.Zone](g, &err, "GetZone", nil, stringKey)
+	g.zn.byProviderID = newCache[string, cloudprovider.Zone](g, &err, "GetZoneByProviderID", nil, stringKey)
+	g.zn.byNodeName = newCache[string, cloudprovider.Zone](g, &err, "GetZoneByNodeName", nil, stringKey)
+	g.lb.get = newCache(g, &err, "GetLoadBalancer", cloneLBAnswer, lbKeyString)
+	g.rt.list = newCache(g, &err, "ListRoutes", cloneRoutes, stringKey)
+	g.cl.list = newCache(g, &err, "ListClusters", cloneStrings, stringKey)
+	g.cl.master = newCache[string, string](g, &err, "Master", nil, stringKey)
 	return err
 }
 

@@ -191,11 +191,12 @@ func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
 }
 
 // newCache builds the cache of a read method, or returns nil when the
-// method's TTL turns caching off.
-func newCache[K comparable, V any](g *gate, name string, clone func(V) V, keyString func(K) string) (*cache.Cache[K, V], error) {
+// method's TTL turns caching off. The first error is kept in *errp, so a
+// caller can build every cache and check once.
+func newCache[K comparable, V any](g *gate, errp *error, name string, clone func(V) V, keyString func(K) string) *cache.Cache[K, V] {
 	ttl := g.methods[name].ttl
-	if ttl <= 0 {
-		return nil, nil
+	if ttl <= 0 || *errp != nil {
+		return nil
 	}
 	c, err := cache.New(cache.Config[K, V]{
 		Name:        name,
@@ -210,10 +211,11 @@ func newCache[K comparable, V any](g *gate, name string, clone func(V) V, keyStr
 		Observer:    g.rec.CacheObserver(name),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
+		*errp = fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
+		return nil
 	}
 	g.caches = append(g.caches, c)
-	return c, nil
+	return c
 }
 
 // notACloudFailure says which outcomes must not count against the breaker:
