@@ -34,6 +34,12 @@ type InstanceStatus struct {
 	Metadata *cloudprovider.InstanceMetadata
 	// Shutdown reports whether the instance is shut down (it still exists).
 	Shutdown bool
+	// Deleted reports that the instance no longer exists although the cloud
+	// still describes it (an AWS instance in state "terminated"): the
+	// upstream's InstanceExists answers false while its InstanceMetadata still
+	// answers Metadata. The zero value keeps the original contract: a node
+	// with Err == nil exists.
+	Deleted bool
 	// Err is this node's own error: cloudprovider.InstanceNotFound when the
 	// instance does not exist, or any other per-node failure.
 	Err error
@@ -59,4 +65,7 @@ type InstanceRecord struct {
 	Metadata cloudprovider.InstanceMetadata
 	// Shutdown reports whether the instance is shut down.
 	Shutdown bool
+	// Deleted reports that the instance no longer exists although it is still
+	// listed (see InstanceStatus.Deleted).
+	Deleted bool
 }
