@@ -180,17 +180,25 @@ func (r *Redis) Kill() {
 	}
 }
 
-// Restart starts the server again on the same address and password.
+// Restart starts the server again on the same address and password,
+// failing the test if it cannot. Call it from the test's goroutine.
 func (r *Redis) Restart() {
 	r.tb.Helper()
+	if err := r.TryRestart(); err != nil {
+		r.tb.Fatal(err)
+	}
+}
+
+// TryRestart is Restart for other goroutines: it returns the error.
+func (r *Redis) TryRestart() error {
 	var err error
 	for range 50 { // the port may linger briefly after the kill
 		if err = r.start(); err == nil {
-			return
+			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	r.tb.Fatalf("restart redis-server on %s: %v", r.Addr, err)
+	return fmt.Errorf("restart redis-server on %s: %w", r.Addr, err)
 }
 
 // Pause makes the server answer no client for d (CLIENT PAUSE ALL): a slow
