@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
@@ -85,7 +86,7 @@ type member struct {
 	ev *events
 }
 
-const testTimeout = 250 * time.Millisecond // generous: -race on 2 shared cores
+const testTimeout = time.Second // generous: -race on 2 shared cores; the slow-Redis test sets its own
 
 func newMember(t *testing.T, r *fleettest.Redis, account string, weight float64, quota float64, local limiter.BucketConfig, mod func(*fleet.Config)) *member {
 	t.Helper()
@@ -585,3 +586,64 @@ func TestWrongPassword(t *testing.T) {
 }
 
 var _ fleet.Observer = (*events)(nil)
+
+// TestConfigYAML: the YAML field names of limits.shared, strictly.
+func TestConfigYAML(t *testing.T) {
+	doc := `
+limits:
+  shared:
+    redis:
+      address: redis.example:6380
+      username: cloudgate
+      passwordFile: /etc/cloudgate/redis-password
+      tls: {enabled: true, caFile: /etc/cloudgate/ca.pem, serverName: redis.internal}
+    account: aws-123456789012-eu-west-1
+    weight: 2
+    minShare: 0.25
+    criticalShare: 0
+    redisTimeout: 8ms
+`
+	var got struct {
+		Limits struct {
+			Shared fleet.Config `json:"shared"`
+		} `json:"limits"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(doc), &got); err != nil {
+		t.Fatal(err)
+	}
+	c := got.Limits.Shared
+	if c.Redis.Address != "redis.example:6380" || c.Redis.Username != "cloudgate" ||
+		c.Redis.PasswordFile != "/etc/cloudgate/redis-password" || !c.Redis.TLS.Enabled ||
+		c.Redis.TLS.CAFile != "/etc/cloudgate/ca.pem" || c.Redis.TLS.ServerName != "redis.internal" ||
+		c.Account != "aws-123456789012-eu-west-1" || c.Weight != 2 || c.MinShare != 0.25 ||
+		c.CriticalShare == nil || *c.CriticalShare != 0 || c.RedisTimeout.Duration != 8*time.Millisecond {
+		t.Errorf("parsed %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	for _, bad := range []string{
+		"limits: {shared: {account: a, redis: {address: 'r:1', password: x}}}",
+		"limits: {shared: {account: a, redis: {address: 'r:1'}, redisTimeout: 5}}",
+	} {
+		if err := yaml.UnmarshalStrict([]byte(bad), &got); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+func TestTLSCAFileErrors(t *testing.T) {
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ file, want string }{
+		{filepath.Join(t.TempDir(), "missing.pem"), "limits.shared.redis.tls.caFile"},
+		{notPEM, "holds no PEM certificate"},
+	} {
+		cfg := fleet.Config{Redis: fleet.RedisConfig{Address: "127.0.0.1:1", TLS: fleet.TLSConfig{Enabled: true, CAFile: tt.file}}, Account: "a"}
+		if _, err := fleet.New(cfg, fleet.Options{}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("caFile %s: New = %v, want %q", tt.file, err, tt.want)
+		}
+	}
+}
