@@ -73,7 +73,8 @@ type Limiter struct {
 	closed   bool
 	queues   [3]list.List // of *waiter, by priority
 	fb       *limiter.Bucket
-	fraction float64 // static share, as a fraction of the quota
+	retired  []*limiter.Bucket // earlier fallback buckets still serving callers
+	fraction float64           // static share, as a fraction of the quota
 	members  int
 	credits  [2]int // tokens granted to waiters that gave up, by class
 	creditAt time.Time
@@ -212,6 +213,9 @@ func (l *Limiter) Waiting() int {
 	n := l.queues[0].Len() + l.queues[1].Len() + l.queues[2].Len()
 	if l.fb != nil {
 		n += l.fb.Waiting()
+	}
+	for _, b := range l.retired {
+		n += b.Waiting()
 	}
 	return n
 }
@@ -396,12 +400,15 @@ func (l *Limiter) Close() {
 	}
 	l.closed = true
 	l.releaseLocked(released, nil)
-	fb := l.fb
+	fbs := l.retired
+	if l.fb != nil {
+		fbs = append(fbs, l.fb)
+	}
 	l.mu.Unlock()
 	close(l.stop)
 	<-l.done
-	if fb != nil {
-		fb.Close()
+	for _, b := range fbs {
+		b.Close()
 	}
 }
 
@@ -460,7 +467,17 @@ func (l *Limiter) enterFallback(fraction float64, members int) {
 // local bucket finish there.
 func (l *Limiter) leaveFallback() {
 	l.mu.Lock()
-	l.fb = nil
+	if l.fb != nil {
+		// Kept (for Close) while callers still wait on it.
+		kept := l.retired[:0]
+		for _, b := range append(l.retired, l.fb) {
+			if b.Waiting() > 0 {
+				kept = append(kept, b)
+			}
+		}
+		l.retired = kept
+		l.fb = nil
+	}
 	l.mu.Unlock()
 	l.signal()
 }
