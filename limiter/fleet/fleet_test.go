@@ -647,3 +647,77 @@ func TestTLSCAFileErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisKilledUnderLoad: Redis killed and restarted while three members
+// admit greedily: no caller gets an error, and the fleet stays within the
+// quota plus the bursts the restart allows (Redis' state is lost with it).
+func TestRedisKilledUnderLoad(t *testing.T) {
+	r := fleettest.Start(t)
+	const quota, secs = 100.0, 4
+	ms := []*member{
+		newMember(t, r, "acct-k", 1, quota, local, nil),
+		newMember(t, r, "acct-k", 1, quota, local, nil),
+		newMember(t, r, "acct-k", 1, quota, local, nil),
+	}
+	for _, m := range ms {
+		eventually(t, "three members registered", func() bool { return math.Abs(m.l.ShareQPS()-quota/3) < 1e-9 })
+	}
+	var errMu sync.Mutex
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), secs*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var timesMu sync.Mutex
+	var times []time.Time
+	start := time.Now()
+	for _, m := range ms {
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					err := m.l.Wait(ctx, limiter.PriorityNormal)
+					if ctx.Err() != nil {
+						return
+					}
+					if err != nil {
+						errMu.Lock()
+						errs = append(errs, err)
+						errMu.Unlock()
+						return
+					}
+					timesMu.Lock()
+					times = append(times, time.Now())
+					timesMu.Unlock()
+				}
+			}()
+		}
+	}
+	time.Sleep(time.Second)
+	r.Kill()
+	time.Sleep(time.Second)
+	r.Restart()
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Errorf("%d callers got errors while Redis was killed and restarted, e.g. %v", len(errs), errs[0])
+	}
+	counts := perSecond(start, secs, times)
+	t.Logf("admissions per second %v (quota %v/s; Redis down in second 1, restarted in second 2)", counts, quota)
+	// Burst before the kill, the fallback buckets' bursts, a fresh burst
+	// after the restart.
+	bursts := 3 * float64(local.Burst)
+	for i, c := range counts {
+		if float64(c) > slack*(quota+bursts) {
+			t.Errorf("second %d: %d admissions, over the quota + bursts", i, c)
+		}
+	}
+	if total := len(times); float64(total) > slack*(quota*secs+bursts) {
+		t.Errorf("%d admissions in %ds, over the quota × time + bursts", total, secs)
+	}
+	for i, m := range ms {
+		shared, fb, tr := m.ev.counts()
+		if fb == 0 || shared == 0 || len(tr) < 2 {
+			t.Errorf("member %d: %d shared, %d fallback admissions, transitions %v: want both modes and a rejoin", i, shared, fb, tr)
+		}
+	}
+}

@@ -99,7 +99,7 @@ type waiter struct {
 	elem  *list.Element
 	prio  int
 	done  chan struct{}
-	state int // waiting, granted, toFallback, closed
+	state int // waiting, granted, toFallback, released
 	fb    *limiter.Bucket
 }
 
