@@ -39,6 +39,7 @@ type events struct {
 	transitions []bool
 	logs        []string
 	redisCalls  int
+	usage       float64 // last FleetState usage
 }
 
 func (e *events) RedisAdmission(string, time.Duration) {
@@ -63,8 +64,18 @@ func (e *events) FallbackChanged(fb bool) {
 	e.mu.Unlock()
 }
 
-func (e *events) ShareChanged(string, float64, int)            {}
-func (e *events) FleetState(string, float64, float64, float64) {}
+func (e *events) ShareChanged(string, float64, int) {}
+func (e *events) FleetState(_ string, _, _, usage float64) {
+	e.mu.Lock()
+	e.usage = usage
+	e.mu.Unlock()
+}
+
+func (e *events) lastUsage() float64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.usage
+}
 
 func (e *events) logf(format string, args ...any) {
 	e.mu.Lock()
@@ -218,6 +229,14 @@ func TestSharedQuotaNeverExceeded(t *testing.T) {
 		}
 		if _, fb, _ := m.ev.counts(); fb != 0 {
 			t.Errorf("member %d admitted %d calls in fallback", i, fb)
+		}
+	}
+	// Every member reads the fleet's usage from Redis: the calls of all
+	// three over the time since its first heartbeat, against the quota.
+	time.Sleep(300 * time.Millisecond) // a heartbeat or two after the load
+	for i, m := range ms {
+		if u := m.ev.lastUsage(); u < 0.3 || u > 1.2 {
+			t.Errorf("member %d reports fleet usage %.2f, want the fleet's (about %.2f)", i, u, float64(total)/(quota*secs))
 		}
 	}
 }
