@@ -740,3 +740,43 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestMembership: a member counts while its heartbeat is recent; one that
+// stops heartbeating stops counting after the member TTL, and one that
+// closes deregisters at once, so the others' static shares grow.
+func TestMembership(t *testing.T) {
+	r := fleettest.Start(t)
+	const quota = 90.0
+	a := newMember(t, r, "acct-l", 1, quota, local, nil)
+	b := newMember(t, r, "acct-l", 2, quota, local, nil)
+	near := func(m *member, want float64) func() bool {
+		return func() bool { return math.Abs(m.l.ShareQPS()-want) < 1e-9 }
+	}
+	eventually(t, "a at weight 1 of 3", near(a, 30))
+	eventually(t, "b at weight 2 of 3", near(b, 60))
+
+	// A member that heartbeated once (now, on Redis' clock) and then went
+	// silent: it counts, then expires after the TTL (3 heartbeats).
+	ctx := context.Background()
+	tm, err := r.Admin().Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Admin().HSet(ctx, "cloudgate:{acct-l}:weights", "ghost", "3").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Admin().ZAdd(ctx, "cloudgate:{acct-l}:heartbeats", redis.Z{Score: float64(tm.UnixMilli()), Member: "ghost"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a at weight 1 of 6 with the ghost", near(a, 15))
+	eventually(t, "the ghost expires: a at weight 1 of 3 again", near(a, 30))
+	if n, err := r.Admin().HExists(ctx, "cloudgate:{acct-l}:weights", "ghost").Result(); err != nil || n {
+		t.Errorf("expired member still registered: %v %v", n, err)
+	}
+
+	b.f.Close()
+	if n, err := r.Admin().HExists(ctx, "cloudgate:{acct-l}:weights", b.f.Member()).Result(); err != nil || n {
+		t.Errorf("closed member still registered: %v %v", n, err)
+	}
+	eventually(t, "a alone after b closed", near(a, 90))
+}
