@@ -33,7 +33,7 @@ control-plane:
 	bash .ci/control-plane.sh > $(CACHE_DIR)/control-plane.env.tmp
 	mv $(CACHE_DIR)/control-plane.env.tmp $(CACHE_DIR)/control-plane.env
 
-bench: deps
+bench: deps setup
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
 
 # The load benchmark: the CCM controllers against the simulated cloud, bare vs
