@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -302,5 +303,38 @@ func TestBucketConservesTokens(t *testing.T) {
 	wg.Wait()
 	if got := float64(granted) + b.Tokens(); math.Abs(got-steps) > 1e-6 {
 		t.Fatalf("granted %d + Tokens() %v = %v, want %d", granted, b.Tokens(), got, steps)
+	}
+}
+
+// TestBucketTokenDueWhenCtxEnds cancels a waiter and makes its token due
+// before it can run (one P: it runs when the test blocks). Either it sees
+// the token due and uses it (Wait returns nil), or, if it ran before the
+// clock moved, it leaves and the token goes to the next waiter at once. Either
+// way the token is neither lost nor handed out twice.
+func TestBucketTokenDueWhenCtxEnds(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for i := range 20 {
+		b, clk := newTestBucket(t, BucketConfig{QPS: 1, Burst: 1}, nil)
+		drain(t, b)
+		ctx, cancel := context.WithCancel(context.Background())
+		w := queue(t, ctx, b, PriorityNormal)
+		other := queue(t, context.Background(), b, PriorityBackground)
+		cancel()
+		clk.Step(time.Second)
+		switch err := result(t, w); {
+		case err == nil:
+			if b.Waiting() != 1 {
+				t.Fatalf("run %d: Waiting() = %d, want 1", i, b.Waiting())
+			}
+			clk.Step(time.Second)
+		case !errors.Is(err, context.Canceled):
+			t.Fatalf("run %d: Wait = %v, want nil or context.Canceled", i, err)
+		}
+		if err := result(t, other); err != nil {
+			t.Fatalf("run %d: second Wait = %v", i, err)
+		}
+		if got, n := b.Tokens(), b.Waiting(); got != 0 || n != 0 {
+			t.Fatalf("run %d: Tokens() = %v, Waiting() = %d; want 0, 0", i, got, n)
+		}
 	}
 }
