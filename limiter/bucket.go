@@ -174,10 +174,10 @@ func (b *Bucket) EffectiveQPS() float64 {
 	return b.policy.rate
 }
 
-// Tokens returns the number of tokens available now, between 0 and Burst.
-// A token reserved for a queued waiter is not available, so Tokens is 0
-// while anyone waits. Tokens held during a Retry-After pause (at most one)
-// cannot be taken until the pause ends.
+// Tokens returns the number of tokens available now, between 0 and Burst
+// (never negative: the token reserved for the queue's head is not counted).
+// It is 0 while callers are queued, except during a Retry-After pause, when
+// it is the token (at most one) held for when the pause ends.
 func (b *Bucket) Tokens() float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()

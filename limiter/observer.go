@@ -20,10 +20,10 @@ type Observer interface {
 	// honoured (0 if none).
 	Throttled(bucket string, retryAfter time.Duration)
 	// RateChanged is called when a bucket's effective rate changes (AIMD):
-	// on every multiplicative decrease that changes the rate, when the rate is back at the
-	// configured QPS, and during recovery each time the bucket notices
-	// (lazily, when it is used or queried) that the rate has grown by at
-	// least 1% of the configured QPS since the last report.
+	// on every multiplicative decrease that changes the rate, and during
+	// recovery each time the bucket notices (lazily, when it is used or
+	// queried) that one or more recovery steps have raised it, the last
+	// time with the configured QPS.
 	RateChanged(bucket string, qps float64)
 	// BreakerStateChanged is called on every breaker transition.
 	BreakerStateChanged(breaker string, from, to State)
