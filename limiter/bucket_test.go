@@ -65,6 +65,8 @@ func TestBucketConfigValidate(t *testing.T) {
 		{"decreaseFactor 1", BucketConfig{QPS: 1, Burst: 1, DecreaseFactor: 1}, "decreaseFactor must be in (0, 1)"},
 		{"negative decreaseFactor", BucketConfig{QPS: 1, Burst: 1, DecreaseFactor: -0.5}, "decreaseFactor must be in (0, 1)"},
 		{"negative recovery", BucketConfig{QPS: 1, Burst: 1, RecoveryQPSPerSecond: -1}, "recoveryQPSPerSecond must be >= 0"},
+		{"maxRetryAfter", BucketConfig{QPS: 1, Burst: 1, MaxRetryAfter: time.Minute}, ""},
+		{"negative maxRetryAfter", BucketConfig{QPS: 1, Burst: 1, MaxRetryAfter: -time.Second}, "maxRetryAfter must be >= 0 (got -1s; 0 means 5m0s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,8 +78,11 @@ func TestBucketConfigValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want error containing %q", err, tt.wantErr)
 			}
 			_, err = NewBucket("b", tt.cfg, nil, nil)
-			if (err != nil) != (tt.wantErr != "") {
-				t.Fatalf("NewBucket error = %v, want error: %v", err, tt.wantErr != "")
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("NewBucket error = %v, want nil", err)
+			case tt.wantErr != "" && (err == nil || err.Error() != `limiter: bucket "b": `+tt.cfg.Validate().Error()):
+				t.Fatalf("NewBucket error = %v, want the Validate error prefixed with the bucket", err)
 			}
 		})
 	}
