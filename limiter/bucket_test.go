@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -342,4 +344,77 @@ func TestBucketTokenDueWhenCtxEnds(t *testing.T) {
 			t.Fatalf("run %d: Tokens() = %v, Waiting() = %d; want 0, 0", i, got, n)
 		}
 	}
+}
+
+// TestBucketNeverAboveQuota runs waiters of every priority against random
+// clock steps and throttles, and checks after every step, once every grant
+// due has been made, that the grants so far stay within what the configured
+// rate allows: Burst plus QPS times the time elapsed, and that none is made
+// during a Retry-After pause (the token held through it goes out when it
+// ends).
+func TestBucketNeverAboveQuota(t *testing.T) {
+	for seed := range int64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 1))
+			cfg := BucketConfig{QPS: 20, Burst: 5, Adaptive: seed != 2, MaxRetryAfter: 300 * time.Millisecond}
+			b, clk := newTestBucket(t, cfg, nil)
+			ctx, stop := context.WithCancel(context.Background())
+			var granted atomic.Int64
+			var wg sync.WaitGroup
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for b.Wait(ctx, Priority(i%3)) == nil {
+						granted.Add(1)
+					}
+				}()
+			}
+			var (
+				checks, pauseChecks int
+				pauseEnd            time.Time // of the last Retry-After pause
+				atPause             int64     // grants when it began
+			)
+			for range 400 {
+				if rng.IntN(10) == 0 {
+					ra := time.Duration(rng.IntN(500)) * time.Millisecond
+					b.OnThrottled(ra)
+					if now := clk.Now(); ra > 0 {
+						if !now.Before(pauseEnd) {
+							atPause = granted.Load()
+						}
+						pauseEnd = laterOf(pauseEnd, now.Add(min(ra, cfg.MaxRetryAfter)))
+					}
+				}
+				clk.Step(time.Duration(rng.IntN(100)) * time.Millisecond)
+				// Let every grant due by now happen: all waiters are queued
+				// again and the bucket's timer is armed for a later grant.
+				eventually(t, "quiescence", func() bool { return b.Waiting() == 8 && clk.Waiters() == 1 })
+				elapsed := clk.Since(t0).Seconds()
+				if g := float64(granted.Load()); g > float64(cfg.Burst)+cfg.QPS*elapsed+1e-9 {
+					t.Fatalf("after %.3fs: %v grants, more than %v + %v/s allow", elapsed, g, cfg.Burst, cfg.QPS)
+				}
+				checks++
+				if clk.Now().Before(pauseEnd) {
+					if g := granted.Load(); g != atPause {
+						t.Fatalf("after %.3fs: %d grants during a Retry-After pause", elapsed, g-atPause)
+					}
+					pauseChecks++
+				}
+			}
+			stop()
+			wg.Wait()
+			if granted.Load() == 0 || checks == 0 || pauseChecks == 0 {
+				t.Fatalf("%d grants, %d checks, %d during pauses: nothing was tested", granted.Load(), checks, pauseChecks)
+			}
+			t.Logf("%d grants over %v, %d checks, %d during pauses", granted.Load(), clk.Since(t0), checks, pauseChecks)
+		})
+	}
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
