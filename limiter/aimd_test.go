@@ -464,3 +464,26 @@ func TestBucketCancelDuringPause(t *testing.T) {
 		t.Fatalf("Tokens() = %v after the pause, want 1", got)
 	}
 }
+
+// TestAIMDNoAccrualDuringPause checks that tokens do not accrue during a
+// pause: with none held when it begins, the first token comes a token
+// interval after it ends.
+func TestAIMDNoAccrualDuringPause(t *testing.T) {
+	b, clk := newTestBucket(t, BucketConfig{QPS: 10, Burst: 3}, nil)
+	drain(t, b)
+	b.OnThrottled(time.Second)
+	w := queue(t, context.Background(), b, PriorityNormal)
+	clk.Step(time.Second) // the pause ends with no token
+	eventually(t, "grant or timer after the pause", func() bool { return clk.Waiters() == 1 || b.Waiting() == 0 })
+	if b.Waiting() != 1 {
+		t.Fatal("granted when the pause ended: a token accrued during the pause")
+	}
+	clk.Step(99 * time.Millisecond)
+	if b.Waiting() != 1 {
+		t.Fatalf("Waiting() = %d 99ms after the pause, want 1", b.Waiting())
+	}
+	clk.Step(time.Millisecond)
+	if err := result(t, w); err != nil {
+		t.Fatal(err)
+	}
+}
