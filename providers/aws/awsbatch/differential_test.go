@@ -344,3 +344,54 @@ func TestBatchRejectsOversize(t *testing.T) {
 		t.Fatalf("MaxBatchSize = %d", got)
 	}
 }
+
+// ListInstances pages through more instances than one EC2 page holds, then the
+// legacy-tagged ones, and ends.
+func TestListInstancesPages(t *testing.T) {
+	setAWSEnv(t)
+	sim, err := ec2sim.Start(ec2sim.Config{Region: "us-east-1", Unthrottled: true, Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	const tagged, legacy = 1005, 3
+	for i := 1; i <= tagged+legacy; i++ {
+		in := ec2sim.Instance{ID: iid(i), Type: "m5.large", Zone: "us-east-1a", PrivateDNSName: dns(i), Tags: map[string]string{"kubernetes.io/cluster/" + cluster: "owned"}}
+		if i > tagged {
+			in.Tags = map[string]string{"KubernetesCluster": cluster}
+		}
+		sim.Put(in)
+	}
+	c, err := awsbatch.New([]byte(CloudConfig(sim.URL, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	pages, tok := 0, ""
+	for {
+		page, next, err := c.BatchInstances().ListInstances(context.Background(), tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, r := range page {
+			if seen[r.Metadata.ProviderID] {
+				t.Fatalf("%s listed twice", r.Metadata.ProviderID)
+			}
+			seen[r.Metadata.ProviderID] = true
+		}
+		if next == "" || pages > 5 {
+			break
+		}
+		tok = next
+	}
+	if len(seen) != tagged+legacy || pages != 3 {
+		t.Fatalf("listed %d instances in %d pages, want %d in 3 (1000 + 5 tagged, then 3 legacy)", len(seen), pages, tagged+legacy)
+	}
+	if got := sim.Stats("DescribeInstances").Requests; got != 3 {
+		t.Fatalf("%d DescribeInstances calls, want 3", got)
+	}
+	if _, _, err := c.BatchInstances().ListInstances(context.Background(), "not-a-token"); err == nil {
+		t.Fatal("a foreign page token was accepted")
+	}
+}

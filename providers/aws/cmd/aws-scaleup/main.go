@@ -6,6 +6,7 @@
 //	aws                  the unmodified AWS provider alone
 //	aws+cloudgate        cloudgate in front of it (cache, limiter; no batch interface)
 //	aws-batch+cloudgate  cloudgate in front of the provider with the awsbatch adapter
+//	aws-batch+cloudgate+list  the same with list prefetch (batch.listPrefetch)
 //
 // and reports, per side, the time until every node is initialized (or the timeout), the
 // DescribeInstances calls EC2 received and how many it answered RequestLimitExceeded.
@@ -134,13 +135,16 @@ SigningName = ec2
 		if up, err = cloudprovider.GetCloudProvider("aws", strings.NewReader(awsConf)); err == nil {
 			cloud, err = provider.New(up, cgCfg)
 		}
-	case "aws-batch+cloudgate":
+	case "aws-batch+cloudgate", "aws-batch+cloudgate+list":
+		// +list: batch.listPrefetch on; its first refresh, at start, lists the new
+		// instances before their nodes register (the best case for a scale-up).
+		cgCfg.Batch.ListPrefetch = strings.HasSuffix(side, "+list")
 		var up *awsbatch.Cloud
 		if up, err = awsbatch.New([]byte(awsConf)); err == nil {
 			cloud, err = provider.New(up, cgCfg)
 		}
 	default:
-		return nil, fmt.Errorf("unknown side (want aws, aws+cloudgate or aws-batch+cloudgate)")
+		return nil, fmt.Errorf("unknown side (want aws, aws+cloudgate, aws-batch+cloudgate or aws-batch+cloudgate+list)")
 	}
 	if err != nil {
 		return nil, err
