@@ -118,14 +118,15 @@ func nodes() []*v1.Node {
 		node("bare", iid(1), nil),
 		node("labelled", pid("us-east-1b", 4), map[string]string{"topology.k8s.aws/zone-id": "x", "topology.k8s.aws/network-node-layer-1": "y"}),
 		node("bad-provider-id", "gce://p/z/vm", nil),
-		node(iid(2), "", nil),                     // resource-based name, stopped
-		node(iid(3)+".ec2.internal", "", nil),     // resource-based name, terminated
-		node(iid(98), "", nil),                    // resource-based name, missing
-		node(dns(1), "", nil),                     // private DNS name
-		node(dns(3), "", nil),                     // terminated: not found by name
-		node(dns(6), "", nil),                     // not the cluster's: not found by name
-		node("ip-10-9-9-9.ec2.internal", "", nil), // missing
-		node(dns(5), "", nil),                     // legacy cluster tag
+		node("malformed-id", "aws:///us-east-1a/i-notanid", nil), // passes the provider's i-* check, not EC2's
+		node(iid(2), "", nil),                                    // resource-based name, stopped
+		node(iid(3)+".ec2.internal", "", nil),                    // resource-based name, terminated
+		node(iid(98), "", nil),                                   // resource-based name, missing
+		node(dns(1), "", nil),                                    // private DNS name
+		node(dns(3), "", nil),                                    // terminated: not found by name
+		node(dns(6), "", nil),                                    // not the cluster's: not found by name
+		node("ip-10-9-9-9.ec2.internal", "", nil),                // missing
+		node(dns(5), "", nil),                                    // legacy cluster tag
 	}
 }
 
@@ -165,8 +166,9 @@ func compare(t *testing.T, what string, up answer, st provider.InstanceStatus) {
 			t.Errorf("%s: adapter says not found, provider InstanceShutdown = true", what)
 		}
 	case st.Err != nil:
-		if up.mdErr == nil || up.mdErr.Error() != st.Err.Error() {
-			t.Errorf("%s: adapter error %q, provider InstanceMetadata error %v", what, st.Err, up.mdErr)
+		// Another per-node error: the provider errs too, and does not say "gone".
+		if up.mdErr == nil || errors.Is(up.mdErr, cloudprovider.InstanceNotFound) || up.exErr == nil {
+			t.Errorf("%s: adapter error %q, provider InstanceMetadata error %v, InstanceExists %v, %v", what, st.Err, up.mdErr, up.exists, up.exErr)
 		}
 	default:
 		if up.mdErr != nil || up.exErr != nil || up.shErr != nil {
@@ -257,6 +259,7 @@ func differential(t *testing.T, families string) {
 		},
 		"missing":         func(s provider.InstanceStatus) bool { return s.Err == cloudprovider.InstanceNotFound },
 		"bad-provider-id": func(s provider.InstanceStatus) bool { return s.Err != nil && s.Err != cloudprovider.InstanceNotFound },
+		"malformed-id":    func(s provider.InstanceStatus) bool { return s.Err != nil && s.Err != cloudprovider.InstanceNotFound },
 		dns(1): func(s provider.InstanceStatus) bool {
 			return s.Err == nil && s.Metadata.ProviderID == "aws:///us-east-1a/"+iid(1)
 		},

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,10 @@ const (
 	// takes the instance ID from the name itself.
 	rbnPrefix = "i-"
 )
+
+// ec2InstanceID is the form EC2 accepts in an InstanceId list: i- and 8 or 17
+// hex digits.
+var ec2InstanceID = regexp.MustCompile(`^i-([0-9a-f]{8}|[0-9a-f]{17})$`)
 
 // aliveStates are the states the provider's node-name lookups accept (all
 // but terminated).
@@ -126,10 +131,17 @@ func (a *Instances) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) (
 			}
 			idOf[i] = string(id)
 		case strings.HasPrefix(n.Name, rbnPrefix):
-			id, _, _ := strings.Cut(n.Name, ".")
-			idOf[i] = id
+			idOf[i], _, _ = strings.Cut(n.Name, ".")
 		default:
 			names = append(names, n.Name)
+			continue
+		}
+		// The provider asks EC2 by InstanceId, which refuses a malformed ID
+		// (InvalidInstanceID.Malformed: an error, not "not found"); the
+		// instance-id filter would just not match it.
+		if !ec2InstanceID.MatchString(idOf[i]) {
+			out[i].Err = fmt.Errorf("%s: node %s: %q is not an EC2 instance ID (EC2 answers InvalidInstanceID.Malformed)", Name, n.Name, idOf[i])
+			idOf[i] = ""
 			continue
 		}
 		ids = append(ids, idOf[i])
