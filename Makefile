@@ -21,12 +21,13 @@ build: deps
 	$(GO) build ./...
 	cd $(AWS_MOD) && $(GO) build ./...
 
+# The nested module is vetted with -race: vet then compiles the AWS SDK as `make test` does,
+# so CI (lint, then test) compiles github.com/aws/aws-sdk-go-v2/service/ec2 once per run and
+# test (and the e2e's CCM build) reuse it from the build cache.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	# -race: vet compiles the AWS SDK as `make test` does, so CI (lint, then test) compiles
-	# github.com/aws/aws-sdk-go-v2/service/ec2 once per run and reuses it from the build cache.
 	cd $(AWS_MOD) && $(GO) vet -race ./...
 
 # The e2e tests need a real etcd + kube-apiserver: built once from a separate tools
