@@ -1,16 +1,20 @@
-// Command aws-scaleup measures a node scale-up against the simulated EC2 (ec2sim, with EC2's
-// documented per-action token buckets): K new nodes, registered without provider IDs and
-// named by their instances' private DNS names as kubelets do, are initialized by the real
-// cloud-node controller (k8s.io/cloud-provider v0.37.2) on a fake API server, through
+// Command aws-bench measures the AWS provider with and without cloudgate against the
+// simulated EC2 (ec2sim, with EC2's documented per-action token buckets), driven by the real
+// cloud-node controller (k8s.io/cloud-provider v0.37.2) on a fake API server.
+//
+// -mode scaleup: K new nodes, registered without provider IDs and named by their instances'
+// private DNS names as kubelets do, are initialized. -mode steady: K nodes already
+// initialized; the controller's periodic status sync (--node-status-update-frequency 5m, its
+// first round at start) runs for -window, and the EC2 calls are counted. Sides:
 //
 //	aws                  the unmodified AWS provider alone
 //	aws+cloudgate        cloudgate in front of it (cache, limiter; no batch interface)
 //	aws-batch+cloudgate  cloudgate in front of the provider with the awsbatch adapter
 //	aws-batch+cloudgate+list  the same with list prefetch (batch.listPrefetch)
 //
-// and reports, per side, the time until every node is initialized (or the timeout), the
-// DescribeInstances calls EC2 received and how many it answered RequestLimitExceeded.
-// Everything runs in real time (no time compression).
+// It reports, per side, the time until every node is initialized (scaleup) or the length of
+// the window (steady), the DescribeInstances calls EC2 received and how many it answered
+// RequestLimitExceeded. Everything runs in real time (no time compression).
 package main
 
 import (
@@ -47,6 +51,8 @@ func main() {
 	refill := flag.Float64("refill", ec2sim.NonMutatingBucket.Refill, "EC2 token refill per second per action")
 	timeout := flag.Duration("timeout", 3*time.Minute, "give up on a side after this long")
 	sides := flag.String("sides", "aws,aws+cloudgate,aws-batch+cloudgate", "sides to run, comma-separated")
+	mode := flag.String("mode", "scaleup", "scaleup or steady")
+	window := flag.Duration("window", 150*time.Second, "steady: how long to count")
 	klog.InitFlags(nil)
 	_ = flag.Set("v", "0")
 	_ = flag.Set("logtostderr", "false")
@@ -61,18 +67,33 @@ func main() {
 	} {
 		os.Setenv(k, v)
 	}
-	fmt.Printf("scale-up of %d nodes, --concurrent-node-syncs=%d, EC2 bucket %d tokens + %g/s per action, timeout %v\n\n",
-		*nodes, *workers, *bucket, *refill, *timeout)
-	fmt.Println("| side | initialized | time to all (s) | DescribeInstances | RequestLimitExceeded | other EC2 calls |")
+	if *mode != "scaleup" && *mode != "steady" {
+		fmt.Fprintln(os.Stderr, "-mode: want scaleup or steady")
+		os.Exit(2)
+	}
+	steady := *mode == "steady"
+	if steady {
+		*timeout = *window
+		fmt.Printf("steady state, %d initialized nodes, --node-status-update-frequency=5m, --concurrent-node-syncs=%d, EC2 bucket %d tokens + %g/s per action, window %v from the cloud's start\n\n",
+			*nodes, *workers, *bucket, *refill, *window)
+	} else {
+		fmt.Printf("scale-up of %d nodes, --concurrent-node-syncs=%d, EC2 bucket %d tokens + %g/s per action, timeout %v\n\n",
+			*nodes, *workers, *bucket, *refill, *timeout)
+	}
+	if steady {
+		fmt.Println("| side | nodes | window (s) | DescribeInstances | RequestLimitExceeded | other EC2 calls |")
+	} else {
+		fmt.Println("| side | initialized | time to all (s) | DescribeInstances | RequestLimitExceeded | other EC2 calls |")
+	}
 	fmt.Println("|---|---|---|---|---|---|")
 	for _, side := range strings.Split(*sides, ",") {
-		r, err := run(side, *nodes, *workers, ec2sim.Bucket{Size: *bucket, Refill: *refill}, *timeout)
+		r, err := run(side, *nodes, *workers, ec2sim.Bucket{Size: *bucket, Refill: *refill}, *timeout, steady)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", side, err)
 			os.Exit(1)
 		}
 		t := "-"
-		if r.initialized == *nodes {
+		if r.initialized == *nodes || steady {
 			t = fmt.Sprintf("%.1f", r.elapsed.Seconds())
 		}
 		fmt.Printf("| %s | %d/%d | %s | %d | %d | %d |\n", side, r.initialized, *nodes, t, r.describe.Requests, r.describe.Throttled, r.other)
@@ -86,7 +107,7 @@ type result struct {
 	other       int64
 }
 
-func run(side string, n, workers int, b ec2sim.Bucket, timeout time.Duration) (*result, error) {
+func run(side string, n, workers int, b ec2sim.Bucket, timeout time.Duration, steady bool) (*result, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sim, err := ec2sim.Start(ec2sim.Config{
@@ -151,6 +172,14 @@ SigningName = ec2
 	}
 
 	kube := fake.NewClientset()
+	if steady {
+		for i, name := range names {
+			if _, err := kube.CoreV1().Nodes().Create(ctx, initializedNode(name, i, zones[i%3]), metav1.CreateOptions{}); err != nil {
+				return nil, err
+			}
+		}
+		sim.ResetStats() // count from the cloud's start: a list prefetch's first round included
+	}
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	nodeInformer := factory.Core().V1().Nodes()
 	if iu, ok := cloud.(cloudprovider.InformerUser); ok {
@@ -163,10 +192,16 @@ SigningName = ec2
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
-	go nc.RunWithContext(ctx, controllersmetrics.NewControllerManagerMetrics("aws-scaleup"))
+	go nc.RunWithContext(ctx, controllersmetrics.NewControllerManagerMetrics("aws-bench"))
 
-	sim.ResetStats()
 	start := time.Now()
+	if steady {
+		time.Sleep(timeout)
+		r := &result{initialized: n, elapsed: time.Since(start)}
+		return finish(r, sim), nil
+	}
+	sim.ResetStats()
+	start = time.Now()
 	for _, name := range names {
 		node := &v1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -200,6 +235,21 @@ SigningName = ec2
 	}
 	r.elapsed = time.Since(start)
 	return finish(r, sim), nil
+}
+
+// initializedNode is a node the CCM initialized earlier: provider ID, labels, addresses, Ready.
+func initializedNode(name string, i int, zone string) *v1.Node {
+	ip := fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			v1.LabelTopologyZone: zone, v1.LabelTopologyRegion: "us-east-1", v1.LabelInstanceTypeStable: "m5.large",
+		}},
+		Spec: v1.NodeSpec{ProviderID: fmt.Sprintf("aws:///%s/i-%017x", zone, i+1)},
+		Status: v1.NodeStatus{
+			Addresses:  []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}, {Type: v1.NodeInternalDNS, Address: name}, {Type: v1.NodeHostName, Address: name}},
+			Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.Now()}},
+		},
+	}
 }
 
 func finish(r *result, sim *ec2sim.Server) *result {
