@@ -165,18 +165,23 @@ func (b *batcher) send(bt *batch, reason string) {
 }
 
 // fill stores one node's batch or list answer in the instance caches.
+// "Does not exist" in any form — InstanceNotFound, or an instance the cloud
+// still describes as terminated (Deleted) — is a negative answer: it lives
+// negativeTTL and is never served stale.
 func (g *gate) fill(key nodeKey, st InstanceStatus) {
 	switch {
 	case st.Err == cloudprovider.InstanceNotFound:
 		putNegative(g.inst.metadata, key, st.Err)
 		putNegative(g.inst.shutdown, key, st.Err)
-		put(g.inst.exists, key, false)
+		put(g.inst.exists, key, false) // a negative value
 	case st.Err != nil:
 		// A per-node failure is not an answer: nothing to remember.
 	default:
-		put(g.inst.metadata, key, cloneMetadata(st.Metadata))
+		if st.Metadata != nil {
+			put(g.inst.metadata, key, st.Metadata)
+		}
 		put(g.inst.shutdown, key, st.Shutdown)
-		put(g.inst.exists, key, true)
+		put(g.inst.exists, key, !st.Deleted)
 	}
 }
 
@@ -236,7 +241,7 @@ func (g *gate) prefetch(stop <-chan struct{}) error {
 		}
 		for i := range p.page {
 			rec := &p.page[i]
-			st := InstanceStatus{Metadata: &rec.Metadata, Shutdown: rec.Shutdown}
+			st := InstanceStatus{Metadata: &rec.Metadata, Shutdown: rec.Shutdown, Deleted: rec.Deleted}
 			if rec.Metadata.ProviderID != "" {
 				g.fill(nodeKey{byProviderID: true, id: rec.Metadata.ProviderID}, st)
 			}

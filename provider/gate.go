@@ -190,25 +190,39 @@ func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
 	return bucket, nil
 }
 
+// cacheOpts are the per-method parts of a cache's configuration.
+type cacheOpts[K comparable, V any] struct {
+	clone     func(V) V
+	keyString func(K) string
+	// negativeValue: a value that says "does not exist" (InstanceExists
+	// false): negativeTTL, never stale.
+	negativeValue func(V) bool
+	// shortLived: keys (node names) that a re-created instance may reuse;
+	// their answers live at most negativeTTL and are never served stale.
+	shortLived func(K) bool
+}
+
 // newCache builds the cache of a read method, or returns nil when the
 // method's TTL turns caching off. The first error is kept in *errp, so a
 // caller can build every cache and check once.
-func newCache[K comparable, V any](g *gate, errp *error, name string, clone func(V) V, keyString func(K) string) *cache.Cache[K, V] {
+func newCache[K comparable, V any](g *gate, errp *error, name string, o cacheOpts[K, V]) *cache.Cache[K, V] {
 	ttl := g.methods[name].ttl
 	if ttl <= 0 || *errp != nil {
 		return nil
 	}
 	c, err := cache.New(cache.Config[K, V]{
-		Name:        name,
-		Size:        g.cfg.Cache.Size,
-		TTL:         ttl,
-		NegativeTTL: g.cfg.Cache.NegativeTTL.Duration,
-		MaxStale:    g.cfg.Cache.StaleIfError.Duration,
-		IsNegative:  func(err error) bool { return err == cloudprovider.InstanceNotFound },
-		Clone:       clone,
-		KeyString:   keyString,
-		Clock:       g.clock,
-		Observer:    g.rec.CacheObserver(name),
+		Name:          name,
+		Size:          g.cfg.Cache.Size,
+		TTL:           ttl,
+		NegativeTTL:   g.cfg.Cache.NegativeTTL.Duration,
+		MaxStale:      g.cfg.Cache.StaleIfError.Duration,
+		IsNegative:    func(err error) bool { return err == cloudprovider.InstanceNotFound },
+		NegativeValue: o.negativeValue,
+		ShortLived:    o.shortLived,
+		Clone:         o.clone,
+		KeyString:     o.keyString,
+		Clock:         g.clock,
+		Observer:      g.rec.CacheObserver(name),
 	})
 	if err != nil {
 		*errp = fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
