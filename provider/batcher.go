@@ -146,7 +146,7 @@ func (b *batcher) send(bt *batch, reason string) {
 	defer b.wg.Done()
 	defer close(bt.done)
 	b.g.rec.Batch(len(bt.nodes), reason)
-	ctx, cancel := context.WithTimeout(context.Background(), batchCallTimeout)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), batchCallTimeout, errCallTimeout)
 	defer cancel()
 	results, err := invoke(ctx, b.g, b.g.methods["BatchInstanceStatus"], bt.prio, func(ctx context.Context) ([]InstanceStatus, error) {
 		return b.up.BatchInstanceStatus(ctx, bt.nodes)
@@ -226,7 +226,7 @@ func (g *gate) prefetch(stop <-chan struct{}) error {
 	m := g.methods["ListInstances"]
 	token := ""
 	for {
-		callCtx, cancelCall := context.WithTimeout(ctx, batchCallTimeout)
+		callCtx, cancelCall := context.WithTimeoutCause(ctx, batchCallTimeout, errCallTimeout)
 		type pageAnswer struct {
 			page []InstanceRecord
 			next string

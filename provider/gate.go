@@ -233,20 +233,41 @@ func newCache[K comparable, V any](g *gate, errp *error, name string, o cacheOpt
 }
 
 // notACloudFailure says which outcomes must not count against the breaker:
-// answers (not found, not implemented), the caller giving up, and throttling
-// (adaptive limiting handles that; tripping on it would turn quota pressure
-// into an outage).
+// answers (not found, not implemented), a caller that gave up (callerGone,
+// set by invoke: a context error while the caller's context is live — an
+// HTTP client timeout, cloudgate's own batch timeout — is a hung cloud and
+// counts), and throttling (adaptive limiting handles that; tripping on it
+// would turn quota pressure into an outage).
 func (g *gate) notACloudFailure(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, cloudprovider.InstanceNotFound) || errors.Is(err, cloudprovider.NotImplemented) ||
-		errors.Is(err, cloudprovider.ImplementedElsewhere) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	var gone callerGone
+	if errors.As(err, &gone) || errors.Is(err, cloudprovider.InstanceNotFound) ||
+		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) {
 		return true
 	}
 	throttled, _ := g.throttle.Classify(err)
 	return throttled
+}
+
+// callerGone marks the outcome of a call whose caller's context ended:
+// whatever the upstream said then, it is no verdict on the cloud.
+type callerGone struct{ error }
+
+func (e callerGone) Unwrap() error { return e.error }
+
+// errCallTimeout is the cause of cloudgate's own call timeouts (batch and
+// list calls): a call cut short by it hung, and counts as a cloud failure.
+var errCallTimeout = errors.New("cloudgate: upstream call timed out")
+
+// breakerOutcome is what the breaker is told about a call that ended with
+// err: callerGone when ctx ended (unless by cloudgate's own call timeout).
+func breakerOutcome(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) != errCallTimeout {
+		return callerGone{err}
+	}
+	return err
 }
 
 // invoke sends one call upstream: wait for a token, ask the breaker, call,
@@ -263,7 +284,7 @@ func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priorit
 	}
 	start := g.clock.Now()
 	v, err := fn(ctx)
-	done(err)
+	done(breakerOutcome(ctx, err))
 	g.rec.UpstreamCall(m.family, m.name, g.result(m, err), g.clock.Since(start))
 	return v, err
 }
