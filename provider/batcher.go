@@ -41,7 +41,6 @@ type batch struct {
 	nodes   []*v1.Node
 	index   map[nodeKey]int // nodes of the same key share one slot
 	prio    limiter.Priority
-	timer   interface{ Stop() bool }
 	done    chan struct{}
 	results []InstanceStatus
 	err     error
@@ -83,10 +82,10 @@ func (b *batcher) lookup(ctx context.Context, node *v1.Node, prio limiter.Priori
 	key := keyOfNode(node)
 	b.mu.Lock()
 	bt := b.open
-	if bt == nil {
+	created := bt == nil
+	if created {
 		bt = &batch{index: map[nodeKey]int{}, prio: prio, done: make(chan struct{})}
 		b.open = bt
-		bt.timer = afterFunc(b.g.clock, b.maxWait, func() { b.flush(bt, "wait") })
 	}
 	slot, ok := bt.index[key]
 	if !ok {
@@ -97,10 +96,22 @@ func (b *batcher) lookup(ctx context.Context, node *v1.Node, prio limiter.Priori
 	if prio < bt.prio {
 		bt.prio = prio
 	}
+	// A full batch leaves b.open under the same lock that filled it, so no
+	// caller can join it past maxSize.
 	full := len(bt.nodes) >= b.maxSize
-	b.mu.Unlock()
 	if full {
-		b.flush(bt, "size")
+		b.open = nil
+		b.wg.Add(1)
+	}
+	b.mu.Unlock()
+	switch {
+	case full:
+		go b.send(bt, "size")
+	case created:
+		// Armed outside b.mu: a fake clock runs callbacks under its own
+		// lock, and the callback takes b.mu. The timer is never stopped:
+		// firing for a batch already sent does nothing.
+		afterFunc(b.g.clock, b.maxWait, func() { b.expire(bt) })
 	}
 
 	select {
@@ -116,30 +127,25 @@ func (b *batcher) lookup(ctx context.Context, node *v1.Node, prio limiter.Priori
 
 // afterFunc runs f after d on clk, when clk can (the real and fake clocks
 // can), else on the real clock.
-func afterFunc(clk clock.Clock, d time.Duration, f func()) interface{ Stop() bool } {
+func afterFunc(clk clock.Clock, d time.Duration, f func()) {
 	if c, ok := clk.(clock.WithDelayedExecution); ok {
-		return c.AfterFunc(d, f)
+		c.AfterFunc(d, f)
+		return
 	}
-	return time.AfterFunc(d, f)
+	time.AfterFunc(d, f)
 }
 
-// flush sends bt unless it was already sent (the timer and a full batch can
-// race; only the first closes it).
-func (b *batcher) flush(bt *batch, reason string) {
+// expire sends bt when its maxWait is over, unless it was sent full.
+func (b *batcher) expire(bt *batch) {
 	b.mu.Lock()
 	if b.open != bt {
 		b.mu.Unlock()
 		return
 	}
 	b.open = nil
-	if reason != "wait" {
-		// Not from the timer's own callback: a fake clock runs callbacks
-		// under its lock, and Stop would wait for that lock.
-		bt.timer.Stop()
-	}
 	b.wg.Add(1)
 	b.mu.Unlock()
-	go b.send(bt, reason)
+	go b.send(bt, "wait")
 }
 
 func (b *batcher) send(bt *batch, reason string) {
