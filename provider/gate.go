@@ -306,8 +306,10 @@ func (g *gate) result(m *method, err error) string {
 }
 
 // read answers a read method from its cache (nil: uncached), calling fetch
-// (which goes upstream through invoke, or through the batcher) on a miss. While the family's breaker is open it serves an
-// entry no older than cache.staleIfError, else the breaker's error.
+// (which goes upstream through invoke, or through the batcher) on a miss.
+// While the family's breaker is open it serves a positive answer the
+// upstream gave at most TTL+cache.staleIfError ago, else the breaker's
+// error. Negative answers are never served stale.
 func read[K comparable, V any](ctx context.Context, g *gate, name string, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
 	m := g.methods[name]
 	if c == nil {
@@ -317,7 +319,7 @@ func read[K comparable, V any](ctx context.Context, g *gate, name string, c *cac
 	}
 	v, err := c.Get(ctx, key, fetch)
 	if err != nil && limiter.IsOpen(err) {
-		if stale, ok := c.Stale(key, g.cfg.Cache.StaleIfError.Duration); ok {
+		if stale, ok := c.Stale(key, m.ttl+g.cfg.Cache.StaleIfError.Duration); ok {
 			m.requests.Observe(nil)
 			return stale, nil
 		}
