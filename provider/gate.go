@@ -270,16 +270,18 @@ func breakerOutcome(ctx context.Context, err error) error {
 	return err
 }
 
-// invoke sends one call upstream: wait for a token, ask the breaker, call,
-// then tell the limiter and the metrics how it went. fn's result and error
-// are returned unchanged.
+// invoke sends one call upstream: ask the breaker (an open breaker answers
+// at once: no token spent, no queueing, so read can serve a stale answer),
+// wait for a token, call, then tell the limiter and the metrics how it
+// went. fn's result and error are returned unchanged.
 func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	if err := m.bucket.Wait(ctx, prio); err != nil {
-		return zero, err
-	}
 	done, err := m.breaker.Allow()
 	if err != nil {
+		return zero, err
+	}
+	if err := m.bucket.Wait(ctx, prio); err != nil {
+		done(callerGone{err}) // nothing was sent: no verdict on the cloud
 		return zero, err
 	}
 	start := g.clock.Now()
