@@ -23,6 +23,7 @@ import (
 	"time"
 
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
 
 	"github.com/cloudgate/cloudgate/cache"
@@ -233,7 +234,8 @@ func newCache[K comparable, V any](g *gate, errp *error, name string, o cacheOpt
 }
 
 // notACloudFailure says which outcomes must not count against the breaker:
-// answers (not found, not implemented), a caller that gave up (callerGone,
+// answers (not found, not implemented, an *api.RetryError such as "load
+// balancer still provisioning", a per-request 4xx), a caller that gave up (callerGone,
 // set by invoke: a context error while the caller's context is live — an
 // HTTP client timeout, cloudgate's own batch timeout — is a hung cloud and
 // counts), and throttling (adaptive limiting handles that; tripping on it
@@ -243,8 +245,10 @@ func (g *gate) notACloudFailure(err error) bool {
 		return false
 	}
 	var gone callerGone
+	var retry *cloudproviderapi.RetryError
 	if errors.As(err, &gone) || errors.Is(err, cloudprovider.InstanceNotFound) ||
-		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) {
+		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) ||
+		errors.As(err, &retry) || limiter.IsClientError(err) {
 		return true
 	}
 	throttled, _ := g.throttle.Classify(err)
