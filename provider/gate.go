@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	cloudprovider "k8s.io/cloud-provider"
@@ -55,7 +57,20 @@ type gate struct {
 	zn   zoneCaches
 	cl   clusterCaches
 
-	batch *batcher // nil without batching
+	// Batching and list prefetch are decided from the upstream's
+	// InstancesV2 once it offers one (see buildBatcher); batchDecided
+	// publishes batch and lister.
+	batchMu      sync.Mutex
+	batchDecided atomic.Bool
+	batch        *batcher       // nil without batching
+	lister       InstanceLister // nil without list prefetch
+
+	// The list prefetch loop: one at a time (see start).
+	loopMu        sync.Mutex
+	loopQuit      chan struct{}
+	loopWG        sync.WaitGroup
+	closed        bool
+	prefetchLoops atomic.Int64
 }
 
 // method is one method's resolved policy.
@@ -175,9 +190,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 	if err := g.buildCaches(); err != nil {
 		return nil, err
 	}
-	if err := g.buildBatcher(); err != nil {
-		return nil, err
-	}
+	g.buildBatcher(false)
 	bucketNames := make([]string, len(g.buckets))
 	for i, b := range g.buckets {
 		bucketNames[i] = b.Name()
