@@ -11,7 +11,7 @@
 // errors, never "instance not found" or "does not exist", because the node
 // lifecycle controller deletes nodes on those.
 //
-// Each method is a short pipeline: key → cache → batch → limiter → breaker →
+// Each method is a short pipeline: key → cache → batch → breaker → limiter →
 // upstream. The policy (which family a method belongs to, its TTL, its
 // priority) is one table, methodSpecs, overridden by Config.
 package provider
