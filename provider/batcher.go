@@ -313,6 +313,9 @@ func (g *gate) close() {
 	if b := g.batcher(); b != nil {
 		b.wg.Wait()
 	}
+	if g.fleet != nil {
+		g.fleet.Close() // deregisters this member; its limiters then fall back to local buckets
+	}
 }
 
 // prefetch pages through the upstream's instance list once and fills the

@@ -22,7 +22,9 @@ func (c *cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 
 // Close stops cloudgate's goroutines (list prefetch) and waits for them and
 // for batch calls in flight. The upstream is not closed. Calls made after
-// Close still work, without list prefetch.
+// Close still work, without list prefetch — except with limits.shared: Close
+// leaves the fleet (its share goes to the other members at once), and later
+// calls fail with an error wrapping limiter.ErrClosed.
 func (c *cloud) Close() error {
 	c.g.close()
 	return nil

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/metrics"
 )
 
@@ -70,6 +71,10 @@ type CacheConfig struct {
 type LimitsConfig struct {
 	Read  BucketConfig `json:"read"`
 	Write BucketConfig `json:"write"`
+	// Shared, when set, makes Read and Write the quotas of the whole fleet
+	// of cloudgates (and tools) naming the same account, drawn from one
+	// Redis-side budget (docs/fleet.md). Nil: this process's own buckets.
+	Shared *fleet.Config `json:"shared,omitempty"`
 }
 
 // BucketConfig is one token bucket.
@@ -232,6 +237,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Upstream.Name == Name {
 		bad("upstream.name: cannot be %q itself; name the provider to wrap", Name)
+	}
+	if c.Limits.Shared != nil {
+		if err := c.Limits.Shared.Validate(); err != nil {
+			bad("%v", err) // names limits.shared.<field> and the fix
+		}
 	}
 	if c.Cache.Size < 1 {
 		bad("cache.size must be >= 1 (got %d)", c.Cache.Size)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/cloudgate/cloudgate/cache"
 	"github.com/cloudgate/cloudgate/limiter"
+	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/metrics"
 )
 
@@ -46,7 +47,8 @@ type gate struct {
 	throttle     *limiter.ThrottleClassifier
 	providerName string
 
-	buckets  []*limiter.Bucket
+	buckets  []bucketState
+	fleet    *fleet.Fleet // nil without limits.shared
 	breakers map[string]*limiter.Breaker
 	methods  map[string]*method
 	caches   []cacheState
@@ -81,9 +83,20 @@ type method struct {
 	// waitTimeout bounds the token wait (0: the caller's context only).
 	waitTimeout time.Duration
 	priority    limiter.Priority
-	bucket      *limiter.Bucket
+	bucket      limiter.Admitter
+	bucketName  string // the bucket's (or the method's own bucket's) name, for errors
 	breaker     *limiter.Breaker
 	requests    *metrics.RequestCounter
+}
+
+// bucketState is what Snapshot reads from a *limiter.Bucket or a
+// *fleet.Limiter.
+type bucketState interface {
+	Name() string
+	ConfiguredQPS() float64
+	EffectiveQPS() float64
+	Tokens() float64
+	Waiting() int
 }
 
 // cacheState reports a cache's size to the metrics.
@@ -140,12 +153,25 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {
 		return nil, fmt.Errorf("cloudgate config: throttle.patterns: %w", err)
 	}
-	familyBuckets := map[string]*limiter.Bucket{}
+	if s := cfg.Limits.Shared; s != nil {
+		fr := m.Fleet(g.providerName)
+		fr.Init([]string{familyRead, familyWrite})
+		if g.fleet, err = fleet.New(*s, fleet.Options{Observer: fr}); err != nil {
+			return nil, fmt.Errorf("cloudgate config: %w", err)
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok && g.fleet != nil {
+			g.fleet.Close() // stops its heartbeat and deregisters
+		}
+	}()
+	familyBuckets := map[string]limiter.Admitter{}
 	for _, f := range []struct {
 		name string
 		cfg  BucketConfig
 	}{{familyRead, cfg.Limits.Read}, {familyWrite, cfg.Limits.Write}} {
-		b, err := g.newBucket(f.name, f.cfg)
+		b, err := g.newFamilyLimiter(f.name, f.cfg)
 		if err != nil {
 			return nil, fmt.Errorf("cloudgate config: limits.%s: %w", f.name, err)
 		}
@@ -168,7 +194,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 		spec := methodSpecs[name]
 		mt := &method{
 			name: name, family: spec.family, ttl: cfg.ttl(name), priority: spec.priority,
-			bucket: familyBuckets[spec.family], breaker: g.breakers[spec.family],
+			bucket: familyBuckets[spec.family], bucketName: spec.family, breaker: g.breakers[spec.family],
 			requests: g.rec.Requests(name),
 		}
 		if spec.family == familyWrite {
@@ -185,7 +211,11 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 			if err != nil {
 				return nil, fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
 			}
-			mt.bucket = b
+			mt.bucket, mt.bucketName = b, name
+			if g.fleet != nil {
+				// The method's own cap, then the fleet's budget of its family.
+				mt.bucket = limiter.Chain{b, familyBuckets[spec.family]}
+			}
 		}
 		g.methods[name] = mt
 	}
@@ -199,7 +229,27 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 	}
 	g.rec.Init(bucketNames, []string{familyRead, familyWrite})
 	g.rec.SetSource(g)
+	ok = true
 	return g, nil
+}
+
+// newFamilyLimiter builds a family's limiter: this process's own bucket, or
+// with limits.shared the fleet-wide budget, whose quota is b.QPS for the
+// whole account and whose local fallback (Redis unreachable) is this
+// member's share of it.
+func (g *gate) newFamilyLimiter(family string, b BucketConfig) (limiter.Admitter, error) {
+	if g.fleet == nil {
+		return g.newBucket(family, b)
+	}
+	l, err := g.fleet.Limiter(family, b.QPS, limiter.BucketConfig{
+		QPS: b.QPS, Burst: b.Burst, Adaptive: b.Adaptive == nil || *b.Adaptive,
+		MaxRetryAfter: g.cfg.Throttle.MaxRetryAfter.Duration,
+	}, g.rec)
+	if err != nil {
+		return nil, err
+	}
+	g.buckets = append(g.buckets, l)
+	return l, nil
 }
 
 func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
@@ -379,7 +429,7 @@ func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority) error
 	if err != nil && ctx.Err() == nil && context.Cause(wctx) == errWaitTimeout {
 		return cloudproviderapi.NewRetryError(fmt.Sprintf(
 			"cloudgate: no %q token within %s (limits.%s.waitTimeout): the cloud API quota is exhausted; retry later",
-			m.bucket.Name(), m.waitTimeout, m.family), min(m.waitTimeout, 30*time.Second))
+			m.bucketName, m.waitTimeout, m.family), min(m.waitTimeout, 30*time.Second))
 	}
 	return err
 }

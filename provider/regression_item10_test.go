@@ -11,6 +11,8 @@ import (
 	"go.uber.org/goleak"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
+
+	"github.com/cloudgate/cloudgate/limiter"
 )
 
 // regListOnlyCloud's InstancesV2 lists instances but cannot answer batches.
@@ -155,7 +157,7 @@ func TestRegression_NodeAddressesForNewNodeAreNotBackground(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, _ = v2(t, c).InstanceExists(ctx, testNode("warm", "fake://warm")) // takes the token
-	bucket := c.(*cloud).g.methods["NodeAddresses"].bucket
+	bucket := c.(*cloud).g.methods["NodeAddresses"].bucket.(*limiter.Bucket)
 	background := make(chan error, 1)
 	go func() {
 		_, err := v2(t, c).InstanceExists(ctx, testNode("resync", "fake://resync"))

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/cloud-provider/api"
+
+	"github.com/cloudgate/cloudgate/limiter"
 )
 
 // Item 8: a token wait without a deadline ends with a retryable error; a
@@ -25,7 +27,7 @@ func TestRegression_WaitsAreBoundedWithRetryError(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- lb.UpdateLoadBalancer(context.TODO(), "c", testService("ns", "b", "u"), nil) }()
 	g := c.(*cloud).g
-	waitUntil(t, "queued", func() bool { return g.methods["UpdateLoadBalancer"].bucket.Waiting() == 1 })
+	waitUntil(t, "queued", func() bool { return g.methods["UpdateLoadBalancer"].bucket.(*limiter.Bucket).Waiting() == 1 })
 	var err error
 	for steps := 0; ; steps++ {
 		if steps == 18 { // 3 simulated minutes: the 2m default bound and then some
