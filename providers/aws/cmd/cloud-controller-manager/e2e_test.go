@@ -255,18 +255,13 @@ batch:
 	phase("removed instance's node deleted")
 
 	// A terminated instance (still described by EC2): the AWS provider answers
-	// InstanceExists=false, the adapter Deleted=true. cloudgate maps Deleted to "does not
-	// exist" once it implements that part of the batch contract.
+	// InstanceExists=false, the adapter Deleted=true, which cloudgate answers as
+	// "does not exist" (a negative entry): the node is deleted.
 	terminated := fleet[3]
-	if deletedSupported(t) {
-		sim.SetState(terminated.inst.ID, ec2sim.StateTerminated)
-		setReady(ctx, t, cp, terminated.nodeName, corev1.ConditionUnknown)
-		waitDeleted(ctx, t, cp, terminated.nodeName)
-		phase("terminated instance's node deleted")
-	} else {
-		t.Log("NOT CHECKED: cloudgate in this tree ignores InstanceStatus.Deleted (the handling is on branch fix-correctness), " +
-			"so a terminated instance's node is not deleted through the batch path yet")
-	}
+	sim.SetState(terminated.inst.ID, ec2sim.StateTerminated)
+	setReady(ctx, t, cp, terminated.nodeName, corev1.ConditionUnknown)
+	waitDeleted(ctx, t, cp, terminated.nodeName)
+	phase("terminated instance's node deleted")
 
 	for _, n := range []awsNode{fleet[0], fleet[4], fleet[5], stopped} {
 		if _, err := nodes.Get(ctx, n.nodeName, metav1.GetOptions{}); err != nil {
