@@ -1,0 +1,718 @@
+package provider
+
+// The history checker: many concurrent callers go through cloudgate to a
+// scripted upstream (history_upstream_test.go) whose state and faults change
+// over simulated time; every upstream answer and every cloudgate answer is
+// recorded, and afterwards every cloudgate answer is checked against the
+// upstream's history (see the invariants below).
+//
+// Simulated time only moves when the system is quiescent: every goroutine
+// running cloudgate or test code is blocked on a channel (a fake-clock timer,
+// a hang, a flight, a batch). So an upstream answer and the cache entry it
+// fills carry the same simulated instant, and the bounds are checked exactly.
+// Ordering (read-your-writes, breaker state during a call) uses a global
+// sequence number taken at every event.
+//
+// Seeds: CLOUDGATE_HISTORY_SEED=n runs seed n only; CLOUDGATE_HISTORY_SEEDS=n
+// runs seeds 1..n (make fuzz); CLOUDGATE_HISTORY_OPS sets the operations per
+// seed. A seed fixes the script (the upstream's changes and faults, the
+// callers' operations); goroutine interleavings are not replayed, so a
+// failure prints the relevant history, not only the seed.
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/cloudgate/cloudgate/limiter"
+	"github.com/cloudgate/cloudgate/metrics"
+)
+
+// The invariants, in the order the summary prints them.
+const (
+	invPositive  = "positive-bound"   // a value equals an upstream answer within TTL (staleIfError while the breaker is open)
+	invNegative  = "negative-fresh"   // "does not exist" within negativeTTL of the upstream saying so; never stale
+	invOwn       = "own-failure"      // cloudgate's own failures are errors, never not-found or false
+	invRYW       = "read-your-writes" // a read started after a write returned sees the write
+	invBatch     = "batch-size"       // no batch above MaxBatchSize
+	invWriteOnce = "write-once"       // a write reached the upstream once, or returned an error (never twice)
+	invSentinel  = "sentinel-exact"   // sentinels come back ==
+	invErrExact  = "errors-exact"     // every other upstream error comes back as the same value
+)
+
+var invariants = []string{invPositive, invNegative, invOwn, invRYW, invBatch, invWriteOnce, invSentinel, invErrExact}
+
+var sentinels = []error{cloudprovider.InstanceNotFound, cloudprovider.NotImplemented, cloudprovider.ImplementedElsewhere}
+
+// Defaults of make test: several seeds covering the four upstream variants.
+var defaultHistorySeeds = []int64{1, 2, 3, 4, 5, 6, 7, 8}
+
+const defaultHistoryOps = 2500
+
+func historySeeds(t *testing.T) ([]int64, int) {
+	ops := defaultHistoryOps
+	if v := os.Getenv("CLOUDGATE_HISTORY_OPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("CLOUDGATE_HISTORY_OPS=%q: want a positive number of operations per seed", v)
+		}
+		ops = n
+	}
+	if v := os.Getenv("CLOUDGATE_HISTORY_SEED"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("CLOUDGATE_HISTORY_SEED=%q: want an integer seed", v)
+		}
+		return []int64{n}, ops
+	}
+	if v := os.Getenv("CLOUDGATE_HISTORY_SEEDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("CLOUDGATE_HISTORY_SEEDS=%q: want a positive number of seeds (1..n are run)", v)
+		}
+		seeds := make([]int64, n)
+		for i := range seeds {
+			seeds[i] = int64(i + 1)
+		}
+		return seeds, ops
+	}
+	return defaultHistorySeeds, ops
+}
+
+func TestHistory(t *testing.T) {
+	seeds, ops := historySeeds(t)
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runHistory(t, seed, ops) })
+	}
+}
+
+// opRec is one call through cloudgate and its answer.
+type opRec struct {
+	id         int
+	method     string
+	family     string
+	key        string
+	args       string
+	write      bool
+	reqID      string
+	sseq, eseq int64
+	s, e       time.Time
+	val        string // canonical value of a positive answer
+	neg        bool   // "does not exist"
+	err        error
+	deadline   time.Time // simulated; zero: a context without deadline
+	cancel     context.CancelFunc
+	ctxEnded   atomic.Bool
+}
+
+type breakerTransition struct {
+	seq    int64
+	at     time.Time
+	family string
+	from   limiter.State
+	to     limiter.State
+}
+
+// scriptNode is one node name and the provider IDs its instances had.
+type scriptNode struct {
+	name string
+	pids []string
+	gen  int
+}
+
+type history struct {
+	t      *testing.T
+	seed   int64
+	rng    *rand.Rand
+	clk    *clocktesting.FakeClock
+	start  time.Time
+	seq    atomic.Int64
+	up     *simCloud
+	g      *gate
+	cfg    *Config
+	v2     cloudprovider.InstancesV2
+	v1     cloudprovider.Instances
+	lbs    cloudprovider.LoadBalancer
+	rts    cloudprovider.Routes
+	stop   chan struct{}
+	nodes  []*scriptNode
+	svcs   []*v1.Service
+	ops    []*opRec
+	active sync.WaitGroup
+	outst  atomic.Int64
+	mode   faultMode
+	left   int
+
+	mu          sync.Mutex
+	transitions []breakerTransition
+
+	buf         []byte
+	forcedSteps int
+	quiesces    int
+	variant     string
+}
+
+// breakerTee passes breaker events to the metrics and records transitions.
+type breakerTee struct {
+	*metrics.Recorder
+	h *history
+}
+
+func (b breakerTee) BreakerStateChanged(name string, from, to limiter.State) {
+	b.Recorder.BreakerStateChanged(name, from, to)
+	b.h.mu.Lock()
+	b.h.transitions = append(b.h.transitions, breakerTransition{seq: b.h.seq.Add(1), at: b.h.clk.Now(), family: name, from: from, to: to})
+	b.h.mu.Unlock()
+}
+
+// teeBreakers replaces the gate's breakers by identical ones whose events
+// the history also records.
+func (h *history) teeBreakers() {
+	bc := h.cfg.Breaker
+	for fam, old := range h.g.breakers {
+		nb, err := limiter.NewBreaker(fam, limiter.BreakerConfig{
+			FailureRatio: bc.FailureRatio, MinRequests: bc.MinRequests, Interval: bc.Interval.Duration,
+			OpenTimeout: bc.OpenTimeout.Duration, HalfOpenRequests: bc.HalfOpenRequests,
+		}, h.g.notACloudFailure, breakerTee{h.g.rec, h})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.g.breakers[fam] = nb
+		for _, m := range h.g.methods {
+			if m.breaker == old {
+				m.breaker = nb
+			}
+		}
+	}
+}
+
+func runHistory(t *testing.T, seed int64, nops int) {
+	realStart := time.Now()
+	rng := rand.New(rand.NewSource(seed))
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h := &history{t: t, seed: seed, rng: rng, clk: clk, start: clk.Now(), stop: make(chan struct{}), buf: make([]byte, 1<<20)}
+	batch, list := false, false
+	switch seed % 4 {
+	case 1:
+		batch = true
+	case 2:
+		batch, list = true, true
+	case 3:
+		list = true
+	}
+	maxBatch := 2 + rng.Intn(4)
+	h.up = newSimCloud(clk, &h.seq, seed, batch, list, maxBatch)
+
+	cfg := DefaultConfig()
+	cfg.Metrics = metrics.New()
+	cfg.Clock = clk
+	cfg.Limits.Read = BucketConfig{QPS: 100, Burst: 30}
+	cfg.Limits.Write = BucketConfig{QPS: 20, Burst: 5}
+	// The breaker's OpenTimeout is short: the breaker may run on the real
+	// clock (gobreaker's), and a run lasts about a second of real time.
+	openTimeout := time.Duration(2+rng.Intn(30)) * time.Millisecond
+	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 6, Interval: dur(time.Minute), OpenTimeout: dur(openTimeout), HalfOpenRequests: 2}
+	cfg.Batch.Enabled = boolp(batch)
+	cfg.Batch.MaxWait = dur(100 * time.Millisecond)
+	cfg.Batch.ListPrefetch = list
+	cfg.Batch.ListInterval = dur(20 * time.Second)
+	h.cfg = cfg
+	h.variant = fmt.Sprintf("batch=%v list=%v maxBatch=%d openTimeout=%s", batch, list, maxBatch, openTimeout)
+	c, err := New(h.up, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.g = c.(*cloud).g
+	h.teeBreakers()
+	h.v2, _ = c.InstancesV2()
+	h.v1, _ = c.Instances()
+	h.lbs, _ = c.LoadBalancer()
+	h.rts, _ = c.Routes()
+	h.initState()
+	c.Initialize(nil, h.stop)
+
+	rounds := 0
+	for len(h.ops) < nops {
+		rounds++
+		h.script()
+		n := 1 + h.rng.Intn(24)
+		for range n {
+			h.launch(h.newOp())
+		}
+		h.settle()
+		gap := time.Duration(h.rng.Intn(2000)) * time.Millisecond
+		if h.rng.Intn(10) == 0 {
+			gap = time.Duration(5+h.rng.Intn(40)) * time.Second
+		}
+		h.quiesce()
+		h.step(gap)
+	}
+	close(h.stop)
+	h.drain()
+
+	counts, violations := h.check()
+	if os.Getenv("CLOUDGATE_HISTORY_DEBUG") != "" {
+		for _, op := range h.ops[:min(40, len(h.ops))] {
+			t.Logf("op #%d %s %s -> %s", op.id, op.method, op.args, h.answerString(op))
+		}
+	}
+	var sb strings.Builder
+	for _, inv := range invariants {
+		fmt.Fprintf(&sb, " %s=%d", inv, counts[inv])
+	}
+	t.Logf("history seed=%d %s rounds=%d ops=%d upstream-facts=%d sim=%s real=%s forced-steps=%d checks:%s",
+		seed, h.variant, rounds, len(h.ops), h.up.factCount(), h.clk.Since(h.start).Round(time.Second),
+		time.Since(realStart).Round(time.Millisecond), h.forcedSteps, sb.String())
+	for _, inv := range invariants {
+		if inv == invBatch && !batch {
+			continue // the upstream of this seed has no BatchInstances
+		}
+		if counts[inv] == 0 {
+			t.Errorf("seed %d: invariant %s was checked 0 times: the run does not exercise it", seed, inv)
+		}
+	}
+	shown := map[string]int{}
+	for _, v := range violations {
+		if shown[v.inv]++; shown[v.inv] > 3 {
+			continue
+		}
+		t.Errorf("VIOLATION of %s (seed %d, %s; rerun: CLOUDGATE_HISTORY_SEED=%d go test -race -run 'TestHistory' ./provider/):\n  %s\n  op #%d %s(%s) [%s..%s] -> %s\nminimal history of %s (last events, seq order):\n%s",
+			v.inv, seed, h.variant, seed, v.msg, v.op.id, v.op.method, v.op.args, h.rel(v.op.s), h.rel(v.op.e), h.answerString(v.op), v.op.key, h.minimalHistory(v.op))
+	}
+	for inv, n := range shown {
+		if n > 3 {
+			t.Errorf("... %d more violations of %s (seed %d)", n-3, inv, seed)
+		}
+	}
+}
+
+func (h *history) rel(t time.Time) string { return "t+" + t.Sub(h.start).String() }
+
+// --- the script ---
+
+const (
+	histNodes    = 10
+	histServices = 3
+	histCluster  = "sim-cluster"
+)
+
+func (h *history) initState() {
+	s := h.up
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range histNodes {
+		sn := &scriptNode{name: fmt.Sprintf("node-%d", i)}
+		h.nodes = append(h.nodes, sn)
+		h.createInstance(sn)
+	}
+	for i := range histServices {
+		svc := &v1.Service{}
+		svc.Namespace, svc.Name, svc.UID = "default", fmt.Sprintf("svc-%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+		h.svcs = append(h.svcs, svc)
+	}
+}
+
+// createInstance gives sn a new instance under a new provider ID (s.mu held).
+func (h *history) createInstance(sn *scriptNode) {
+	sn.gen++
+	pid := fmt.Sprintf("sim://%s-%d", sn.name, sn.gen)
+	sn.pids = append(sn.pids, pid)
+	in := &simInstance{pid: pid, name: sn.name, addr: fmt.Sprintf("10.%d.%d.1", len(sn.pids), sn.gen), itype: "m.small"}
+	h.up.byPID[pid] = in
+	h.up.byName[sn.name] = in
+}
+
+func (h *history) event(what string, keys ...string) {
+	seq, at := h.up.stamp()
+	h.up.events = append(h.up.events, scriptEvent{seq: seq, at: at, keys: keys, what: what})
+}
+
+// script applies this round's upstream changes and fault mode.
+func (h *history) script() {
+	s := h.up
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.left == 0 {
+		w := h.rng.Intn(100)
+		switch {
+		case w < 62:
+			h.mode = faultNone
+		case w < 72:
+			h.mode = faultOutage
+		case w < 78:
+			h.mode = faultHang
+		case w < 86:
+			h.mode = faultThrottle
+		case w < 92:
+			h.mode = faultBatchFail
+		default:
+			h.mode = faultFlaky
+		}
+		h.left = 1 + h.rng.Intn(6)
+		if s.mode != h.mode {
+			h.event("fault mode -> " + h.mode.String())
+		}
+		s.mode = h.mode
+	}
+	h.left--
+	for range h.rng.Intn(3) {
+		sn := h.nodes[h.rng.Intn(len(h.nodes))]
+		cur := s.byName[sn.name]
+		keys := []string{nameKey(sn.name)}
+		if cur != nil {
+			keys = append(keys, pidKey(cur.pid))
+		}
+		switch a := h.rng.Intn(12); {
+		case cur == nil || (cur.terminated && a < 6):
+			h.createInstance(sn)
+			pid := sn.pids[len(sn.pids)-1]
+			h.event("create "+sn.name+" as "+pid, append(keys, pidKey(pid))...)
+		case a < 2:
+			delete(s.byPID, cur.pid)
+			delete(s.byName, sn.name)
+			h.event("delete "+cur.pid, keys...)
+		case a < 4:
+			cur.terminated = true
+			h.event("terminate "+cur.pid+" (still described)", keys...)
+		case a < 6:
+			// Re-created under the same provider ID (e.g. a reimaged scale-set VM).
+			sn.gen++
+			in := &simInstance{pid: cur.pid, name: sn.name, addr: fmt.Sprintf("10.%d.%d.2", len(sn.pids), sn.gen), itype: "m.large"}
+			s.byPID[cur.pid], s.byName[sn.name] = in, in
+			h.event("re-create "+cur.pid+" under the same provider ID", keys...)
+		case a < 9:
+			sn.gen++
+			cur.addr = fmt.Sprintf("10.%d.%d.3", len(sn.pids), sn.gen)
+			h.event("address of "+cur.pid+" -> "+cur.addr, keys...)
+		default:
+			cur.shutdown = !cur.shutdown
+			h.event(fmt.Sprintf("shutdown of %s -> %v", cur.pid, cur.shutdown), keys...)
+		}
+	}
+	if h.rng.Intn(8) == 0 {
+		svc := h.svcs[h.rng.Intn(len(h.svcs))]
+		key := lbKeyOf(svc)
+		l := s.lb(key)
+		l.version++
+		h.event(fmt.Sprintf("out-of-band change of %s -> v%d", key, l.version), key)
+	}
+}
+
+// --- operations ---
+
+type opKind struct {
+	name   string
+	weight int
+}
+
+var opKinds = []opKind{
+	{"InstanceExists", 14}, {"InstanceShutdown", 7}, {"InstanceMetadata", 14},
+	{"NodeAddresses", 3}, {"NodeAddressesByProviderID", 4}, {"InstanceID", 3},
+	{"InstanceExistsByProviderID", 6}, {"InstanceShutdownByProviderID", 3}, {"InstanceTypeByProviderID", 1},
+	{"GetLoadBalancer", 10}, {"EnsureLoadBalancer", 3}, {"UpdateLoadBalancer", 2}, {"EnsureLoadBalancerDeleted", 2},
+	{"ListRoutes", 8}, {"CreateRoute", 3}, {"DeleteRoute", 2},
+}
+
+var opWeightSum = func() int {
+	n := 0
+	for _, k := range opKinds {
+		n += k.weight
+	}
+	return n
+}()
+
+// pickPID picks the provider ID a caller's Node object carries: usually the
+// latest, sometimes an older one (a node object of a deleted instance).
+func (h *history) pickPID(sn *scriptNode) string {
+	if len(sn.pids) > 1 && h.rng.Intn(5) == 0 {
+		return sn.pids[h.rng.Intn(len(sn.pids)-1)]
+	}
+	return sn.pids[len(sn.pids)-1]
+}
+
+// newOp draws the next operation (in the driver, so the seed fixes it) and
+// returns it with the function that performs it.
+func (h *history) newOp() (*opRec, func(context.Context)) {
+	w := h.rng.Intn(opWeightSum)
+	kind := opKinds[0].name
+	for _, k := range opKinds {
+		if w < k.weight {
+			kind = k.name
+			break
+		}
+		w -= k.weight
+	}
+	op := &opRec{id: len(h.ops) + 1, method: kind, family: methodSpecs[kind].family}
+	h.ops = append(h.ops, op)
+	if h.rng.Intn(100) < 45 {
+		op.deadline = h.clk.Now().Add(time.Duration(200+h.rng.Intn(8000)) * time.Millisecond)
+	}
+	sn := h.nodes[h.rng.Intn(len(h.nodes))]
+	node := &v1.Node{}
+	node.Name = sn.name
+	if h.rng.Intn(7) != 0 {
+		node.Spec.ProviderID = h.pickPID(sn)
+	}
+	pid := h.pickPID(sn)
+	svc := h.svcs[h.rng.Intn(len(h.svcs))].DeepCopy()
+	reqID := fmt.Sprintf("req-%d-%d", h.seed, op.id)
+	boolAns := func(b bool, err error, negIfFalse bool) {
+		op.err = err
+		switch {
+		case err == cloudprovider.InstanceNotFound:
+			op.neg = true
+		case err != nil:
+		case !b && negIfFalse:
+			op.neg, op.val = true, "false"
+		default:
+			op.val = fmt.Sprint(b)
+		}
+	}
+	errAns := func(val string, err error) {
+		op.err = err
+		if err == cloudprovider.InstanceNotFound {
+			op.neg = true
+		} else if err == nil {
+			op.val = val
+		}
+	}
+	var do func(context.Context)
+	switch kind {
+	case "InstanceExists", "InstanceShutdown", "InstanceMetadata":
+		op.key, op.args = nodeKeyString(node), fmt.Sprintf("node %s providerID %q", node.Name, node.Spec.ProviderID)
+		do = func(ctx context.Context) {
+			switch kind {
+			case "InstanceExists":
+				b, err := h.v2.InstanceExists(ctx, node)
+				boolAns(b, err, true)
+			case "InstanceShutdown":
+				b, err := h.v2.InstanceShutdown(ctx, node)
+				boolAns(b, err, false)
+			default:
+				md, err := h.v2.InstanceMetadata(ctx, node)
+				errAns(mdString(md), err)
+			}
+		}
+	case "NodeAddresses", "InstanceID":
+		op.key, op.args = nameKey(sn.name), sn.name
+		do = func(ctx context.Context) {
+			if kind == "NodeAddresses" {
+				a, err := h.v1.NodeAddresses(ctx, types.NodeName(sn.name))
+				errAns(addrString(a), err)
+				return
+			}
+			id, err := h.v1.InstanceID(ctx, types.NodeName(sn.name))
+			errAns(id, err)
+		}
+	case "NodeAddressesByProviderID", "InstanceExistsByProviderID", "InstanceShutdownByProviderID", "InstanceTypeByProviderID":
+		op.key, op.args = pidKey(pid), pid
+		do = func(ctx context.Context) {
+			switch kind {
+			case "NodeAddressesByProviderID":
+				a, err := h.v1.NodeAddressesByProviderID(ctx, pid)
+				errAns(addrString(a), err)
+			case "InstanceExistsByProviderID":
+				b, err := h.v1.InstanceExistsByProviderID(ctx, pid)
+				boolAns(b, err, true)
+			case "InstanceShutdownByProviderID":
+				b, err := h.v1.InstanceShutdownByProviderID(ctx, pid)
+				boolAns(b, err, false)
+			default:
+				v, err := h.v1.InstanceTypeByProviderID(ctx, pid)
+				errAns(v, err)
+			}
+		}
+	case "GetLoadBalancer", "EnsureLoadBalancer", "UpdateLoadBalancer", "EnsureLoadBalancerDeleted":
+		op.key, op.args = lbKeyOf(svc), svc.Name
+		if kind != "GetLoadBalancer" {
+			op.write, op.reqID = true, reqID
+			svc.Annotations = map[string]string{reqAnnotation: reqID}
+			op.args += " " + reqID
+		}
+		do = func(ctx context.Context) {
+			switch kind {
+			case "GetLoadBalancer":
+				st, exists, err := h.lbs.GetLoadBalancer(ctx, histCluster, svc)
+				errAns(lbString(st, exists), err)
+			case "EnsureLoadBalancer":
+				_, op.err = h.lbs.EnsureLoadBalancer(ctx, histCluster, svc, nil)
+			case "UpdateLoadBalancer":
+				op.err = h.lbs.UpdateLoadBalancer(ctx, histCluster, svc, nil)
+			default:
+				op.err = h.lbs.EnsureLoadBalancerDeleted(ctx, histCluster, svc)
+			}
+		}
+	default: // routes
+		op.key, op.args = routeKey(histCluster), sn.name
+		if kind != "ListRoutes" {
+			op.write, op.reqID = true, reqID
+			op.args += " " + reqID
+		}
+		do = func(ctx context.Context) {
+			switch kind {
+			case "ListRoutes":
+				rs, err := h.rts.ListRoutes(ctx, histCluster)
+				errAns(routesString(rs), err)
+			case "CreateRoute":
+				op.err = h.rts.CreateRoute(ctx, histCluster, reqID, &cloudprovider.Route{TargetNode: types.NodeName(sn.name), DestinationCIDR: reqID})
+			default:
+				op.err = h.rts.DeleteRoute(ctx, histCluster, &cloudprovider.Route{Name: "r-" + sn.name, TargetNode: types.NodeName(sn.name), DestinationCIDR: reqID})
+			}
+		}
+	}
+	return op, do
+}
+
+func (h *history) launch(op *opRec, do func(context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	op.cancel = cancel
+	h.active.Add(1)
+	h.outst.Add(1)
+	go func() {
+		defer h.active.Done()
+		defer h.outst.Add(-1)
+		defer cancel()
+		op.sseq, op.s = h.seq.Add(1), h.clk.Now()
+		do(ctx)
+		op.e, op.eseq = h.clk.Now(), h.seq.Add(1)
+	}()
+}
+
+// --- simulated time ---
+
+// settle lets the round's operations finish, moving simulated time in small
+// steps whenever everything waits for it.
+func (h *history) settle() {
+	for steps := 0; h.outst.Load() > 0; steps++ {
+		h.quiesce()
+		if h.outst.Load() == 0 {
+			break
+		}
+		if steps > 5000 {
+			h.t.Fatalf("seed %d: %d operations still running after %d simulated seconds of steps:\n%s",
+				h.seed, h.outst.Load(), steps/10, h.goroutines())
+		}
+		h.step(100 * time.Millisecond)
+	}
+	h.active.Wait()
+}
+
+// step moves the fake clock, then ends the contexts whose deadline passed.
+// A Step that does not return (a timer callback waiting for a lock held by
+// a goroutine that waits for the clock) fails the test.
+func (h *history) step(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		h.clk.Step(d)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		h.t.Fatalf("seed %d: FakeClock.Step(%s) deadlocked (a timer callback waits for a lock held while stopping the timer):\n%s", h.seed, d, h.goroutines())
+	}
+	now := h.clk.Now()
+	for _, op := range h.ops {
+		if !op.deadline.IsZero() && !now.Before(op.deadline) && !op.ctxEnded.Load() && op.cancel != nil {
+			op.ctxEnded.Store(true)
+			op.cancel()
+		}
+	}
+}
+
+// quiesce waits until every goroutine running cloudgate or history code is
+// blocked on a channel; after 2 s it gives up (and counts a forced step).
+func (h *history) quiesce() {
+	h.quiesces++
+	deadline := time.Now().Add(2 * time.Second)
+	for i := 0; ; i++ {
+		if h.quiescent() {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.forcedSteps++
+			return
+		}
+		if i < 4 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+}
+
+func (h *history) goroutines() string {
+	for {
+		n := runtime.Stack(h.buf, true)
+		if n < len(h.buf) {
+			return string(h.buf[:n])
+		}
+		h.buf = make([]byte, 2*len(h.buf))
+	}
+}
+
+// busy returns the goroutines of cloudgate or history code (not the test
+// goroutines themselves) that are not blocked on a channel, and how many
+// such goroutines there are at all.
+func (h *history) busy() (busy, all int) {
+	dump := h.goroutines()
+	for i, g := range strings.Split(dump, "\n\n") {
+		if i == 0 || !strings.Contains(g, "cloudgate/cloudgate/") || strings.Contains(g, "testing.tRunner(") {
+			continue
+		}
+		all++
+		state := g
+		if j := strings.Index(state, "["); j >= 0 {
+			state = state[j+1:]
+		}
+		if j := strings.IndexAny(state, ",]"); j >= 0 {
+			state = state[:j]
+		}
+		switch {
+		case strings.HasPrefix(state, "select"), strings.HasPrefix(state, "chan receive"),
+			strings.HasPrefix(state, "chan send"), state == "sync.Cond.Wait", state == "sync.WaitGroup.Wait":
+		default:
+			busy++
+		}
+	}
+	return busy, all
+}
+
+func (h *history) quiescent() bool {
+	b, _ := h.busy()
+	return b == 0
+}
+
+// drain ends the run: contexts cancelled, simulated time moved on until
+// every goroutine cloudgate started has returned.
+func (h *history) drain() {
+	for _, op := range h.ops {
+		if op.cancel != nil {
+			op.ctxEnded.Store(true)
+			op.cancel()
+		}
+	}
+	for i := 0; ; i++ {
+		h.quiesce()
+		if _, all := h.busy(); all == 0 {
+			return
+		}
+		if i > 600 {
+			h.t.Fatalf("seed %d: goroutines left after the run:\n%s", h.seed, h.goroutines())
+		}
+		h.step(time.Second)
+	}
+}
