@@ -157,6 +157,9 @@ func (h *history) check() (map[string]int, []violation) {
 		switch {
 		case op.neg:
 			counts[invNegative]++
+			if h.breakerNotClosed(op.family, op.sseq, op.eseq) {
+				counts["info:negative-while-breaker-open"]++
+			}
 			ok := false
 			var newest *fact
 			for i := range facts {
@@ -184,8 +187,10 @@ func (h *history) check() (map[string]int, []violation) {
 			counts[invPositive]++
 			ttl := h.g.methods[op.method].ttl
 			openDuring := h.breakerNotClosed(op.family, op.sseq, op.eseq)
+			okFresh := false
 			within := func(f *fact) bool {
 				age := op.s.Sub(f.at)
+				okFresh = okFresh || age < ttl
 				return age < ttl || (openDuring && age <= stale)
 			}
 			floor, by := 0, (*opRec)(nil)
@@ -212,6 +217,9 @@ func (h *history) check() (map[string]int, []violation) {
 			}
 			if floor > 0 {
 				counts[invRYW]++
+			}
+			if okBound && !okFresh {
+				counts["info:served-stale"]++
 			}
 			switch {
 			case !okBound && newest == nil:

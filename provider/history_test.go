@@ -223,14 +223,18 @@ func runHistory(t *testing.T, seed int64, nops int) {
 	cfg.Limits.Write = BucketConfig{QPS: 20, Burst: 5}
 	// The breaker's OpenTimeout is short: the breaker may run on the real
 	// clock (gobreaker's), and a run lasts about a second of real time.
+	// Its counting window and failure ratio vary by seed so that it opens
+	// during outages whichever clock it runs on.
 	openTimeout := time.Duration(2+rng.Intn(30)) * time.Millisecond
-	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 6, Interval: dur(time.Minute), OpenTimeout: dur(openTimeout), HalfOpenRequests: 2}
+	interval := []time.Duration{50 * time.Millisecond, time.Second, time.Minute}[rng.Intn(3)]
+	ratio := 0.15 + 0.05*float64(rng.Intn(6))
+	cfg.Breaker = BreakerConfig{FailureRatio: ratio, MinRequests: 6, Interval: dur(interval), OpenTimeout: dur(openTimeout), HalfOpenRequests: 2}
 	cfg.Batch.Enabled = boolp(batch)
 	cfg.Batch.MaxWait = dur(100 * time.Millisecond)
 	cfg.Batch.ListPrefetch = list
 	cfg.Batch.ListInterval = dur(20 * time.Second)
 	h.cfg = cfg
-	h.variant = fmt.Sprintf("batch=%v list=%v maxBatch=%d openTimeout=%s", batch, list, maxBatch, openTimeout)
+	h.variant = fmt.Sprintf("batch=%v list=%v maxBatch=%d breaker=%.2f/%s/%s", batch, list, maxBatch, ratio, interval, openTimeout)
 	c, err := New(h.up, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +277,14 @@ func runHistory(t *testing.T, seed int64, nops int) {
 	for _, inv := range invariants {
 		fmt.Fprintf(&sb, " %s=%d", inv, counts[inv])
 	}
+	opened := 0
+	for _, tr := range h.transitions {
+		if tr.to == limiter.StateOpen {
+			opened++
+		}
+	}
+	fmt.Fprintf(&sb, " (of which served stale=%d, negative while the breaker was open=%d; breaker opened %d times)",
+		counts["info:served-stale"], counts["info:negative-while-breaker-open"], opened)
 	t.Logf("history seed=%d %s rounds=%d ops=%d upstream-facts=%d sim=%s real=%s forced-steps=%d checks:%s",
 		seed, h.variant, rounds, len(h.ops), h.up.factCount(), h.clk.Since(h.start).Round(time.Second),
 		time.Since(realStart).Round(time.Millisecond), h.forcedSteps, sb.String())
