@@ -22,6 +22,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"runtime"
@@ -35,6 +36,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cloudgate/cloudgate/limiter"
@@ -200,6 +202,10 @@ func (h *history) teeBreakers() {
 }
 
 func runHistory(t *testing.T, seed int64, nops int) {
+	// The list prefetch logs every failed list; the outages make many.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+	defer klog.LogToStderr(true)
 	realStart := time.Now()
 	rng := rand.New(rand.NewSource(seed))
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
@@ -252,10 +258,18 @@ func runHistory(t *testing.T, seed int64, nops int) {
 	for len(h.ops) < nops {
 		rounds++
 		h.script()
-		n := 1 + h.rng.Intn(24)
-		for range n {
-			h.launch(h.newOp())
+		n, wave := 1+h.rng.Intn(24), false
+		if h.rng.Intn(10) == 0 {
+			// A resync wave: many concurrent per-node reads (what makes
+			// batches fill up and overflow).
+			n, wave = 40+h.rng.Intn(40), true
 		}
+		gate := make(chan struct{})
+		for range n {
+			op, do := h.newOp(wave)
+			h.launch(gate, op, do)
+		}
+		close(gate)
 		h.settle()
 		gap := time.Duration(h.rng.Intn(2000)) * time.Millisecond
 		if h.rng.Intn(10) == 0 {
@@ -316,7 +330,7 @@ func (h *history) rel(t time.Time) string { return "t+" + t.Sub(h.start).String(
 // --- the script ---
 
 const (
-	histNodes    = 10
+	histNodes    = 16
 	histServices = 3
 	histCluster  = "sim-cluster"
 )
@@ -457,7 +471,7 @@ func (h *history) pickPID(sn *scriptNode) string {
 
 // newOp draws the next operation (in the driver, so the seed fixes it) and
 // returns it with the function that performs it.
-func (h *history) newOp() (*opRec, func(context.Context)) {
+func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
 	w := h.rng.Intn(opWeightSum)
 	kind := opKinds[0].name
 	for _, k := range opKinds {
@@ -466,6 +480,9 @@ func (h *history) newOp() (*opRec, func(context.Context)) {
 			break
 		}
 		w -= k.weight
+	}
+	if wave {
+		kind = v2Methods[h.rng.Intn(len(v2Methods))]
 	}
 	op := &opRec{id: len(h.ops) + 1, method: kind, family: methodSpecs[kind].family}
 	h.ops = append(h.ops, op)
@@ -477,6 +494,10 @@ func (h *history) newOp() (*opRec, func(context.Context)) {
 	node.Name = sn.name
 	if h.rng.Intn(7) != 0 {
 		node.Spec.ProviderID = h.pickPID(sn)
+	}
+	if wave && h.rng.Intn(2) == 0 {
+		// A Node whose instance never existed: a sure cache miss.
+		node.Spec.ProviderID = fmt.Sprintf("sim://ghost-%d", op.id)
 	}
 	pid := h.pickPID(sn)
 	svc := h.svcs[h.rng.Intn(len(h.svcs))].DeepCopy()
@@ -588,7 +609,8 @@ func (h *history) newOp() (*opRec, func(context.Context)) {
 	return op, do
 }
 
-func (h *history) launch(op *opRec, do func(context.Context)) {
+// launch starts op once go is closed (a round's operations start together).
+func (h *history) launch(gate <-chan struct{}, op *opRec, do func(context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	op.cancel = cancel
 	h.active.Add(1)
@@ -597,6 +619,7 @@ func (h *history) launch(op *opRec, do func(context.Context)) {
 		defer h.active.Done()
 		defer h.outst.Add(-1)
 		defer cancel()
+		<-gate
 		op.sseq, op.s = h.seq.Add(1), h.clk.Now()
 		do(ctx)
 		op.e, op.eseq = h.clk.Now(), h.seq.Add(1)
