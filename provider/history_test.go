@@ -62,7 +62,7 @@ var sentinels = []error{cloudprovider.InstanceNotFound, cloudprovider.NotImpleme
 // Defaults of make test: several seeds covering the four upstream variants.
 var defaultHistorySeeds = []int64{1, 2, 3, 4, 5, 6, 7, 8}
 
-const defaultHistoryOps = 2500
+const defaultHistoryOps = 3000
 
 func historySeeds(t *testing.T) ([]int64, int) {
 	ops := defaultHistoryOps
@@ -299,6 +299,19 @@ func runHistory(t *testing.T, seed int64, nops int) {
 	}
 	fmt.Fprintf(&sb, " (of which served stale=%d, negative while the breaker was open=%d; breaker opened %d times)",
 		counts["info:served-stale"], counts["info:negative-while-breaker-open"], opened)
+	perInv := map[string]int{}
+	for _, v := range violations {
+		perInv[v.inv]++
+	}
+	sb.WriteString(" violations:")
+	if len(violations) == 0 {
+		sb.WriteString(" none")
+	}
+	for _, inv := range invariants {
+		if perInv[inv] > 0 {
+			fmt.Fprintf(&sb, " %s=%d", inv, perInv[inv])
+		}
+	}
 	t.Logf("history seed=%d %s rounds=%d ops=%d upstream-facts=%d sim=%s real=%s forced-steps=%d checks:%s",
 		seed, h.variant, rounds, len(h.ops), h.up.factCount(), h.clk.Since(h.start).Round(time.Second),
 		time.Since(realStart).Round(time.Millisecond), h.forcedSteps, sb.String())
