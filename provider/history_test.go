@@ -264,10 +264,17 @@ func runHistory(t *testing.T, seed int64, nops int) {
 			// batches fill up and overflow).
 			n, wave = 40+h.rng.Intn(40), true
 		}
+		// The round's callers start together; some run after another
+		// caller's call returned (a write, then a read of what it wrote).
 		gate := make(chan struct{})
+		var prev <-chan struct{}
 		for range n {
 			op, do := h.newOp(wave)
-			h.launch(gate, op, do)
+			after := (<-chan struct{})(gate)
+			if prev != nil && h.rng.Intn(10) < 3 {
+				after = prev
+			}
+			prev = h.launch(after, op, do)
 		}
 		close(gate)
 		h.settle()
@@ -622,21 +629,25 @@ func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
 	return op, do
 }
 
-// launch starts op once go is closed (a round's operations start together).
-func (h *history) launch(gate <-chan struct{}, op *opRec, do func(context.Context)) {
+// launch starts op once after is closed, and returns a channel closed when
+// op has returned.
+func (h *history) launch(after <-chan struct{}, op *opRec, do func(context.Context)) <-chan struct{} {
 	ctx, cancel := context.WithCancel(context.Background())
 	op.cancel = cancel
+	done := make(chan struct{})
 	h.active.Add(1)
 	h.outst.Add(1)
 	go func() {
 		defer h.active.Done()
 		defer h.outst.Add(-1)
 		defer cancel()
-		<-gate
+		<-after
 		op.sseq, op.s = h.seq.Add(1), h.clk.Now()
 		do(ctx)
 		op.e, op.eseq = h.clk.Now(), h.seq.Add(1)
+		close(done)
 	}()
+	return done
 }
 
 // --- simulated time ---

@@ -144,6 +144,7 @@ type simCloud struct {
 	batches   []batchCall
 	callCount map[string]int
 	nextErr   int
+	pending   []fact // facts of the call being answered (s.mu held)
 }
 
 type batchCall struct {
@@ -245,6 +246,37 @@ func (s *simCloud) call(ctx context.Context, name string, batchish bool) error {
 	return err
 }
 
+// pendFact records a fact of a successful call when the call delivers its
+// answer (see deliver).
+func (s *simCloud) pendFact(via, method, key string, kind factKind, val string, err error, version int) {
+	s.pending = append(s.pending, fact{method: method, key: key, kind: kind, val: val, err: err, version: version, via: via})
+}
+
+// deliver ends a successful call (s.mu held): in quiet rounds some answers
+// take a while to arrive (read at one time, delivered later), which is when
+// a write can land between the cloud's read and cloudgate's receipt. The
+// facts are stamped with the time of delivery: a bound runs from when the
+// upstream answered.
+func (s *simCloud) deliver(ctx context.Context) {
+	pending := s.pending
+	s.pending = nil
+	if s.mode == faultNone && s.rng.Intn(100) < 15 {
+		latency := time.Duration(100+s.rng.Intn(1400)) * time.Millisecond
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-s.clk.After(latency):
+		}
+		s.mu.Lock()
+	}
+	for _, f := range pending {
+		f.seq, f.at = s.stamp()
+		k := [2]string{f.method, f.key}
+		s.facts[k] = append(s.facts[k], f)
+	}
+	s.mu.Unlock()
+}
+
 // failFacts records err as the answer of every method a key's call feeds.
 func (s *simCloud) failFacts(via string, methods []string, key string, err error) {
 	for _, m := range methods {
@@ -307,13 +339,13 @@ func (s *simCloud) InstanceExists(ctx context.Context, n *v1.Node) (bool, error)
 		s.mu.Unlock()
 		return false, err
 	}
-	defer s.mu.Unlock()
+	defer s.deliver(ctx)
 	in := s.lookupNode(n)
 	if in == nil || in.terminated {
-		s.addFact("InstanceExists", "InstanceExists", key, factNeg, "false", nil, 0)
+		s.pendFact("InstanceExists", "InstanceExists", key, factNeg, "false", nil, 0)
 		return false, nil
 	}
-	s.addFact("InstanceExists", "InstanceExists", key, factPos, "true", nil, 0)
+	s.pendFact("InstanceExists", "InstanceExists", key, factPos, "true", nil, 0)
 	return true, nil
 }
 
@@ -325,14 +357,14 @@ func (s *simCloud) InstanceShutdown(ctx context.Context, n *v1.Node) (bool, erro
 		s.mu.Unlock()
 		return false, err
 	}
-	defer s.mu.Unlock()
+	defer s.deliver(ctx)
 	in := s.lookupNode(n)
 	if in == nil {
-		s.addFact("InstanceShutdown", "InstanceShutdown", key, factNeg, "", cloudprovider.InstanceNotFound, 0)
+		s.pendFact("InstanceShutdown", "InstanceShutdown", key, factNeg, "", cloudprovider.InstanceNotFound, 0)
 		return false, cloudprovider.InstanceNotFound
 	}
 	v := in.shutdown || in.terminated
-	s.addFact("InstanceShutdown", "InstanceShutdown", key, factPos, fmt.Sprint(v), nil, 0)
+	s.pendFact("InstanceShutdown", "InstanceShutdown", key, factPos, fmt.Sprint(v), nil, 0)
 	return v, nil
 }
 
@@ -344,14 +376,14 @@ func (s *simCloud) InstanceMetadata(ctx context.Context, n *v1.Node) (*cloudprov
 		s.mu.Unlock()
 		return nil, err
 	}
-	defer s.mu.Unlock()
+	defer s.deliver(ctx)
 	in := s.lookupNode(n)
 	if in == nil {
-		s.addFact("InstanceMetadata", "InstanceMetadata", key, factNeg, "", cloudprovider.InstanceNotFound, 0)
+		s.pendFact("InstanceMetadata", "InstanceMetadata", key, factNeg, "", cloudprovider.InstanceNotFound, 0)
 		return nil, cloudprovider.InstanceNotFound
 	}
 	md := in.metadata()
-	s.addFact("InstanceMetadata", "InstanceMetadata", key, factPos, mdString(md), nil, 0)
+	s.pendFact("InstanceMetadata", "InstanceMetadata", key, factPos, mdString(md), nil, 0)
 	return md, nil
 }
 
@@ -361,17 +393,19 @@ func (s *simCloud) statusFacts(via, key string, st InstanceStatus) {
 	switch {
 	case st.Err == cloudprovider.InstanceNotFound:
 		for _, m := range v2Methods {
-			s.addFact(via, m, key, factNeg, "false", cloudprovider.InstanceNotFound, 0)
+			s.pendFact(via, m, key, factNeg, "false", cloudprovider.InstanceNotFound, 0)
 		}
 	case st.Err != nil:
-		s.failFacts(via, v2Methods, key, st.Err)
+		for _, m := range v2Methods {
+			s.pendFact(via, m, key, factErr, "", st.Err, 0)
+		}
 	default:
-		s.addFact(via, "InstanceMetadata", key, factPos, mdString(st.Metadata), nil, 0)
-		s.addFact(via, "InstanceShutdown", key, factPos, fmt.Sprint(st.Shutdown), nil, 0)
+		s.pendFact(via, "InstanceMetadata", key, factPos, mdString(st.Metadata), nil, 0)
+		s.pendFact(via, "InstanceShutdown", key, factPos, fmt.Sprint(st.Shutdown), nil, 0)
 		if st.Deleted {
-			s.addFact(via, "InstanceExists", key, factNeg, "false", nil, 0)
+			s.pendFact(via, "InstanceExists", key, factNeg, "false", nil, 0)
 		} else {
-			s.addFact(via, "InstanceExists", key, factPos, "true", nil, 0)
+			s.pendFact(via, "InstanceExists", key, factPos, "true", nil, 0)
 		}
 	}
 }
@@ -392,7 +426,7 @@ func (b *simBatch) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) ([
 		s.mu.Unlock()
 		return nil, err
 	}
-	defer s.mu.Unlock()
+	defer s.deliver(ctx)
 	out := make([]InstanceStatus, len(nodes))
 	for i, n := range nodes {
 		in := s.lookupNode(n)
@@ -416,7 +450,7 @@ func (s *simCloud) listInstances(ctx context.Context, token string) ([]InstanceR
 	if err := s.call(ctx, "ListInstances", true); err != nil {
 		return nil, "", err // a failed list tells no read anything
 	}
-	defer s.mu.Unlock()
+	defer s.deliver(ctx)
 	pids := make([]string, 0, len(s.byPID))
 	for pid := range s.byPID {
 		pids = append(pids, pid)
@@ -455,17 +489,17 @@ func (s *simCloud) v1Lookup(ctx context.Context, method, key string, byPID bool,
 		s.mu.Unlock()
 		return nil, err
 	}
-	defer s.mu.Unlock()
+	defer s.deliver(ctx)
 	in := s.byName[id]
 	if byPID {
 		in = s.byPID[id]
 	}
 	if in == nil {
-		s.addFact(method, method, key, factNeg, "", cloudprovider.InstanceNotFound, 0)
+		s.pendFact(method, method, key, factNeg, "", cloudprovider.InstanceNotFound, 0)
 		return nil, cloudprovider.InstanceNotFound
 	}
 	val, v := answer(in)
-	s.addFact(method, method, key, factPos, val, nil, 0)
+	s.pendFact(method, method, key, factPos, val, nil, 0)
 	return v, nil
 }
 
@@ -521,12 +555,12 @@ func (s *simCloud) InstanceExistsByProviderID(ctx context.Context, pid string) (
 		s.mu.Unlock()
 		return false, err
 	}
-	defer s.mu.Unlock()
+	defer s.deliver(ctx)
 	if in := s.byPID[pid]; in == nil || in.terminated {
-		s.addFact(method, method, key, factNeg, "false", nil, 0)
+		s.pendFact(method, method, key, factNeg, "false", nil, 0)
 		return false, nil
 	}
-	s.addFact(method, method, key, factPos, "true", nil, 0)
+	s.pendFact(method, method, key, factPos, "true", nil, 0)
 	return true, nil
 }
 
@@ -564,14 +598,14 @@ func (s *simCloud) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 		s.mu.Unlock()
 		return nil, false, err
 	}
-	defer s.mu.Unlock()
+	defer s.deliver(ctx)
 	l := s.lb(key)
 	if !l.exists {
-		s.addFact("GetLoadBalancer", "GetLoadBalancer", key, factPos, lbString(nil, false), nil, l.version)
+		s.pendFact("GetLoadBalancer", "GetLoadBalancer", key, factPos, lbString(nil, false), nil, l.version)
 		return nil, false, nil
 	}
 	st := &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{Hostname: lbHostname(key, l.version)}}}
-	s.addFact("GetLoadBalancer", "GetLoadBalancer", key, factPos, lbString(st, true), nil, l.version)
+	s.pendFact("GetLoadBalancer", "GetLoadBalancer", key, factPos, lbString(st, true), nil, l.version)
 	return st, true, nil
 }
 
@@ -663,13 +697,13 @@ func (s *simCloud) ListRoutes(ctx context.Context, cluster string) ([]*cloudprov
 		s.mu.Unlock()
 		return nil, err
 	}
-	defer s.mu.Unlock()
+	defer s.deliver(ctx)
 	rt := s.routes(cluster)
 	out := make([]*cloudprovider.Route, 0, len(rt.routes))
 	for name, cidr := range rt.routes {
 		out = append(out, &cloudprovider.Route{Name: name, TargetNode: types.NodeName(strings.TrimPrefix(name, "r-")), DestinationCIDR: cidr})
 	}
-	s.addFact("ListRoutes", "ListRoutes", key, factPos, routesString(out), nil, rt.version)
+	s.pendFact("ListRoutes", "ListRoutes", key, factPos, routesString(out), nil, rt.version)
 	return out, nil
 }
 
