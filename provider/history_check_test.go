@@ -12,6 +12,7 @@ import (
 	"time"
 
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
 
 	"github.com/cloudgate/cloudgate/limiter"
 )
@@ -78,7 +79,8 @@ func isCtxErr(err error) bool {
 // ownError reports whether err is one cloudgate made (breaker, limiter,
 // context, its own messages) rather than the upstream's.
 func ownError(err error) bool {
-	return limiter.IsOpen(err) || isCtxErr(err) || strings.Contains(err.Error(), "cloudgate")
+	var retry *api.RetryError // a bounded limiter wait asks the controller to requeue
+	return limiter.IsOpen(err) || isCtxErr(err) || errors.As(err, &retry) || strings.Contains(err.Error(), "cloudgate")
 }
 
 func (h *history) check() (map[string]int, []violation) {
