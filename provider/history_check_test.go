@@ -117,9 +117,10 @@ func (h *history) check() (map[string]int, []violation) {
 					}
 				}
 			}
-			isSentinel := false
+			isSentinel, wrapsSentinel := false, false
 			for _, sen := range sentinels {
 				isSentinel = isSentinel || err == sen
+				wrapsSentinel = wrapsSentinel || errors.Is(err, sen)
 			}
 			switch {
 			case isSentinel:
@@ -137,6 +138,7 @@ func (h *history) check() (map[string]int, []violation) {
 				if isCtxErr(err) && !limiter.IsOpen(err) && !op.ctxEnded.Load() && !strings.Contains(err.Error(), "cloudgate") {
 					bad(invOwn, op, "a context error reached a caller whose context is live: %v", err)
 				}
+			case wrapsSentinel: // reported as sentinel-exact
 			default:
 				counts[invErrExact]++
 				bad(invErrExact, op, "error %q is neither an error value the upstream returned nor cloudgate's own", err)
