@@ -72,6 +72,12 @@ func (h *history) rywFloor(op *opRec) (floor int, by *opRec) {
 	return floor, by
 }
 
+// nameIdentity reports an answer that tells which instance a node name
+// is: InstanceID, and InstanceMetadata of a node without a provider ID.
+func nameIdentity(op *opRec) bool {
+	return strings.HasPrefix(op.key, "name:") && (op.method == "InstanceID" || op.method == "InstanceMetadata")
+}
+
 func isCtxErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
@@ -189,13 +195,19 @@ func (h *history) check() (map[string]int, []violation) {
 			}
 		case op.err == nil:
 			counts[invPositive]++
-			ttl := h.g.methods[op.method].ttl
+			ttl, maxStale := h.g.methods[op.method].ttl, stale
+			if nameIdentity(op) {
+				// A node name may come to name another instance: its
+				// identity answers live no longer than a negative answer,
+				// and are never served stale (issue 12 item 9).
+				ttl, maxStale = min(ttl, negTTL), 0
+			}
 			openDuring := h.breakerNotClosed(op.family, op.sseq, op.eseq)
 			okFresh := false
 			within := func(f *fact) bool {
 				age := op.s.Sub(f.at)
 				okFresh = okFresh || age < ttl
-				return age < ttl || (openDuring && age <= stale)
+				return age < ttl || (openDuring && age <= maxStale)
 			}
 			floor, by := 0, (*opRec)(nil)
 			if op.key[:3] == "lb:" || strings.HasPrefix(op.key, "routes:") {
@@ -230,7 +242,7 @@ func (h *history) check() (map[string]int, []violation) {
 				bad(invPositive, op, "value %q was never an upstream answer for %s; the upstream's last answer before the call: %s", op.val, op.key, lastAnswer(facts, op))
 			case !okBound:
 				bad(invPositive, op, "value %q is %s old (upstream said it at %s via %s); TTL %s, staleIfError %s, breaker open during the call: %v; the upstream's last answer before the call: %s",
-					op.val, op.s.Sub(newest.at), h.rel(newest.at), newest.via, ttl, stale, openDuring, lastAnswer(facts, op))
+					op.val, op.s.Sub(newest.at), h.rel(newest.at), newest.via, ttl, maxStale, openDuring, lastAnswer(facts, op))
 			case floor > 0 && !okRYW:
 				bad(invRYW, op, "read started after write #%d (%s) returned, which made version %d, but answered an older state %q",
 					by.id, by.reqID, floor, op.val)

@@ -69,6 +69,14 @@ func TestHistoryCheckerDetects(t *testing.T) {
 			facts: []fact{negFact(1, 0, "InstanceExists", node)},
 			ops:   []*opRec{read("InstanceExists", node, 2, 3, time.Second, "true")},
 		}},
+		{"name-keyed identity past negativeTTL", invPositive, "", setup{
+			facts: []fact{pos(1, 0, "InstanceID", "name:node-0", "node-0-1", 0)},
+			ops:   []*opRec{read("InstanceID", "name:node-0", 2, 3, 30*time.Second, "node-0-1")},
+		}},
+		{"name-keyed identity within negativeTTL", "", "", setup{
+			facts: []fact{pos(1, 0, "InstanceID", "name:node-0", "node-0-1", 0)},
+			ops:   []*opRec{read("InstanceID", "name:node-0", 2, 3, 29*time.Second, "node-0-1")},
+		}},
 		{"fresh negative", "", "", setup{
 			facts: []fact{negFact(1, 0, "InstanceExists", node)},
 			ops:   []*opRec{neg(read("InstanceExists", node, 2, 3, 29*time.Second, ""))},
