@@ -41,7 +41,6 @@ type batch struct {
 	nodes   []*v1.Node
 	index   map[nodeKey]int // nodes of the same key share one slot
 	prio    limiter.Priority
-	timer   interface{ Stop() bool }
 	done    chan struct{}
 	results []InstanceStatus
 	err     error
@@ -83,10 +82,10 @@ func (b *batcher) lookup(ctx context.Context, node *v1.Node, prio limiter.Priori
 	key := keyOfNode(node)
 	b.mu.Lock()
 	bt := b.open
-	if bt == nil {
+	created := bt == nil
+	if created {
 		bt = &batch{index: map[nodeKey]int{}, prio: prio, done: make(chan struct{})}
 		b.open = bt
-		bt.timer = afterFunc(b.g.clock, b.maxWait, func() { b.flush(bt, "wait") })
 	}
 	slot, ok := bt.index[key]
 	if !ok {
@@ -97,10 +96,22 @@ func (b *batcher) lookup(ctx context.Context, node *v1.Node, prio limiter.Priori
 	if prio < bt.prio {
 		bt.prio = prio
 	}
+	// A full batch leaves b.open under the same lock that filled it, so no
+	// caller can join it past maxSize.
 	full := len(bt.nodes) >= b.maxSize
-	b.mu.Unlock()
 	if full {
-		b.flush(bt, "size")
+		b.open = nil
+		b.wg.Add(1)
+	}
+	b.mu.Unlock()
+	switch {
+	case full:
+		go b.send(bt, "size")
+	case created:
+		// Armed outside b.mu: a fake clock runs callbacks under its own
+		// lock, and the callback takes b.mu. The timer is never stopped:
+		// firing for a batch already sent does nothing.
+		afterFunc(b.g.clock, b.maxWait, func() { b.expire(bt) })
 	}
 
 	select {
@@ -116,37 +127,32 @@ func (b *batcher) lookup(ctx context.Context, node *v1.Node, prio limiter.Priori
 
 // afterFunc runs f after d on clk, when clk can (the real and fake clocks
 // can), else on the real clock.
-func afterFunc(clk clock.Clock, d time.Duration, f func()) interface{ Stop() bool } {
+func afterFunc(clk clock.Clock, d time.Duration, f func()) {
 	if c, ok := clk.(clock.WithDelayedExecution); ok {
-		return c.AfterFunc(d, f)
+		c.AfterFunc(d, f)
+		return
 	}
-	return time.AfterFunc(d, f)
+	time.AfterFunc(d, f)
 }
 
-// flush sends bt unless it was already sent (the timer and a full batch can
-// race; only the first closes it).
-func (b *batcher) flush(bt *batch, reason string) {
+// expire sends bt when its maxWait is over, unless it was sent full.
+func (b *batcher) expire(bt *batch) {
 	b.mu.Lock()
 	if b.open != bt {
 		b.mu.Unlock()
 		return
 	}
 	b.open = nil
-	if reason != "wait" {
-		// Not from the timer's own callback: a fake clock runs callbacks
-		// under its lock, and Stop would wait for that lock.
-		bt.timer.Stop()
-	}
 	b.wg.Add(1)
 	b.mu.Unlock()
-	go b.send(bt, reason)
+	go b.send(bt, "wait")
 }
 
 func (b *batcher) send(bt *batch, reason string) {
 	defer b.wg.Done()
 	defer close(bt.done)
 	b.g.rec.Batch(len(bt.nodes), reason)
-	ctx, cancel := context.WithTimeout(context.Background(), batchCallTimeout)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), batchCallTimeout, errCallTimeout)
 	defer cancel()
 	results, err := invoke(ctx, b.g, b.g.methods["BatchInstanceStatus"], bt.prio, func(ctx context.Context) ([]InstanceStatus, error) {
 		return b.up.BatchInstanceStatus(ctx, bt.nodes)
@@ -165,18 +171,23 @@ func (b *batcher) send(bt *batch, reason string) {
 }
 
 // fill stores one node's batch or list answer in the instance caches.
+// "Does not exist" in any form — InstanceNotFound, or an instance the cloud
+// still describes as terminated (Deleted) — is a negative answer: it lives
+// negativeTTL and is never served stale.
 func (g *gate) fill(key nodeKey, st InstanceStatus) {
 	switch {
 	case st.Err == cloudprovider.InstanceNotFound:
 		putNegative(g.inst.metadata, key, st.Err)
 		putNegative(g.inst.shutdown, key, st.Err)
-		put(g.inst.exists, key, false)
+		put(g.inst.exists, key, false) // a negative value
 	case st.Err != nil:
 		// A per-node failure is not an answer: nothing to remember.
 	default:
-		put(g.inst.metadata, key, cloneMetadata(st.Metadata))
+		if st.Metadata != nil {
+			put(g.inst.metadata, key, st.Metadata)
+		}
 		put(g.inst.shutdown, key, st.Shutdown)
-		put(g.inst.exists, key, true)
+		put(g.inst.exists, key, !st.Deleted)
 	}
 }
 
@@ -221,7 +232,7 @@ func (g *gate) prefetch(stop <-chan struct{}) error {
 	m := g.methods["ListInstances"]
 	token := ""
 	for {
-		callCtx, cancelCall := context.WithTimeout(ctx, batchCallTimeout)
+		callCtx, cancelCall := context.WithTimeoutCause(ctx, batchCallTimeout, errCallTimeout)
 		type pageAnswer struct {
 			page []InstanceRecord
 			next string
@@ -236,7 +247,7 @@ func (g *gate) prefetch(stop <-chan struct{}) error {
 		}
 		for i := range p.page {
 			rec := &p.page[i]
-			st := InstanceStatus{Metadata: &rec.Metadata, Shutdown: rec.Shutdown}
+			st := InstanceStatus{Metadata: &rec.Metadata, Shutdown: rec.Shutdown, Deleted: rec.Deleted}
 			if rec.Metadata.ProviderID != "" {
 				g.fill(nodeKey{byProviderID: true, id: rec.Metadata.ProviderID}, st)
 			}

@@ -190,25 +190,39 @@ func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
 	return bucket, nil
 }
 
+// cacheOpts are the per-method parts of a cache's configuration.
+type cacheOpts[K comparable, V any] struct {
+	clone     func(V) V
+	keyString func(K) string
+	// negativeValue: a value that says "does not exist" (InstanceExists
+	// false): negativeTTL, never stale.
+	negativeValue func(V) bool
+	// shortLived: keys (node names) that a re-created instance may reuse;
+	// their answers live at most negativeTTL and are never served stale.
+	shortLived func(K) bool
+}
+
 // newCache builds the cache of a read method, or returns nil when the
 // method's TTL turns caching off. The first error is kept in *errp, so a
 // caller can build every cache and check once.
-func newCache[K comparable, V any](g *gate, errp *error, name string, clone func(V) V, keyString func(K) string) *cache.Cache[K, V] {
+func newCache[K comparable, V any](g *gate, errp *error, name string, o cacheOpts[K, V]) *cache.Cache[K, V] {
 	ttl := g.methods[name].ttl
 	if ttl <= 0 || *errp != nil {
 		return nil
 	}
 	c, err := cache.New(cache.Config[K, V]{
-		Name:        name,
-		Size:        g.cfg.Cache.Size,
-		TTL:         ttl,
-		NegativeTTL: g.cfg.Cache.NegativeTTL.Duration,
-		MaxStale:    g.cfg.Cache.StaleIfError.Duration,
-		IsNegative:  func(err error) bool { return err == cloudprovider.InstanceNotFound },
-		Clone:       clone,
-		KeyString:   keyString,
-		Clock:       g.clock,
-		Observer:    g.rec.CacheObserver(name),
+		Name:          name,
+		Size:          g.cfg.Cache.Size,
+		TTL:           ttl,
+		NegativeTTL:   g.cfg.Cache.NegativeTTL.Duration,
+		MaxStale:      g.cfg.Cache.StaleIfError.Duration,
+		IsNegative:    func(err error) bool { return err == cloudprovider.InstanceNotFound },
+		NegativeValue: o.negativeValue,
+		ShortLived:    o.shortLived,
+		Clone:         o.clone,
+		KeyString:     o.keyString,
+		Clock:         g.clock,
+		Observer:      g.rec.CacheObserver(name),
 	})
 	if err != nil {
 		*errp = fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
@@ -219,20 +233,41 @@ func newCache[K comparable, V any](g *gate, errp *error, name string, clone func
 }
 
 // notACloudFailure says which outcomes must not count against the breaker:
-// answers (not found, not implemented), the caller giving up, and throttling
-// (adaptive limiting handles that; tripping on it would turn quota pressure
-// into an outage).
+// answers (not found, not implemented), a caller that gave up (callerGone,
+// set by invoke: a context error while the caller's context is live — an
+// HTTP client timeout, cloudgate's own batch timeout — is a hung cloud and
+// counts), and throttling (adaptive limiting handles that; tripping on it
+// would turn quota pressure into an outage).
 func (g *gate) notACloudFailure(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, cloudprovider.InstanceNotFound) || errors.Is(err, cloudprovider.NotImplemented) ||
-		errors.Is(err, cloudprovider.ImplementedElsewhere) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	var gone callerGone
+	if errors.As(err, &gone) || errors.Is(err, cloudprovider.InstanceNotFound) ||
+		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) {
 		return true
 	}
 	throttled, _ := g.throttle.Classify(err)
 	return throttled
+}
+
+// callerGone marks the outcome of a call whose caller's context ended:
+// whatever the upstream said then, it is no verdict on the cloud.
+type callerGone struct{ error }
+
+func (e callerGone) Unwrap() error { return e.error }
+
+// errCallTimeout is the cause of cloudgate's own call timeouts (batch and
+// list calls): a call cut short by it hung, and counts as a cloud failure.
+var errCallTimeout = errors.New("cloudgate: upstream call timed out")
+
+// breakerOutcome is what the breaker is told about a call that ended with
+// err: callerGone when ctx ended (unless by cloudgate's own call timeout).
+func breakerOutcome(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) != errCallTimeout {
+		return callerGone{err}
+	}
+	return err
 }
 
 // invoke sends one call upstream: wait for a token, ask the breaker, call,
@@ -249,7 +284,7 @@ func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priorit
 	}
 	start := g.clock.Now()
 	v, err := fn(ctx)
-	done(err)
+	done(breakerOutcome(ctx, err))
 	g.rec.UpstreamCall(m.family, m.name, g.result(m, err), g.clock.Since(start))
 	return v, err
 }

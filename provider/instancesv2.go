@@ -62,10 +62,13 @@ func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, 
 			if err != nil {
 				return false, err
 			}
-			if st.Err == cloudprovider.InstanceNotFound {
+			switch {
+			case st.Err == cloudprovider.InstanceNotFound:
 				return false, nil
+			case st.Err != nil:
+				return false, st.Err
 			}
-			return st.Err == nil, st.Err
+			return !st.Deleted, nil
 		}
 		return invoke(ctx, i.g, i.g.methods[name], prio, func(ctx context.Context) (bool, error) {
 			return i.up.InstanceExists(ctx, node)
