@@ -59,8 +59,10 @@ type CacheConfig struct {
 	Size int `json:"size"`
 	// NegativeTTL is how long "instance not found" is remembered.
 	NegativeTTL Duration `json:"negativeTTL"`
-	// StaleIfError is the oldest a cached read may be to be served while the
-	// family's circuit breaker is open. 0 never serves stale reads.
+	// StaleIfError is how long past its TTL a positive cached answer may be
+	// served while the family's circuit breaker is open: its age (since the
+	// upstream gave it) is at most TTL+StaleIfError. Negative answers are
+	// never served stale. 0 never serves stale reads.
 	StaleIfError Duration `json:"staleIfError"`
 }
 

@@ -270,16 +270,18 @@ func breakerOutcome(ctx context.Context, err error) error {
 	return err
 }
 
-// invoke sends one call upstream: wait for a token, ask the breaker, call,
-// then tell the limiter and the metrics how it went. fn's result and error
-// are returned unchanged.
+// invoke sends one call upstream: ask the breaker (an open breaker answers
+// at once: no token spent, no queueing, so read can serve a stale answer),
+// wait for a token, call, then tell the limiter and the metrics how it
+// went. fn's result and error are returned unchanged.
 func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	if err := m.bucket.Wait(ctx, prio); err != nil {
-		return zero, err
-	}
 	done, err := m.breaker.Allow()
 	if err != nil {
+		return zero, err
+	}
+	if err := m.bucket.Wait(ctx, prio); err != nil {
+		done(callerGone{err}) // nothing was sent: no verdict on the cloud
 		return zero, err
 	}
 	start := g.clock.Now()
@@ -306,8 +308,10 @@ func (g *gate) result(m *method, err error) string {
 }
 
 // read answers a read method from its cache (nil: uncached), calling fetch
-// (which goes upstream through invoke, or through the batcher) on a miss. While the family's breaker is open it serves an
-// entry no older than cache.staleIfError, else the breaker's error.
+// (which goes upstream through invoke, or through the batcher) on a miss.
+// While the family's breaker is open it serves a positive answer the
+// upstream gave at most TTL+cache.staleIfError ago, else the breaker's
+// error. Negative answers are never served stale.
 func read[K comparable, V any](ctx context.Context, g *gate, name string, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
 	m := g.methods[name]
 	if c == nil {
@@ -317,7 +321,7 @@ func read[K comparable, V any](ctx context.Context, g *gate, name string, c *cac
 	}
 	v, err := c.Get(ctx, key, fetch)
 	if err != nil && limiter.IsOpen(err) {
-		if stale, ok := c.Stale(key, g.cfg.Cache.StaleIfError.Duration); ok {
+		if stale, ok := c.Stale(key, m.ttl+g.cfg.Cache.StaleIfError.Duration); ok {
 			m.requests.Observe(nil)
 			return stale, nil
 		}
