@@ -207,7 +207,9 @@ func (h *history) check() (map[string]int, []violation) {
 			within := func(f *fact) bool {
 				age := op.s.Sub(f.at)
 				okFresh = okFresh || age < ttl
-				return age < ttl || (openDuring && age <= maxStale)
+				// staleIfError runs past the TTL (RFC 5861's stale-if-error):
+				// age since the upstream answered <= TTL+staleIfError.
+				return age < ttl || (openDuring && maxStale > 0 && age <= ttl+maxStale)
 			}
 			floor, by := 0, (*opRec)(nil)
 			if op.key[:3] == "lb:" || strings.HasPrefix(op.key, "routes:") {

@@ -63,7 +63,7 @@ func TestHistoryCheckerDetects(t *testing.T) {
 		{"stale past staleIfError", invPositive, "", setup{
 			facts:       []fact{pos(1, 0, "InstanceExists", node, "true", 0)},
 			transitions: []breakerTransition{{seq: 2, family: familyRead, from: limiter.StateClosed, to: limiter.StateOpen}},
-			ops:         []*opRec{read("InstanceExists", node, 3, 4, 11*time.Minute, "true")},
+			ops:         []*opRec{read("InstanceExists", node, 3, 4, 11*time.Minute+time.Second, "true")},
 		}},
 		{"value the upstream never gave", invPositive, "", setup{
 			facts: []fact{negFact(1, 0, "InstanceExists", node)},

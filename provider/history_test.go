@@ -45,7 +45,7 @@ import (
 
 // The invariants, in the order the summary prints them.
 const (
-	invPositive  = "positive-bound"   // a value equals an upstream answer within TTL (staleIfError while the breaker is open)
+	invPositive  = "positive-bound"   // a value equals an upstream answer within TTL (TTL+staleIfError while the breaker is open)
 	invNegative  = "negative-fresh"   // "does not exist" within negativeTTL of the upstream saying so; never stale
 	invOwn       = "own-failure"      // cloudgate's own failures are errors, never not-found or false
 	invRYW       = "read-your-writes" // a read started after a write returned sees the write
