@@ -59,17 +59,45 @@ func (h *history) breakerNotClosed(family string, a, b int64) bool {
 // version any write of that key applied, among writes that returned before
 // the read started.
 func (h *history) rywFloor(op *opRec) (floor int, by *opRec) {
+	ws := h.writesByKey[op.key]
+	n := sort.Search(len(ws), func(i int) bool { return ws[i].op.eseq >= op.sseq })
+	if n == 0 {
+		return 0, nil
+	}
+	return ws[n-1].floor, ws[n-1].by
+}
+
+// writeFloor is one returned write of a key, in order of return, with the
+// highest version applied by it or any write of the key that returned
+// before it.
+type writeFloor struct {
+	op    *opRec
+	floor int
+	by    *opRec
+}
+
+func (h *history) indexWrites() {
+	h.writesByKey = map[string][]writeFloor{}
+	var ws []*opRec
 	for _, w := range h.ops {
-		if !w.write || w.key != op.key || w.eseq == 0 || w.eseq >= op.sseq {
-			continue
-		}
-		for _, r := range h.up.receipts[w.reqID] {
-			if r.applied && r.version > floor {
-				floor, by = r.version, w
-			}
+		if w.write && w.eseq != 0 {
+			ws = append(ws, w)
 		}
 	}
-	return floor, by
+	sort.Slice(ws, func(i, j int) bool { return ws[i].eseq < ws[j].eseq })
+	for _, w := range ws {
+		list := h.writesByKey[w.key]
+		cur := writeFloor{op: w}
+		if len(list) > 0 {
+			cur.floor, cur.by = list[len(list)-1].floor, list[len(list)-1].by
+		}
+		for _, r := range h.up.receipts[w.reqID] {
+			if r.applied && r.version > cur.floor {
+				cur.floor, cur.by = r.version, w
+			}
+		}
+		h.writesByKey[w.key] = append(list, cur)
+	}
 }
 
 // nameIdentity reports an answer that tells which instance a node name
@@ -101,6 +129,7 @@ func (h *history) check() (map[string]int, []violation) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sort.Slice(h.transitions, func(i, j int) bool { return h.transitions[i].seq < h.transitions[j].seq })
+	h.indexWrites()
 	negTTL := h.cfg.Cache.NegativeTTL.Duration
 	stale := h.cfg.Cache.StaleIfError.Duration
 
@@ -163,7 +192,22 @@ func (h *history) check() (map[string]int, []violation) {
 			continue
 		}
 
-		facts := s.facts[[2]string{op.method, op.key}]
+		all := s.facts[[2]string{op.method, op.key}]
+		// Facts are in sequence (and time) order: only those up to op's
+		// end, and not older than the longest bound, can justify it.
+		all = all[:sort.Search(len(all), func(i int) bool { return all[i].seq > op.eseq })]
+		window := func(maxAge time.Duration) []fact {
+			from := op.s.Add(-maxAge - time.Nanosecond)
+			return all[sort.Search(len(all), func(i int) bool { return !all[i].at.Before(from) }):]
+		}
+		newestWith := func(match func(*fact) bool) *fact {
+			for i := len(all) - 1; i >= 0; i-- {
+				if match(&all[i]) {
+					return &all[i]
+				}
+			}
+			return nil
+		}
 		switch {
 		case op.neg:
 			counts[invNegative]++
@@ -171,20 +215,11 @@ func (h *history) check() (map[string]int, []violation) {
 				counts["info:negative-while-breaker-open"]++
 			}
 			ok := false
-			var newest *fact
-			for i := range facts {
-				f := &facts[i]
-				if f.seq > op.eseq {
-					break
-				}
-				if f.kind == factNeg {
-					newest = f
-					if op.s.Sub(f.at) < negTTL {
-						ok = true
-					}
-				}
+			for _, f := range window(negTTL) {
+				ok = ok || (f.kind == factNeg && op.s.Sub(f.at) < negTTL)
 			}
 			if !ok {
+				newest := newestWith(func(f *fact) bool { return f.kind == factNeg })
 				switch {
 				case newest == nil:
 					bad(invNegative, op, "\"does not exist\" but the upstream never said so for %s", op.key)
@@ -216,16 +251,12 @@ func (h *history) check() (map[string]int, []violation) {
 				floor, by = h.rywFloor(op)
 			}
 			okBound, okRYW := false, false
-			var newest *fact
+			facts := window(ttl + maxStale)
 			for i := range facts {
 				f := &facts[i]
-				if f.seq > op.eseq {
-					break
-				}
 				if f.kind != factPos || f.val != op.val {
 					continue
 				}
-				newest = f
 				if within(f) {
 					okBound = true
 					if f.version >= floor {
@@ -239,12 +270,16 @@ func (h *history) check() (map[string]int, []violation) {
 			if okBound && !okFresh {
 				counts["info:served-stale"]++
 			}
+			var newest *fact
+			if !okBound {
+				newest = newestWith(func(f *fact) bool { return f.kind == factPos && f.val == op.val })
+			}
 			switch {
 			case !okBound && newest == nil:
-				bad(invPositive, op, "value %q was never an upstream answer for %s; the upstream's last answer before the call: %s", op.val, op.key, lastAnswer(facts, op))
+				bad(invPositive, op, "value %q was never an upstream answer for %s; the upstream's last answer before the call: %s", op.val, op.key, lastAnswer(all, op))
 			case !okBound:
 				bad(invPositive, op, "value %q is %s old (upstream said it at %s via %s); TTL %s, staleIfError %s, breaker open during the call: %v; the upstream's last answer before the call: %s",
-					op.val, op.s.Sub(newest.at), h.rel(newest.at), newest.via, ttl, maxStale, openDuring, lastAnswer(facts, op))
+					op.val, op.s.Sub(newest.at), h.rel(newest.at), newest.via, ttl, maxStale, openDuring, lastAnswer(all, op))
 			case floor > 0 && !okRYW:
 				bad(invRYW, op, "read started after write #%d (%s) returned, which made version %d, but answered an older state %q",
 					by.id, by.reqID, floor, op.val)

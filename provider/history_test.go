@@ -161,6 +161,8 @@ type history struct {
 	mu          sync.Mutex
 	transitions []breakerTransition
 
+	writesByKey map[string][]writeFloor
+	deadlines   []*opRec // operations whose context the driver ends at their deadline
 	buf         []byte
 	forcedSteps int
 	quiesces    int
@@ -288,6 +290,7 @@ func runHistory(t *testing.T, seed int64, nops int) {
 	close(h.stop)
 	h.drain()
 
+	runTook := time.Since(realStart)
 	counts, violations := h.check()
 	if os.Getenv("CLOUDGATE_HISTORY_DEBUG") != "" {
 		for _, op := range h.ops[:min(40, len(h.ops))] {
@@ -319,9 +322,9 @@ func runHistory(t *testing.T, seed int64, nops int) {
 			fmt.Fprintf(&sb, " %s=%d", inv, perInv[inv])
 		}
 	}
-	t.Logf("history seed=%d %s rounds=%d ops=%d upstream-facts=%d sim=%s real=%s forced-steps=%d checks:%s",
+	t.Logf("history seed=%d %s rounds=%d ops=%d upstream-facts=%d sim=%s real=%s (check %s) forced-steps=%d checks:%s",
 		seed, h.variant, rounds, len(h.ops), h.up.factCount(), h.clk.Since(h.start).Round(time.Second),
-		time.Since(realStart).Round(time.Millisecond), h.forcedSteps, sb.String())
+		time.Since(realStart).Round(time.Millisecond), (time.Since(realStart) - runTook).Round(time.Millisecond), h.forcedSteps, sb.String())
 	for _, inv := range invariants {
 		if inv == invBatch && !batch {
 			continue // the upstream of this seed has no BatchInstances
@@ -634,6 +637,9 @@ func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
 func (h *history) launch(after <-chan struct{}, op *opRec, do func(context.Context)) <-chan struct{} {
 	ctx, cancel := context.WithCancel(context.Background())
 	op.cancel = cancel
+	if !op.deadline.IsZero() {
+		h.deadlines = append(h.deadlines, op)
+	}
 	done := make(chan struct{})
 	h.active.Add(1)
 	h.outst.Add(1)
@@ -684,12 +690,17 @@ func (h *history) step(d time.Duration) {
 		h.t.Fatalf("seed %d: FakeClock.Step(%s) deadlocked (a timer callback waits for a lock held while stopping the timer):\n%s", h.seed, d, h.goroutines())
 	}
 	now := h.clk.Now()
-	for _, op := range h.ops {
-		if !op.deadline.IsZero() && !now.Before(op.deadline) && !op.ctxEnded.Load() && op.cancel != nil {
-			op.ctxEnded.Store(true)
-			op.cancel()
+	keep := h.deadlines[:0]
+	for _, op := range h.deadlines {
+		if now.Before(op.deadline) {
+			keep = append(keep, op)
+			continue
 		}
+		op.ctxEnded.Store(true)
+		op.cancel()
 	}
+	clear(h.deadlines[len(keep):])
+	h.deadlines = keep
 }
 
 // quiesce waits until every goroutine running cloudgate or history code is
