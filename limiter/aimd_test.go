@@ -297,9 +297,11 @@ func TestReadyAtInvertsAccrued(t *testing.T) {
 }
 
 func TestBucketHugeRetryAfter(t *testing.T) {
-	b, clk := newTestBucket(t, BucketConfig{QPS: 10, Burst: 1, Adaptive: true}, nil)
+	// No cap (MaxRetryAfter at its largest): the pause saturates instead of
+	// overflowing.
+	b, clk := newTestBucket(t, BucketConfig{QPS: 10, Burst: 1, Adaptive: true, MaxRetryAfter: time.Duration(math.MaxInt64)}, nil)
 	clk.Step(time.Hour)
-	b.OnThrottled(time.Duration(math.MaxInt64)) // saturates instead of overflowing
+	b.OnThrottled(time.Duration(math.MaxInt64))
 	ctx, cancel := context.WithCancel(context.Background())
 	w := queue(t, ctx, b, PriorityCritical)
 	clk.Step(24 * time.Hour)

@@ -38,6 +38,10 @@ type BucketConfig struct {
 	// QPS per second; default QPS/30 when 0 (full recovery in about 30 s
 	// from zero).
 	RecoveryQPSPerSecond float64
+	// MaxRetryAfter caps the Retry-After that OnThrottled honours, so one
+	// long answer cannot pause the bucket for hours; default 5 min when 0.
+	// It must be >= 0.
+	MaxRetryAfter time.Duration
 }
 
 // Validate reports the first invalid field, naming it, e.g.
@@ -59,6 +63,8 @@ func (c BucketConfig) Validate() error {
 		return fmt.Errorf("decreaseFactor must be in (0, 1) (got %v; 0 means 0.5)", c.DecreaseFactor)
 	case math.IsNaN(c.RecoveryQPSPerSecond) || math.IsInf(c.RecoveryQPSPerSecond, 0) || c.RecoveryQPSPerSecond < 0:
 		return fmt.Errorf("recoveryQPSPerSecond must be >= 0 (got %v; 0 means qps/30)", c.RecoveryQPSPerSecond)
+	case c.MaxRetryAfter < 0:
+		return fmt.Errorf("maxRetryAfter must be >= 0 (got %v; 0 means %v)", c.MaxRetryAfter, defaultMaxRetryAfter)
 	}
 	return nil
 }
@@ -74,8 +80,14 @@ func (c BucketConfig) withDefaults() BucketConfig {
 	if c.RecoveryQPSPerSecond == 0 {
 		c.RecoveryQPSPerSecond = c.QPS / 30
 	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = defaultMaxRetryAfter
+	}
 	return c
 }
+
+// defaultMaxRetryAfter is BucketConfig.MaxRetryAfter's default.
+const defaultMaxRetryAfter = 5 * time.Minute
 
 const (
 	// tokenEpsilon absorbs floating-point error: a waiter woken exactly when
@@ -110,6 +122,7 @@ type Bucket struct {
 	minQPS   float64
 	decrease float64
 	recovery float64
+	maxPause time.Duration
 
 	mu     sync.Mutex
 	closed bool
@@ -156,6 +169,7 @@ func NewBucket(name string, cfg BucketConfig, clk clock.Clock, obs Observer) (*B
 		minQPS:      cfg.MinQPS,
 		decrease:    cfg.DecreaseFactor,
 		recovery:    cfg.RecoveryQPSPerSecond,
+		maxPause:    cfg.MaxRetryAfter,
 		tokens:      float64(cfg.Burst),
 		rateBase:    cfg.QPS,
 		reportedQPS: cfg.QPS,
@@ -300,7 +314,7 @@ func (b *Bucket) waitSlow(ctx context.Context, p Priority, now time.Duration) er
 // already in effect is kept). While paused no tokens accrue and none are
 // granted; tokens held when the pause begins are capped at 1, so when it
 // ends one call goes out at once and the rest follow at the effective rate.
-// retryAfter <= 0 means no pause.
+// retryAfter <= 0 means no pause; retryAfter is capped at MaxRetryAfter.
 //
 // On an adaptive bucket it also applies the multiplicative decrease: the
 // effective rate becomes max(MinQPS, rate*DecreaseFactor), tokens above 1
@@ -313,7 +327,7 @@ func (b *Bucket) waitSlow(ctx context.Context, p Priority, now time.Duration) er
 //
 // Without Adaptive OnThrottled only honours retryAfter.
 func (b *Bucket) OnThrottled(retryAfter time.Duration) {
-	retryAfter = max(retryAfter, 0)
+	retryAfter = min(max(retryAfter, 0), b.maxPause)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.obs.Throttled(b.name, retryAfter)

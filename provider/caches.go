@@ -16,20 +16,27 @@ func (g *gate) buildCaches() (err error) {
 	byName := func(k nodeKey) bool { return !k.byProviderID }
 	str := func() cacheOpts[string, string] { return cacheOpts[string, string]{keyString: stringKey} }
 	zone := cacheOpts[string, cloudprovider.Zone]{keyString: stringKey}
+	// Identity answers keyed by a node name: a VM re-created under the same
+	// name is another instance, and the node controller writes the answer
+	// into the immutable spec.providerID. They live at most negativeTTL.
+	always := func(string) bool { return true }
+	byNameStr := func() cacheOpts[string, string] {
+		return cacheOpts[string, string]{keyString: stringKey, shortLived: always}
+	}
 	g.inst.exists = newCache(g, &err, "InstanceExists", nk{keyString: nodeKeyString, negativeValue: notExists, shortLived: byName})
 	g.inst.shutdown = newCache(g, &err, "InstanceShutdown", nk{keyString: nodeKeyString, shortLived: byName})
 	g.inst.metadata = newCache(g, &err, "InstanceMetadata", cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKeyString, shortLived: byName})
 	g.inst.nodeAddresses = newCache(g, &err, "NodeAddresses", cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
 	g.inst.nodeAddressesByProviderID = newCache(g, &err, "NodeAddressesByProviderID", cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
-	g.inst.instanceID = newCache(g, &err, "InstanceID", str())
-	g.inst.instanceType = newCache(g, &err, "InstanceType", str())
+	g.inst.instanceID = newCache(g, &err, "InstanceID", byNameStr())
+	g.inst.instanceType = newCache(g, &err, "InstanceType", byNameStr())
 	g.inst.instanceTypeByProviderID = newCache(g, &err, "InstanceTypeByProviderID", str())
 	g.inst.currentNodeName = newCache(g, &err, "CurrentNodeName", cacheOpts[string, types.NodeName]{keyString: stringKey})
 	g.inst.existsByProviderID = newCache(g, &err, "InstanceExistsByProviderID", cacheOpts[string, bool]{keyString: stringKey, negativeValue: notExists})
 	g.inst.shutdownByProviderID = newCache(g, &err, "InstanceShutdownByProviderID", cacheOpts[string, bool]{keyString: stringKey})
 	g.zn.local = newCache(g, &err, "GetZone", zone)
 	g.zn.byProviderID = newCache(g, &err, "GetZoneByProviderID", zone)
-	g.zn.byNodeName = newCache(g, &err, "GetZoneByNodeName", zone)
+	g.zn.byNodeName = newCache(g, &err, "GetZoneByNodeName", cacheOpts[string, cloudprovider.Zone]{keyString: stringKey, shortLived: always})
 	g.lb.get = newCache(g, &err, "GetLoadBalancer", cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: func(k lbKey) string { return k.String() }})
 	g.rt.list = newCache(g, &err, "ListRoutes", cacheOpts[string, []*cloudprovider.Route]{clone: cloneRoutes, keyString: stringKey})
 	g.cl.list = newCache(g, &err, "ListClusters", cacheOpts[string, []string]{clone: cloneStrings, keyString: stringKey})

@@ -81,6 +81,11 @@ type BucketConfig struct {
 	// Adaptive cuts the rate when the cloud throttles (multiplicative
 	// decrease, honouring Retry-After) and recovers it linearly.
 	Adaptive *bool `json:"adaptive,omitempty"`
+	// WaitTimeout bounds the wait for a token: a caller still waiting after
+	// it gets a retryable *api.RetryError (the service controller requeues)
+	// instead of parking its worker; controllers pass contexts without
+	// deadlines. 0: wait as long as the caller's context allows.
+	WaitTimeout Duration `json:"waitTimeout"`
 }
 
 // BreakerConfig is the circuit breaker of each family.
@@ -131,6 +136,9 @@ type ThrottleConfig struct {
 	// in addition to the built-in ones (429, RequestLimitExceeded,
 	// Throttling, TooManyRequests, rateLimitExceeded, ...).
 	Patterns []string `json:"patterns,omitempty"`
+	// MaxRetryAfter caps the Retry-After cloudgate honours (one long answer
+	// would otherwise pause a whole family).
+	MaxRetryAfter Duration `json:"maxRetryAfter"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s", "5m").
@@ -163,14 +171,15 @@ func DefaultConfig() *Config {
 	return &Config{
 		Cache: CacheConfig{Size: 100000, NegativeTTL: dur(30 * time.Second), StaleIfError: dur(10 * time.Minute)},
 		Limits: LimitsConfig{
-			Read:  BucketConfig{QPS: 10, Burst: 20, Adaptive: boolp(true)},
-			Write: BucketConfig{QPS: 5, Burst: 10, Adaptive: boolp(true)},
+			Read:  BucketConfig{QPS: 10, Burst: 20, Adaptive: boolp(true), WaitTimeout: dur(2 * time.Minute)},
+			Write: BucketConfig{QPS: 5, Burst: 10, Adaptive: boolp(true), WaitTimeout: dur(2 * time.Minute)},
 		},
 		Breaker: BreakerConfig{
 			FailureRatio: 0.5, MinRequests: 20, Interval: dur(time.Minute),
 			OpenTimeout: dur(30 * time.Second), HalfOpenRequests: 3,
 		},
-		Batch: BatchConfig{Enabled: boolp(true), MaxSize: 100, MaxWait: dur(100 * time.Millisecond)},
+		Batch:    BatchConfig{Enabled: boolp(true), MaxSize: 100, MaxWait: dur(100 * time.Millisecond)},
+		Throttle: ThrottleConfig{MaxRetryAfter: dur(5 * time.Minute)},
 	}
 }
 
@@ -235,6 +244,9 @@ func (c *Config) Validate() error {
 		if b.Burst < 1 {
 			bad("limits.%s.burst must be >= 1 (got %d)", name, b.Burst)
 		}
+		if b.WaitTimeout.Duration < 0 {
+			bad("limits.%s.waitTimeout must be >= 0 (got %s; 0 waits as long as the caller's context allows)", name, b.WaitTimeout)
+		}
 	}
 	br := c.Breaker
 	if !(br.FailureRatio > 0 && br.FailureRatio <= 1) {
@@ -286,6 +298,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Batch.ListInterval.Duration < 0 {
 		bad("batch.listInterval must be >= 0 (got %s)", c.Batch.ListInterval)
+	}
+	if c.Throttle.MaxRetryAfter.Duration < 0 {
+		bad("throttle.maxRetryAfter must be >= 0 (got %s; 0 means 5m)", c.Throttle.MaxRetryAfter)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("cloudgate config: %s", strings.Join(errs, "; "))

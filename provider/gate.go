@@ -23,6 +23,7 @@ import (
 	"time"
 
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
 
 	"github.com/cloudgate/cloudgate/cache"
@@ -59,13 +60,15 @@ type gate struct {
 
 // method is one method's resolved policy.
 type method struct {
-	name     string
-	family   string
-	ttl      time.Duration
-	priority limiter.Priority
-	bucket   *limiter.Bucket
-	breaker  *limiter.Breaker
-	requests *metrics.RequestCounter
+	name   string
+	family string
+	ttl    time.Duration
+	// waitTimeout bounds the token wait (0: the caller's context only).
+	waitTimeout time.Duration
+	priority    limiter.Priority
+	bucket      *limiter.Bucket
+	breaker     *limiter.Breaker
+	requests    *metrics.RequestCounter
 }
 
 // cacheState reports a cache's size to the metrics.
@@ -151,6 +154,11 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 			bucket: familyBuckets[spec.family], breaker: g.breakers[spec.family],
 			requests: g.rec.Requests(name),
 		}
+		if spec.family == familyWrite {
+			mt.waitTimeout = cfg.Limits.Write.WaitTimeout.Duration
+		} else {
+			mt.waitTimeout = cfg.Limits.Read.WaitTimeout.Duration
+		}
 		if o := cfg.Methods[name]; o.QPS > 0 {
 			fam := cfg.Limits.Read
 			if spec.family == familyWrite {
@@ -182,6 +190,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
 	bucket, err := limiter.NewBucket(name, limiter.BucketConfig{
 		QPS: b.QPS, Burst: b.Burst, Adaptive: b.Adaptive == nil || *b.Adaptive,
+		MaxRetryAfter: g.cfg.Throttle.MaxRetryAfter.Duration,
 	}, g.clock, g.rec)
 	if err != nil {
 		return nil, err
@@ -233,7 +242,8 @@ func newCache[K comparable, V any](g *gate, errp *error, name string, o cacheOpt
 }
 
 // notACloudFailure says which outcomes must not count against the breaker:
-// answers (not found, not implemented), a caller that gave up (callerGone,
+// answers (not found, not implemented, an *api.RetryError such as "load
+// balancer still provisioning", a per-request 4xx), a caller that gave up (callerGone,
 // set by invoke: a context error while the caller's context is live — an
 // HTTP client timeout, cloudgate's own batch timeout — is a hung cloud and
 // counts), and throttling (adaptive limiting handles that; tripping on it
@@ -243,8 +253,10 @@ func (g *gate) notACloudFailure(err error) bool {
 		return false
 	}
 	var gone callerGone
+	var retry *cloudproviderapi.RetryError
 	if errors.As(err, &gone) || errors.Is(err, cloudprovider.InstanceNotFound) ||
-		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) {
+		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) ||
+		errors.As(err, &retry) || limiter.IsClientError(err) {
 		return true
 	}
 	throttled, _ := g.throttle.Classify(err)
@@ -280,7 +292,7 @@ func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priorit
 	if err != nil {
 		return zero, err
 	}
-	if err := m.bucket.Wait(ctx, prio); err != nil {
+	if err := g.wait(ctx, m, prio); err != nil {
 		done(callerGone{err}) // nothing was sent: no verdict on the cloud
 		return zero, err
 	}
@@ -289,6 +301,42 @@ func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priorit
 	done(breakerOutcome(ctx, err))
 	g.rec.UpstreamCall(m.family, m.name, g.result(m, err), g.clock.Since(start))
 	return v, err
+}
+
+// errWaitTimeout is the cause with which wait gives up.
+var errWaitTimeout = errors.New("cloudgate: token wait timed out")
+
+// wait waits for m's token for at most m.waitTimeout (on the gate's clock).
+// Running out of it is a retryable *api.RetryError, so the service
+// controller requeues instead of parking a worker; the caller's own context
+// ending is the bucket's error, as before.
+func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority) error {
+	if m.waitTimeout <= 0 {
+		return m.bucket.Wait(ctx, prio)
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t := stoppableAfterFunc(g.clock, m.waitTimeout, func() { cancel(errWaitTimeout) })
+	err := m.bucket.Wait(wctx, prio)
+	t()
+	if err != nil && ctx.Err() == nil && context.Cause(wctx) == errWaitTimeout {
+		return cloudproviderapi.NewRetryError(fmt.Sprintf(
+			"cloudgate: no %q token within %s (limits.%s.waitTimeout): the cloud API quota is exhausted; retry later",
+			m.bucket.Name(), m.waitTimeout, m.family), min(m.waitTimeout, 30*time.Second))
+	}
+	return err
+}
+
+// stoppableAfterFunc runs f after d on clk (the real and fake clocks can
+// delay execution; any other clock uses the real one) and returns a stop
+// function. stop must not be called with a lock f takes.
+func stoppableAfterFunc(clk clock.Clock, d time.Duration, f func()) (stop func()) {
+	if c, ok := clk.(clock.WithDelayedExecution); ok {
+		t := c.AfterFunc(d, f)
+		return func() { t.Stop() }
+	}
+	t := time.AfterFunc(d, f)
+	return func() { t.Stop() }
 }
 
 // result classifies an upstream outcome for metrics, and feeds throttling

@@ -175,8 +175,8 @@ func (c *countingCloud) CreateRoute(ctx context.Context, cluster, hint string, r
 // private metrics set.
 func testConfig(clk *clocktesting.FakeClock) *Config {
 	cfg := DefaultConfig()
-	cfg.Limits.Read = BucketConfig{QPS: 1e6, Burst: 1e6}
-	cfg.Limits.Write = BucketConfig{QPS: 1e6, Burst: 1e6}
+	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = 1e6, 1e6
+	cfg.Limits.Write.QPS, cfg.Limits.Write.Burst = 1e6, 1e6
 	cfg.Metrics = metrics.New()
 	if clk != nil {
 		cfg.Clock = clk

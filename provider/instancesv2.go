@@ -52,12 +52,16 @@ var _ cloudprovider.InstancesV2 = (*instancesV2)(nil)
 func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	const name = "InstanceExists"
 	key := keyOfNode(node)
-	if v, err, ok := fresh(i.g, name, i.g.inst.exists, key); ok {
+	c := i.g.inst.exists
+	if key.id == "" {
+		c = nil // no identity: neither cached nor merged
+	}
+	if v, err, ok := fresh(i.g, name, c, key); ok {
 		return v, err
 	}
 	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, i.g.inst.exists, key, func(ctx context.Context) (bool, error) {
-		if b := i.g.batch; b != nil {
+	return read(ctx, i.g, name, c, key, func(ctx context.Context) (bool, error) {
+		if b := i.g.batch; b != nil && key.id != "" {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
 				return false, err
@@ -79,12 +83,16 @@ func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, 
 func (i *instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	const name = "InstanceShutdown"
 	key := keyOfNode(node)
-	if v, err, ok := fresh(i.g, name, i.g.inst.shutdown, key); ok {
+	c := i.g.inst.shutdown
+	if key.id == "" {
+		c = nil // no identity: neither cached nor merged
+	}
+	if v, err, ok := fresh(i.g, name, c, key); ok {
 		return v, err
 	}
 	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, i.g.inst.shutdown, key, func(ctx context.Context) (bool, error) {
-		if b := i.g.batch; b != nil {
+	return read(ctx, i.g, name, c, key, func(ctx context.Context) (bool, error) {
+		if b := i.g.batch; b != nil && key.id != "" {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
 				return false, err
@@ -100,12 +108,16 @@ func (i *instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool
 func (i *instancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	const name = "InstanceMetadata"
 	key := keyOfNode(node)
-	if v, err, ok := fresh(i.g, name, i.g.inst.metadata, key); ok {
+	c := i.g.inst.metadata
+	if key.id == "" {
+		c = nil // no identity: neither cached nor merged
+	}
+	if v, err, ok := fresh(i.g, name, c, key); ok {
 		return v, err
 	}
 	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, i.g.inst.metadata, key, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
-		if b := i.g.batch; b != nil {
+	return read(ctx, i.g, name, c, key, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
+		if b := i.g.batch; b != nil && key.id != "" {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
 				return nil, err
