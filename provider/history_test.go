@@ -36,6 +36,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -227,8 +228,13 @@ func runHistory(t *testing.T, seed int64, nops int) {
 	cfg := DefaultConfig()
 	cfg.Metrics = metrics.New()
 	cfg.Clock = clk
-	cfg.Limits.Read = BucketConfig{QPS: 100, Burst: 30}
-	cfg.Limits.Write = BucketConfig{QPS: 20, Burst: 5}
+	// Token waits: unbounded (the caller's context only) or bounded, so
+	// that the bounded wait's own error is exercised too.
+	wait := []time.Duration{0, 500 * time.Millisecond, 2 * time.Second, 2 * time.Minute}[rng.Intn(4)]
+	readQPS := []float64{20, 100}[rng.Intn(2)]
+	cfg.Limits.Read = BucketConfig{QPS: readQPS, Burst: 30, WaitTimeout: dur(wait)}
+	cfg.Limits.Write = BucketConfig{QPS: 20, Burst: 5, WaitTimeout: dur(wait)}
+	cfg.Throttle.MaxRetryAfter = dur([]time.Duration{time.Second, 5 * time.Minute}[rng.Intn(2)])
 	// The breaker's OpenTimeout is short: the breaker may run on the real
 	// clock (gobreaker's), and a run lasts about a second of real time.
 	// Its counting window and failure ratio vary by seed so that it opens
@@ -242,7 +248,8 @@ func runHistory(t *testing.T, seed int64, nops int) {
 	cfg.Batch.ListPrefetch = list
 	cfg.Batch.ListInterval = dur(20 * time.Second)
 	h.cfg = cfg
-	h.variant = fmt.Sprintf("batch=%v list=%v maxBatch=%d breaker=%.2f/%s/%s", batch, list, maxBatch, ratio, interval, openTimeout)
+	h.variant = fmt.Sprintf("batch=%v list=%v maxBatch=%d breaker=%.2f/%s/%s readQPS=%v wait=%s maxRetryAfter=%s",
+		batch, list, maxBatch, ratio, interval, openTimeout, readQPS, wait, cfg.Throttle.MaxRetryAfter)
 	c, err := New(h.up, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -517,6 +524,10 @@ func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
 	node.Name = sn.name
 	if h.rng.Intn(7) != 0 {
 		node.Spec.ProviderID = h.pickPID(sn)
+	}
+	if node.Spec.ProviderID == "" && h.rng.Intn(2) == 0 {
+		// Not initialised yet: its reads run at critical priority.
+		node.Spec.Taints = []v1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Effect: v1.TaintEffectNoSchedule}}
 	}
 	if wave && h.rng.Intn(2) == 0 {
 		// A Node whose instance never existed: a sure cache miss.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -772,23 +773,6 @@ func routesString(rs []*cloudprovider.Route) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-// isUpstreamErr reports whether err is exactly an error value the upstream
-// returned.
-func (s *simCloud) isUpstreamErr(err error) bool {
-	if err == nil || !comparableErr(err) {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.errs[err]
-}
-
-func comparableErr(err error) (ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	_ = map[error]bool{err: true}
-	return true
-}
+// comparableErr reports whether err can be compared with == (and be a map
+// key) without panicking.
+func comparableErr(err error) bool { return reflect.TypeOf(err).Comparable() }
