@@ -532,6 +532,10 @@ func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
 	if wave && h.rng.Intn(2) == 0 {
 		// A Node whose instance never existed: a sure cache miss.
 		node.Spec.ProviderID = fmt.Sprintf("sim://ghost-%d", op.id)
+		if h.rng.Intn(6) == 0 {
+			// An ID the cloud rejects: it fails every batch it is in.
+			node.Spec.ProviderID = fmt.Sprintf("sim://bad-%d", op.id)
+		}
 	}
 	pid := h.pickPID(sn)
 	svc := h.svcs[h.rng.Intn(len(h.svcs))].DeepCopy()

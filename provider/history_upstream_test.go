@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -427,6 +428,17 @@ func (b *simBatch) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) ([
 		s.mu.Unlock()
 		return nil, err
 	}
+	for _, n := range nodes {
+		// Like EC2's DescribeInstances: one bad ID fails the whole call.
+		if strings.HasPrefix(n.Spec.ProviderID, "sim://bad-") {
+			err := s.newErr("HTTP 400 InvalidInstanceID.Malformed: %q", n.Spec.ProviderID)
+			for _, m := range nodes {
+				s.failFacts("BatchInstanceStatus", v2Methods, nodeKeyString(m), err)
+			}
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
 	defer s.deliver(ctx)
 	out := make([]InstanceStatus, len(nodes))
 	for i, n := range nodes {
@@ -621,6 +633,15 @@ func (s *simCloud) write(ctx context.Context, method, key, reqID string, apply f
 	s.callCount[method]++
 	err, hang := s.fault(false)
 	appliedAnyway := err != nil && s.rng.Intn(3) == 0
+	if err == nil && !hang {
+		switch r := s.rng.Intn(20); {
+		case r == 0: // a per-request answer: nothing done
+			err = s.newErr("HTTP 400 InvalidParameterValue: %s %s", method, key)
+		case r == 1 && method == "EnsureLoadBalancer": // done, not ready yet
+			err, appliedAnyway = fmt.Errorf("sim: %w", api.NewRetryError("load balancer is still provisioning", 5*time.Second)), true
+			s.errs[err] = true
+		}
+	}
 	s.mu.Unlock()
 	if hang {
 		select {
