@@ -97,9 +97,24 @@ func historySeeds(t *testing.T) ([]int64, int) {
 
 func TestHistory(t *testing.T) {
 	seeds, ops := historySeeds(t)
+	total, totalOps := map[string]int{}, 0
 	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runHistory(t, seed, ops) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			counts, n := runHistory(t, seed, ops)
+			for k, v := range counts {
+				total[k] += v
+			}
+			totalOps += n
+		})
 	}
+	var sb strings.Builder
+	for _, inv := range invariants {
+		fmt.Fprintf(&sb, " %s=%d", inv, total[inv])
+		if total[inv] == 0 && !t.Failed() {
+			t.Errorf("invariant %s was checked 0 times over %d seeds", inv, len(seeds))
+		}
+	}
+	t.Logf("history: %d seeds, %d operations, checks:%s", len(seeds), totalOps, sb.String())
 }
 
 // opRec is one call through cloudgate and its answer.
@@ -204,7 +219,8 @@ func (h *history) teeBreakers() {
 	}
 }
 
-func runHistory(t *testing.T, seed int64, nops int) {
+// runHistory runs one seed and returns its check counts and operations.
+func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	// The list prefetch logs every failed list; the outages make many.
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
@@ -353,6 +369,7 @@ func runHistory(t *testing.T, seed int64, nops int) {
 			t.Errorf("... %d more violations of %s (seed %d)", n-3, inv, seed)
 		}
 	}
+	return counts, len(h.ops)
 }
 
 func (h *history) rel(t time.Time) string { return "t+" + t.Sub(h.start).String() }
