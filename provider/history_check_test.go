@@ -23,6 +23,16 @@ type violation struct {
 	msg string
 }
 
+func (s *simCloud) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.callCount {
+		n += c
+	}
+	return n
+}
+
 func (s *simCloud) factCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -345,8 +345,8 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 			fmt.Fprintf(&sb, " %s=%d", inv, perInv[inv])
 		}
 	}
-	t.Logf("history seed=%d %s rounds=%d ops=%d upstream-facts=%d sim=%s real=%s (check %s) forced-steps=%d checks:%s",
-		seed, h.variant, rounds, len(h.ops), h.up.factCount(), h.clk.Since(h.start).Round(time.Second),
+	t.Logf("history seed=%d %s rounds=%d ops=%d upstream-calls=%d upstream-facts=%d sim=%s real=%s (check %s) forced-steps=%d checks:%s",
+		seed, h.variant, rounds, len(h.ops), h.up.calls(), h.up.factCount(), h.clk.Since(h.start).Round(time.Second),
 		time.Since(realStart).Round(time.Millisecond), (time.Since(realStart) - runTook).Round(time.Millisecond), h.forcedSteps, sb.String())
 	for _, inv := range invariants {
 		if inv == invBatch && !batch {
