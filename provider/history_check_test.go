@@ -111,9 +111,17 @@ func (h *history) indexWrites() {
 }
 
 // nameIdentity reports an answer that tells which instance a node name
-// is: InstanceID, and InstanceMetadata of a node without a provider ID.
+// is: InstanceID, InstanceType, GetZoneByNodeName, and InstanceMetadata of
+// a node without a provider ID.
 func nameIdentity(op *opRec) bool {
-	return strings.HasPrefix(op.key, "name:") && (op.method == "InstanceID" || op.method == "InstanceMetadata")
+	if !strings.HasPrefix(op.key, "name:") {
+		return false
+	}
+	switch op.method {
+	case "InstanceID", "InstanceType", "GetZoneByNodeName", "InstanceMetadata":
+		return true
+	}
+	return false
 }
 
 func isCtxErr(err error) bool {

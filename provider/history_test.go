@@ -164,6 +164,7 @@ type history struct {
 	v2     cloudprovider.InstancesV2
 	v1     cloudprovider.Instances
 	lbs    cloudprovider.LoadBalancer
+	zones  cloudprovider.Zones
 	rts    cloudprovider.Routes
 	stop   chan struct{}
 	nodes  []*scriptNode
@@ -275,6 +276,7 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	h.v2, _ = c.InstancesV2()
 	h.v1, _ = c.Instances()
 	h.lbs, _ = c.LoadBalancer()
+	h.zones, _ = c.Zones()
 	h.rts, _ = c.Routes()
 	h.initState()
 	c.Initialize(nil, h.stop)
@@ -391,9 +393,12 @@ func (h *history) initState() {
 		h.nodes = append(h.nodes, sn)
 		h.createInstance(sn)
 	}
-	for i := range histServices {
+	for i := range histServices + 1 {
 		svc := &v1.Service{}
 		svc.Namespace, svc.Name, svc.UID = "default", fmt.Sprintf("svc-%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+		if i == histServices {
+			svc.Name = extService
+		}
 		h.svcs = append(h.svcs, svc)
 	}
 }
@@ -403,7 +408,7 @@ func (h *history) createInstance(sn *scriptNode) {
 	sn.gen++
 	pid := fmt.Sprintf("sim://%s-%d", sn.name, sn.gen)
 	sn.pids = append(sn.pids, pid)
-	in := &simInstance{pid: pid, name: sn.name, addr: fmt.Sprintf("10.%d.%d.1", len(sn.pids), sn.gen), itype: "m.small"}
+	in := &simInstance{pid: pid, name: sn.name, addr: fmt.Sprintf("10.%d.%d.1", len(sn.pids), sn.gen), itype: "m.small", zone: "sim-1a"}
 	h.up.byPID[pid] = in
 	h.up.byName[sn.name] = in
 }
@@ -463,7 +468,7 @@ func (h *history) script() {
 		case a < 6:
 			// Re-created under the same provider ID (e.g. a reimaged scale-set VM).
 			sn.gen++
-			in := &simInstance{pid: cur.pid, name: sn.name, addr: fmt.Sprintf("10.%d.%d.2", len(sn.pids), sn.gen), itype: "m.large"}
+			in := &simInstance{pid: cur.pid, name: sn.name, addr: fmt.Sprintf("10.%d.%d.2", len(sn.pids), sn.gen), itype: "m.large", zone: "sim-1b"}
 			s.byPID[cur.pid], s.byName[sn.name] = in, in
 			h.event("re-create "+cur.pid+" under the same provider ID", keys...)
 		case a < 9:
@@ -494,7 +499,8 @@ type opKind struct {
 var opKinds = []opKind{
 	{"InstanceExists", 14}, {"InstanceShutdown", 7}, {"InstanceMetadata", 14},
 	{"NodeAddresses", 3}, {"NodeAddressesByProviderID", 4}, {"InstanceID", 3},
-	{"InstanceExistsByProviderID", 6}, {"InstanceShutdownByProviderID", 3}, {"InstanceTypeByProviderID", 1},
+	{"InstanceExistsByProviderID", 6}, {"InstanceShutdownByProviderID", 3}, {"InstanceTypeByProviderID", 2},
+	{"InstanceType", 2}, {"CurrentNodeName", 1}, {"GetZone", 1}, {"GetZoneByProviderID", 2}, {"GetZoneByNodeName", 2},
 	{"GetLoadBalancer", 10}, {"EnsureLoadBalancer", 3}, {"UpdateLoadBalancer", 2}, {"EnsureLoadBalancerDeleted", 2},
 	{"ListRoutes", 8}, {"CreateRoute", 3}, {"DeleteRoute", 2},
 }
@@ -594,16 +600,40 @@ func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
 				errAns(mdString(md), err)
 			}
 		}
-	case "NodeAddresses", "InstanceID":
+	case "NodeAddresses", "InstanceID", "InstanceType", "GetZoneByNodeName":
 		op.key, op.args = nameKey(sn.name), sn.name
 		do = func(ctx context.Context) {
-			if kind == "NodeAddresses" {
-				a, err := h.v1.NodeAddresses(ctx, types.NodeName(sn.name))
+			name := types.NodeName(sn.name)
+			switch kind {
+			case "NodeAddresses":
+				a, err := h.v1.NodeAddresses(ctx, name)
 				errAns(addrString(a), err)
-				return
+			case "InstanceID":
+				errAns(h.v1.InstanceID(ctx, name))
+			case "InstanceType":
+				errAns(h.v1.InstanceType(ctx, name))
+			default:
+				z, err := h.zones.GetZoneByNodeName(ctx, name)
+				errAns(zoneString(z), err)
 			}
-			id, err := h.v1.InstanceID(ctx, types.NodeName(sn.name))
-			errAns(id, err)
+		}
+	case "CurrentNodeName":
+		op.key, op.args = "host:"+sn.name, sn.name
+		do = func(ctx context.Context) {
+			n, err := h.v1.CurrentNodeName(ctx, sn.name)
+			errAns(string(n), err)
+		}
+	case "GetZone":
+		op.key = "zone:local"
+		do = func(ctx context.Context) {
+			z, err := h.zones.GetZone(ctx)
+			errAns(zoneString(z), err)
+		}
+	case "GetZoneByProviderID":
+		op.key, op.args = pidKey(pid), pid
+		do = func(ctx context.Context) {
+			z, err := h.zones.GetZoneByProviderID(ctx, pid)
+			errAns(zoneString(z), err)
 		}
 	case "NodeAddressesByProviderID", "InstanceExistsByProviderID", "InstanceShutdownByProviderID", "InstanceTypeByProviderID":
 		op.key, op.args = pidKey(pid), pid
@@ -619,8 +649,7 @@ func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
 				b, err := h.v1.InstanceShutdownByProviderID(ctx, pid)
 				boolAns(b, err, false)
 			default:
-				v, err := h.v1.InstanceTypeByProviderID(ctx, pid)
-				errAns(v, err)
+				errAns(h.v1.InstanceTypeByProviderID(ctx, pid))
 			}
 		}
 	case "GetLoadBalancer", "EnsureLoadBalancer", "UpdateLoadBalancer", "EnsureLoadBalancerDeleted":

@@ -58,13 +58,14 @@ type simInstance struct {
 	gen        int // bumped by every change visible in its answers
 	addr       string
 	itype      string
+	zone       string
 	shutdown   bool
 	terminated bool // still described, no longer exists (InstanceStatus.Deleted)
 }
 
 func (in *simInstance) metadata() *cloudprovider.InstanceMetadata {
 	return &cloudprovider.InstanceMetadata{
-		ProviderID: in.pid, InstanceType: in.itype, Region: "sim-1", Zone: "sim-1a",
+		ProviderID: in.pid, InstanceType: in.itype, Region: "sim-1", Zone: in.zone,
 		NodeAddresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: in.addr}},
 	}
 }
@@ -304,7 +305,7 @@ func (s *simCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
 	}
 	return s, true
 }
-func (s *simCloud) Zones() (cloudprovider.Zones, bool)       { return nil, false }
+func (s *simCloud) Zones() (cloudprovider.Zones, bool)       { return s, true }
 func (s *simCloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 func (s *simCloud) Routes() (cloudprovider.Routes, bool)     { return s, true }
 func (s *simCloud) ProviderName() string                     { return "sim" }
@@ -543,12 +544,53 @@ func (s *simCloud) InstanceID(ctx context.Context, name types.NodeName) (string,
 	return id, err
 }
 
-func (s *simCloud) InstanceType(context.Context, types.NodeName) (string, error) {
-	return "", cloudprovider.NotImplemented
+func (s *simCloud) InstanceType(ctx context.Context, name types.NodeName) (string, error) {
+	v, err := s.v1Lookup(ctx, "InstanceType", nameKey(string(name)), false, string(name), func(in *simInstance) (string, any) {
+		return in.itype, in.itype
+	})
+	t, _ := v.(string)
+	return t, err
 }
 
-func (s *simCloud) InstanceTypeByProviderID(context.Context, string) (string, error) {
-	return "", cloudprovider.NotImplemented
+func (s *simCloud) InstanceTypeByProviderID(ctx context.Context, pid string) (string, error) {
+	v, err := s.v1Lookup(ctx, "InstanceTypeByProviderID", pidKey(pid), true, pid, func(in *simInstance) (string, any) {
+		return in.itype, in.itype
+	})
+	t, _ := v.(string)
+	return t, err
+}
+
+// --- Zones ---
+
+func zoneString(z cloudprovider.Zone) string { return z.Region + "/" + z.FailureDomain }
+
+// GetZone is the zone cloudgate's own host runs in: constant.
+func (s *simCloud) GetZone(ctx context.Context) (cloudprovider.Zone, error) {
+	z := cloudprovider.Zone{Region: "sim-1", FailureDomain: "sim-1a"}
+	if err := s.call(ctx, "GetZone", false); err != nil {
+		return cloudprovider.Zone{}, err
+	}
+	defer s.deliver(ctx)
+	s.pendFact("GetZone", "GetZone", "zone:local", factPos, zoneString(z), nil, 0)
+	return z, nil
+}
+
+func (s *simCloud) GetZoneByProviderID(ctx context.Context, pid string) (cloudprovider.Zone, error) {
+	v, err := s.v1Lookup(ctx, "GetZoneByProviderID", pidKey(pid), true, pid, func(in *simInstance) (string, any) {
+		z := cloudprovider.Zone{Region: "sim-1", FailureDomain: in.zone}
+		return zoneString(z), z
+	})
+	z, _ := v.(cloudprovider.Zone)
+	return z, err
+}
+
+func (s *simCloud) GetZoneByNodeName(ctx context.Context, name types.NodeName) (cloudprovider.Zone, error) {
+	v, err := s.v1Lookup(ctx, "GetZoneByNodeName", nameKey(string(name)), false, string(name), func(in *simInstance) (string, any) {
+		z := cloudprovider.Zone{Region: "sim-1", FailureDomain: in.zone}
+		return zoneString(z), z
+	})
+	z, _ := v.(cloudprovider.Zone)
+	return z, err
 }
 
 func (s *simCloud) AddSSHKeyToAllInstances(context.Context, string, []byte) error {
@@ -603,8 +645,18 @@ func lbHostname(key string, version int) string {
 	return fmt.Sprintf("v%d.%s.sim.invalid", version, strings.NewReplacer("/", "-", ":", "-").Replace(key))
 }
 
+// extService is a Service whose load balancer another controller owns:
+// every LoadBalancer call for it answers cloudprovider.ImplementedElsewhere.
+const extService = "svc-ext"
+
 func (s *simCloud) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
 	key := lbKeyOf(svc)
+	if svc.Name == extService {
+		s.mu.Lock()
+		s.addFact("GetLoadBalancer", "GetLoadBalancer", key, factErr, "", cloudprovider.ImplementedElsewhere, 0)
+		s.mu.Unlock()
+		return nil, false, cloudprovider.ImplementedElsewhere
+	}
 	if err := s.call(ctx, "GetLoadBalancer", false); err != nil {
 		s.mu.Lock()
 		s.addFact("GetLoadBalancer", "GetLoadBalancer", key, factErr, "", err, 0)
@@ -633,6 +685,9 @@ func (s *simCloud) write(ctx context.Context, method, key, reqID string, apply f
 	s.callCount[method]++
 	err, hang := s.fault(false)
 	appliedAnyway := err != nil && s.rng.Intn(3) == 0
+	if strings.Contains(key, "/"+extService+"/") {
+		err, hang, appliedAnyway = cloudprovider.ImplementedElsewhere, false, false
+	}
 	if err == nil && !hang {
 		switch r := s.rng.Intn(20); {
 		case r == 0: // a per-request answer: nothing done
