@@ -234,7 +234,9 @@ func (h *history) check() (map[string]int, []violation) {
 			}
 			ok := false
 			for _, f := range window(negTTL) {
-				ok = ok || (f.kind == factNeg && op.s.Sub(f.at) < negTTL)
+				// An answer given while the call was in progress is fresh
+				// whatever the TTL (0 included: not cached).
+				ok = ok || (f.kind == factNeg && (f.seq > op.sseq || op.s.Sub(f.at) < negTTL))
 			}
 			if !ok {
 				newest := newestWith(func(f *fact) bool { return f.kind == factNeg })
@@ -259,10 +261,13 @@ func (h *history) check() (map[string]int, []violation) {
 			okFresh := false
 			within := func(f *fact) bool {
 				age := op.s.Sub(f.at)
-				okFresh = okFresh || age < ttl
+				if f.seq > op.sseq {
+					age = 0 // answered while the call was in progress
+				}
+				okFresh = okFresh || age < ttl || f.seq > op.sseq
 				// staleIfError runs past the TTL (RFC 5861's stale-if-error):
 				// age since the upstream answered <= TTL+staleIfError.
-				return age < ttl || (openDuring && maxStale > 0 && age <= ttl+maxStale)
+				return age < ttl || f.seq > op.sseq || (openDuring && maxStale > 0 && age <= ttl+maxStale)
 			}
 			floor, by := 0, (*opRec)(nil)
 			if op.key[:3] == "lb:" || strings.HasPrefix(op.key, "routes:") {

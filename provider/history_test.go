@@ -260,13 +260,31 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	interval := []time.Duration{50 * time.Millisecond, time.Second, time.Minute}[rng.Intn(3)]
 	ratio := 0.15 + 0.05*float64(rng.Intn(6))
 	cfg.Breaker = BreakerConfig{FailureRatio: ratio, MinRequests: 6, Interval: dur(interval), OpenTimeout: dur(openTimeout), HalfOpenRequests: 2}
+	// Cache policy: small LRUs (evictions), negative caching off or short,
+	// stale-if-error off or shorter, and a method or two with its own TTL
+	// (0: not cached).
+	cfg.Cache.Size = []int{16, 100000}[rng.Intn(2)]
+	cfg.Cache.NegativeTTL = dur([]time.Duration{0, 5 * time.Second, 30 * time.Second, 30 * time.Second}[rng.Intn(4)])
+	cfg.Cache.StaleIfError = dur([]time.Duration{0, 2 * time.Minute, 10 * time.Minute, 10 * time.Minute}[rng.Intn(4)])
+	cfg.Methods = map[string]MethodConfig{}
+	for range rng.Intn(3) {
+		m := []string{"InstanceExists", "InstanceMetadata", "GetLoadBalancer", "ListRoutes", "InstanceID", "NodeAddressesByProviderID"}[rng.Intn(6)]
+		cfg.Methods[m] = MethodConfig{TTL: durp([]time.Duration{0, 5 * time.Second, 3 * time.Minute}[rng.Intn(3)])}
+	}
 	cfg.Batch.Enabled = boolp(batch)
 	cfg.Batch.MaxWait = dur(100 * time.Millisecond)
 	cfg.Batch.ListPrefetch = list
 	cfg.Batch.ListInterval = dur(20 * time.Second)
 	h.cfg = cfg
-	h.variant = fmt.Sprintf("batch=%v list=%v maxBatch=%d breaker=%.2f/%s/%s readQPS=%v wait=%s maxRetryAfter=%s",
-		batch, list, maxBatch, ratio, interval, openTimeout, readQPS, wait, cfg.Throttle.MaxRetryAfter)
+	ttls := ""
+	for _, m := range methodNames() {
+		if o, ok := cfg.Methods[m]; ok {
+			ttls += fmt.Sprintf(" ttl(%s)=%s", m, o.TTL)
+		}
+	}
+	h.variant = fmt.Sprintf("batch=%v list=%v maxBatch=%d breaker=%.2f/%s/%s readQPS=%v wait=%s maxRetryAfter=%s size=%d negativeTTL=%s staleIfError=%s%s",
+		batch, list, maxBatch, ratio, interval, openTimeout, readQPS, wait, cfg.Throttle.MaxRetryAfter,
+		cfg.Cache.Size, cfg.Cache.NegativeTTL, cfg.Cache.StaleIfError, ttls)
 	c, err := New(h.up, cfg)
 	if err != nil {
 		t.Fatal(err)
