@@ -234,9 +234,11 @@ func (h *history) check() (map[string]int, []violation) {
 			}
 			ok := false
 			for _, f := range window(negTTL) {
-				// An answer given while the call was in progress is fresh
-				// whatever the TTL (0 included: not cached).
-				ok = ok || (f.kind == factNeg && (f.seq > op.sseq || op.s.Sub(f.at) < negTTL))
+				// An answer given while the call was in progress, or at the
+				// simulated instant it started, is fresh whatever the TTL
+				// (0 included: not cached, but a flight may still be joined).
+				age := op.s.Sub(f.at)
+				ok = ok || (f.kind == factNeg && (f.seq > op.sseq || age <= 0 || age < negTTL))
 			}
 			if !ok {
 				newest := newestWith(func(f *fact) bool { return f.kind == factNeg })
@@ -261,13 +263,13 @@ func (h *history) check() (map[string]int, []violation) {
 			okFresh := false
 			within := func(f *fact) bool {
 				age := op.s.Sub(f.at)
-				if f.seq > op.sseq {
+				if f.seq > op.sseq || age < 0 {
 					age = 0 // answered while the call was in progress
 				}
-				okFresh = okFresh || age < ttl || f.seq > op.sseq
+				okFresh = okFresh || age < ttl || age == 0
 				// staleIfError runs past the TTL (RFC 5861's stale-if-error):
 				// age since the upstream answered <= TTL+staleIfError.
-				return age < ttl || f.seq > op.sseq || (openDuring && maxStale > 0 && age <= ttl+maxStale)
+				return age < ttl || age == 0 || (openDuring && maxStale > 0 && age <= ttl+maxStale)
 			}
 			floor, by := 0, (*opRec)(nil)
 			if op.key[:3] == "lb:" || strings.HasPrefix(op.key, "routes:") {
