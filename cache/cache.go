@@ -306,6 +306,14 @@ func (c *Cache[K, V]) Invalidate(key K) {
 	c.mu.Unlock()
 }
 
+// Has reports whether key has an entry, fresh or kept for Stale. It does
+// not count as a hit or miss, nor change the entry's recency.
+func (c *Cache[K, V]) Has(key K) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries.Contains(key)
+}
+
 // Len returns the number of entries held, fresh or kept for Stale.
 func (c *Cache[K, V]) Len() int {
 	c.mu.Lock()

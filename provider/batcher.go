@@ -2,12 +2,14 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -27,7 +29,6 @@ const batchCallTimeout = time.Minute
 type batcher struct {
 	g       *gate
 	up      BatchInstances
-	lister  InstanceLister // nil: no list prefetch
 	maxSize int
 	maxWait time.Duration
 
@@ -42,36 +43,50 @@ type batch struct {
 	index   map[nodeKey]int // nodes of the same key share one slot
 	prio    limiter.Priority
 	done    chan struct{}
-	results []InstanceStatus
-	err     error
+	results []InstanceStatus // one per node, each with its own Err
 }
 
-// buildBatcher sets up batching when it is enabled and the upstream's
-// InstancesV2 can answer batches.
-func (g *gate) buildBatcher() error {
-	if g.cfg.Batch.Enabled != nil && !*g.cfg.Batch.Enabled {
-		return nil
+// buildBatcher sets up batching (the upstream's InstancesV2 implements
+// BatchInstances) and list prefetch (it implements InstanceLister), each
+// independently, from the upstream's InstancesV2 as it is now. Until the
+// upstream offers InstancesV2 the decision is left open: providers that
+// build their clients in Initialize are looked at again then (final) and
+// on first use.
+func (g *gate) buildBatcher(final bool) {
+	g.batchMu.Lock()
+	defer g.batchMu.Unlock()
+	if g.batchDecided.Load() {
+		return
 	}
 	v2, ok := g.upstream.InstancesV2()
 	if !ok || v2 == nil {
-		return nil
+		if final {
+			g.batchDecided.Store(true)
+		}
+		return
 	}
-	up, ok := v2.(BatchInstances)
-	if !ok {
-		return nil
+	if l, ok := v2.(InstanceLister); ok && g.cfg.Batch.ListPrefetch {
+		g.lister = l
 	}
-	size := g.cfg.Batch.MaxSize
-	if max := up.MaxBatchSize(); max > 0 && max < size {
-		size = max
+	if up, ok := v2.(BatchInstances); ok && (g.cfg.Batch.Enabled == nil || *g.cfg.Batch.Enabled) {
+		size := g.cfg.Batch.MaxSize
+		if max := up.MaxBatchSize(); max > 0 && max < size {
+			size = max
+		}
+		g.batch = &batcher{g: g, up: up, maxSize: size, maxWait: g.cfg.Batch.MaxWait.Duration}
 	}
-	b := &batcher{g: g, up: up, maxSize: size, maxWait: g.cfg.Batch.MaxWait.Duration}
-	if g.cfg.Batch.ListPrefetch {
-		if l, ok := v2.(InstanceLister); ok {
-			b.lister = l
+	g.batchDecided.Store(true) // publishes g.batch and g.lister
+}
+
+// batcher returns the batcher, nil without batching.
+func (g *gate) batcher() *batcher {
+	if !g.batchDecided.Load() {
+		g.buildBatcher(false)
+		if !g.batchDecided.Load() {
+			return nil
 		}
 	}
-	g.batch = b
-	return nil
+	return g.batch
 }
 
 // lookup adds node to the open batch and waits for its answer.
@@ -82,10 +97,14 @@ func (b *batcher) lookup(ctx context.Context, node *v1.Node, prio limiter.Priori
 	key := keyOfNode(node)
 	b.mu.Lock()
 	bt := b.open
-	created := bt == nil
-	if created {
+	if bt == nil {
 		bt = &batch{index: map[nodeKey]int{}, prio: prio, done: make(chan struct{})}
 		b.open = bt
+		// The callback only starts a goroutine: a fake clock runs callbacks
+		// under its own lock, which AfterFunc here takes under b.mu. The
+		// timer is never stopped: firing for a batch already sent does
+		// nothing.
+		afterFunc(b.g.clock, b.maxWait, func() { go b.expire(bt) })
 	}
 	slot, ok := bt.index[key]
 	if !ok {
@@ -104,23 +123,14 @@ func (b *batcher) lookup(ctx context.Context, node *v1.Node, prio limiter.Priori
 		b.wg.Add(1)
 	}
 	b.mu.Unlock()
-	switch {
-	case full:
+	if full {
 		go b.send(bt, "size")
-	case created:
-		// Armed outside b.mu: a fake clock runs callbacks under its own
-		// lock, and the callback takes b.mu. The timer is never stopped:
-		// firing for a batch already sent does nothing.
-		afterFunc(b.g.clock, b.maxWait, func() { b.expire(bt) })
 	}
 
 	select {
 	case <-ctx.Done():
 		return InstanceStatus{}, ctx.Err()
 	case <-bt.done:
-		if bt.err != nil {
-			return InstanceStatus{}, bt.err
-		}
 		return bt.results[slot], nil
 	}
 }
@@ -154,20 +164,68 @@ func (b *batcher) send(bt *batch, reason string) {
 	b.g.rec.Batch(len(bt.nodes), reason)
 	ctx, cancel := context.WithTimeoutCause(context.Background(), batchCallTimeout, errCallTimeout)
 	defer cancel()
-	results, err := invoke(ctx, b.g, b.g.methods["BatchInstanceStatus"], bt.prio, func(ctx context.Context) ([]InstanceStatus, error) {
-		return b.up.BatchInstanceStatus(ctx, bt.nodes)
-	})
-	if err == nil && len(results) != len(bt.nodes) {
-		err = fmt.Errorf("cloudgate: upstream BatchInstanceStatus returned %d results for %d nodes", len(results), len(bt.nodes))
-	}
+	results, err := b.call(ctx, bt.nodes, bt.prio)
 	if err != nil {
-		bt.err = err
-		return
+		results = b.isolate(ctx, bt.nodes, bt.prio, err)
 	}
 	bt.results = results
 	for i, node := range bt.nodes {
 		b.g.fill(keyOfNode(node), results[i])
 	}
+}
+
+// call sends one BatchInstanceStatus call.
+func (b *batcher) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority) ([]InstanceStatus, error) {
+	results, err := invoke(ctx, b.g, b.g.methods["BatchInstanceStatus"], prio, func(ctx context.Context) ([]InstanceStatus, error) {
+		return b.up.BatchInstanceStatus(ctx, nodes)
+	})
+	if err == nil && len(results) != len(nodes) {
+		err = fmt.Errorf("cloudgate: upstream BatchInstanceStatus returned %d results for %d nodes", len(results), len(nodes))
+	}
+	return results, err
+}
+
+// isolate answers nodes after their batch failed as a whole with err: a
+// node the cloud rejects (a malformed ID) must not fail the others. It
+// bisects — two calls per level — and stops as soon as both halves fail
+// (the cloud is failing, not a node), so at most 2*log2(len(nodes)) more
+// calls. It does not split at all when err says the cloud is throttling,
+// the breaker is open, a wait ran out or the call hung: more calls would
+// not help.
+func (b *batcher) isolate(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, err error) []InstanceStatus {
+	if len(nodes) == 1 || !b.isolatable(ctx, err) {
+		return failAll(len(nodes), err)
+	}
+	h := len(nodes) / 2
+	left, lerr := b.call(ctx, nodes[:h], prio)
+	right, rerr := b.call(ctx, nodes[h:], prio)
+	switch {
+	case lerr != nil && rerr != nil:
+		return append(failAll(h, lerr), failAll(len(nodes)-h, rerr)...)
+	case lerr != nil:
+		left = b.isolate(ctx, nodes[:h], prio, lerr)
+	case rerr != nil:
+		right = b.isolate(ctx, nodes[h:], prio, rerr)
+	}
+	return append(left, right...)
+}
+
+func (b *batcher) isolatable(ctx context.Context, err error) bool {
+	var retry *cloudproviderapi.RetryError
+	if ctx.Err() != nil || limiter.IsOpen(err) || errors.As(err, &retry) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	throttled, _ := b.g.throttle.Classify(err)
+	return !throttled
+}
+
+func failAll(n int, err error) []InstanceStatus {
+	out := make([]InstanceStatus, n)
+	for i := range out {
+		out[i].Err = err
+	}
+	return out
 }
 
 // fill stores one node's batch or list answer in the instance caches.
@@ -191,9 +249,10 @@ func (g *gate) fill(key nodeKey, st InstanceStatus) {
 	}
 }
 
-// start runs the list prefetch until stop closes.
+// start runs the list prefetch until stop closes or the gate is closed.
+// A second Initialize (leader migration) replaces the loop: one at a time.
 func (g *gate) start(stop <-chan struct{}) {
-	if g.batch == nil || g.batch.lister == nil {
+	if g.batcher(); !g.batchDecided.Load() || g.lister == nil {
 		return
 	}
 	interval := g.cfg.Batch.ListInterval.Duration
@@ -203,13 +262,37 @@ func (g *gate) start(stop <-chan struct{}) {
 	if interval <= 0 {
 		interval = time.Minute
 	}
+	g.loopMu.Lock()
+	defer g.loopMu.Unlock()
+	if g.closed {
+		return
+	}
+	if g.loopQuit != nil {
+		close(g.loopQuit)
+	}
+	quit := make(chan struct{})
+	g.loopQuit = quit
+	g.loopWG.Add(1)
+	g.prefetchLoops.Add(1)
 	go func() {
+		defer g.loopWG.Done()
+		defer g.prefetchLoops.Add(-1)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-stop:
+			case <-quit:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
 		for {
-			if err := g.prefetch(stop); err != nil {
+			if err := g.prefetch(ctx); err != nil && ctx.Err() == nil {
 				klog.Warningf("cloudgate: instance list prefetch failed (per-node lookups go on): %v", err)
 			}
 			select {
-			case <-stop:
+			case <-ctx.Done():
 				return
 			case <-g.clock.After(interval):
 			}
@@ -217,18 +300,24 @@ func (g *gate) start(stop <-chan struct{}) {
 	}()
 }
 
+// close ends the prefetch loop and waits for it and for batches in flight.
+func (g *gate) close() {
+	g.loopMu.Lock()
+	g.closed = true
+	if g.loopQuit != nil {
+		close(g.loopQuit)
+		g.loopQuit = nil
+	}
+	g.loopMu.Unlock()
+	g.loopWG.Wait()
+	if b := g.batcher(); b != nil {
+		b.wg.Wait()
+	}
+}
+
 // prefetch pages through the upstream's instance list once and fills the
 // instance caches, by provider ID and by node name.
-func (g *gate) prefetch(stop <-chan struct{}) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+func (g *gate) prefetch(ctx context.Context) error {
 	m := g.methods["ListInstances"]
 	token := ""
 	for {
@@ -238,7 +327,7 @@ func (g *gate) prefetch(stop <-chan struct{}) error {
 			next string
 		}
 		p, err := invoke(callCtx, g, m, m.priority, func(ctx context.Context) (pageAnswer, error) {
-			page, next, err := g.batch.lister.ListInstances(ctx, token)
+			page, next, err := g.lister.ListInstances(ctx, token)
 			return pageAnswer{page, next}, err
 		})
 		cancelCall()

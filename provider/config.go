@@ -97,8 +97,13 @@ type BreakerConfig struct {
 	MinRequests uint32 `json:"minRequests"`
 	// Interval is the closed-state counting window.
 	Interval Duration `json:"interval"`
-	// OpenTimeout is how long the breaker stays open before probing.
+	// OpenTimeout is the longest the breaker stays open before probing:
+	// it is open MinOpenTimeout first, twice as long after each failed
+	// probe, at most OpenTimeout, and probes at once when a call of either
+	// family shows the cloud answers.
 	OpenTimeout Duration `json:"openTimeout"`
+	// MinOpenTimeout is the first open interval (0: openTimeout/30).
+	MinOpenTimeout Duration `json:"minOpenTimeout,omitempty"`
 	// HalfOpenRequests probes must all succeed to close it again.
 	HalfOpenRequests uint32 `json:"halfOpenRequests"`
 }
@@ -257,6 +262,9 @@ func (c *Config) Validate() error {
 	}
 	if br.OpenTimeout.Duration <= 0 {
 		bad("breaker.openTimeout must be > 0 (got %s)", br.OpenTimeout)
+	}
+	if br.MinOpenTimeout.Duration < 0 || br.MinOpenTimeout.Duration > br.OpenTimeout.Duration {
+		bad("breaker.minOpenTimeout must be in [0, breaker.openTimeout=%s] (got %s; 0 means openTimeout/30)", br.OpenTimeout, br.MinOpenTimeout)
 	}
 	if br.HalfOpenRequests < 1 {
 		bad("breaker.halfOpenRequests must be >= 1 (got %d)", br.HalfOpenRequests)

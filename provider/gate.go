@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	cloudprovider "k8s.io/cloud-provider"
@@ -55,7 +57,20 @@ type gate struct {
 	zn   zoneCaches
 	cl   clusterCaches
 
-	batch *batcher // nil without batching
+	// Batching and list prefetch are decided from the upstream's
+	// InstancesV2 once it offers one (see buildBatcher); batchDecided
+	// publishes batch and lister.
+	batchMu      sync.Mutex
+	batchDecided atomic.Bool
+	batch        *batcher       // nil without batching
+	lister       InstanceLister // nil without list prefetch
+
+	// The list prefetch loop: one at a time (see start).
+	loopMu        sync.Mutex
+	loopQuit      chan struct{}
+	loopWG        sync.WaitGroup
+	closed        bool
+	prefetchLoops atomic.Int64
 }
 
 // method is one method's resolved policy.
@@ -140,7 +155,9 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 			MinRequests:      cfg.Breaker.MinRequests,
 			Interval:         cfg.Breaker.Interval.Duration,
 			OpenTimeout:      cfg.Breaker.OpenTimeout.Duration,
+			MinOpenTimeout:   cfg.Breaker.MinOpenTimeout.Duration,
 			HalfOpenRequests: cfg.Breaker.HalfOpenRequests,
+			Clock:            g.clock,
 		}, g.notACloudFailure, g.rec)
 		if err != nil {
 			return nil, fmt.Errorf("cloudgate config: breaker: %w", err)
@@ -175,9 +192,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 	if err := g.buildCaches(); err != nil {
 		return nil, err
 	}
-	if err := g.buildBatcher(); err != nil {
-		return nil, err
-	}
+	g.buildBatcher(false)
 	bucketNames := make([]string, len(g.buckets))
 	for i, b := range g.buckets {
 		bucketNames[i] = b.Name()
@@ -263,6 +278,17 @@ func (g *gate) notACloudFailure(err error) bool {
 	return throttled
 }
 
+// answered reports whether an outcome shows the cloud answering: a
+// success, or an answer that is not a cloud failure (not found, a 4xx,
+// throttling), but not a caller that gave up.
+func (g *gate) answered(outcome error) bool {
+	if outcome == nil {
+		return true
+	}
+	var gone callerGone
+	return !errors.As(outcome, &gone) && g.notACloudFailure(outcome)
+}
+
 // callerGone marks the outcome of a call whose caller's context ended:
 // whatever the upstream said then, it is no verdict on the cloud.
 type callerGone struct{ error }
@@ -298,7 +324,14 @@ func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priorit
 	}
 	start := g.clock.Now()
 	v, err := fn(ctx)
-	done(breakerOutcome(ctx, err))
+	outcome := breakerOutcome(ctx, err)
+	done(outcome)
+	if g.answered(outcome) {
+		// The cloud answers: an open breaker of the other family probes now.
+		for _, br := range g.breakers {
+			br.CloudAnswered()
+		}
+	}
 	g.rec.UpstreamCall(m.family, m.name, g.result(m, err), g.clock.Since(start))
 	return v, err
 }

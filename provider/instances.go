@@ -8,6 +8,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/limiter"
 )
 
 // instances wraps the upstream's Instances (v1): every read cached by node
@@ -21,10 +22,25 @@ var _ cloudprovider.Instances = (*instances)(nil)
 
 // cachedRead is the common shape of the Instances reads: one key, one call.
 func cachedRead[V any](ctx context.Context, g *gate, name string, c *cache.Cache[string, V], key string, call func(context.Context) (V, error)) (V, error) {
+	return cachedReadPrio(ctx, g, name, c, key, g.methods[name].priority, call)
+}
+
+func cachedReadPrio[V any](ctx context.Context, g *gate, name string, c *cache.Cache[string, V], key string, prio limiter.Priority, call func(context.Context) (V, error)) (V, error) {
 	m := g.methods[name]
 	return read(ctx, g, name, c, key, func(ctx context.Context) (V, error) {
-		return invoke(ctx, g, m, m.priority, call)
+		return invoke(ctx, g, m, prio, call)
 	})
+}
+
+// firstSight raises a v1 NodeAddresses* read above the periodic resync
+// when cloudgate holds nothing for its key: the v1 calls carry no Node whose
+// uninitialized taint could say so, and a node never seen is most likely
+// being initialised (nothing can be scheduled on it until it is).
+func firstSight[V any](c *cache.Cache[string, V], key string, fallback limiter.Priority) limiter.Priority {
+	if c != nil && !c.Has(key) {
+		return limiter.PriorityCritical
+	}
+	return fallback
 }
 
 // keyed returns c, or nil when key is empty: an empty provider ID or node
@@ -38,13 +54,17 @@ func keyed[V any](c *cache.Cache[string, V], key string) *cache.Cache[string, V]
 }
 
 func (i *instances) NodeAddresses(ctx context.Context, name types.NodeName) ([]v1.NodeAddress, error) {
-	return cachedRead(ctx, i.g, "NodeAddresses", keyed(i.g.inst.nodeAddresses, string(name)), string(name), func(ctx context.Context) ([]v1.NodeAddress, error) {
+	c := keyed(i.g.inst.nodeAddresses, string(name))
+	prio := firstSight(c, string(name), i.g.methods["NodeAddresses"].priority)
+	return cachedReadPrio(ctx, i.g, "NodeAddresses", c, string(name), prio, func(ctx context.Context) ([]v1.NodeAddress, error) {
 		return i.up.NodeAddresses(ctx, name)
 	})
 }
 
 func (i *instances) NodeAddressesByProviderID(ctx context.Context, providerID string) ([]v1.NodeAddress, error) {
-	return cachedRead(ctx, i.g, "NodeAddressesByProviderID", keyed(i.g.inst.nodeAddressesByProviderID, providerID), providerID, func(ctx context.Context) ([]v1.NodeAddress, error) {
+	c := keyed(i.g.inst.nodeAddressesByProviderID, providerID)
+	prio := firstSight(c, providerID, i.g.methods["NodeAddressesByProviderID"].priority)
+	return cachedReadPrio(ctx, i.g, "NodeAddressesByProviderID", c, providerID, prio, func(ctx context.Context) ([]v1.NodeAddress, error) {
 		return i.up.NodeAddressesByProviderID(ctx, providerID)
 	})
 }

@@ -61,7 +61,7 @@ func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, 
 	}
 	prio := nodePriority(node, methodSpecs[name].priority)
 	return read(ctx, i.g, name, c, key, func(ctx context.Context) (bool, error) {
-		if b := i.g.batch; b != nil && key.id != "" {
+		if b := i.g.batcher(); b != nil && key.id != "" {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
 				return false, err
@@ -92,7 +92,7 @@ func (i *instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool
 	}
 	prio := nodePriority(node, methodSpecs[name].priority)
 	return read(ctx, i.g, name, c, key, func(ctx context.Context) (bool, error) {
-		if b := i.g.batch; b != nil && key.id != "" {
+		if b := i.g.batcher(); b != nil && key.id != "" {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
 				return false, err
@@ -117,7 +117,7 @@ func (i *instancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*clo
 	}
 	prio := nodePriority(node, methodSpecs[name].priority)
 	return read(ctx, i.g, name, c, key, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
-		if b := i.g.batch; b != nil && key.id != "" {
+		if b := i.g.batcher(); b != nil && key.id != "" {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
 				return nil, err

@@ -93,3 +93,10 @@ func TestRegression_WaitConfigValidated(t *testing.T) {
 		t.Fatalf("defaults: %+v %+v", cfg.Limits, cfg.Throttle)
 	}
 }
+
+func TestRegression_BreakerConfigValidated(t *testing.T) {
+	_, err := LoadConfig(strings.NewReader("upstream: {name: x}\nbreaker: {minOpenTimeout: 1h}"))
+	if err == nil || !strings.Contains(err.Error(), "breaker.minOpenTimeout") {
+		t.Fatalf("err = %v, want one naming breaker.minOpenTimeout", err)
+	}
+}

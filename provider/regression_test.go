@@ -33,5 +33,5 @@ func openReadBreaker(t *testing.T, c cloudprovider.Interface, up *countingCloud)
 }
 
 func tripConfig(cfg *Config) {
-	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(time.Hour), HalfOpenRequests: 1}
+	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(time.Hour), MinOpenTimeout: dur(time.Hour), HalfOpenRequests: 1}
 }
