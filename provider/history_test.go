@@ -167,6 +167,7 @@ type history struct {
 	zones  cloudprovider.Zones
 	rts    cloudprovider.Routes
 	stop   chan struct{}
+	stop2  chan struct{} // the stop channel of a second Initialize, if any
 	nodes  []*scriptNode
 	svcs   []*v1.Service
 	ops    []*opRec
@@ -299,9 +300,15 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	h.initState()
 	c.Initialize(nil, h.stop)
 
-	rounds := 0
+	rounds, reinit := 0, h.rng.Intn(3) == 0
 	for len(h.ops) < nops {
 		rounds++
+		if reinit && rounds == 50 {
+			// Leader migration: Initialize again; the new loop replaces
+			// the old one.
+			h.stop2 = make(chan struct{})
+			c.Initialize(nil, h.stop2)
+		}
 		h.script()
 		n, wave := 1+h.rng.Intn(24), false
 		if h.rng.Intn(10) == 0 {
@@ -331,6 +338,18 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 		h.step(gap)
 	}
 	close(h.stop)
+	if h.stop2 != nil {
+		close(h.stop2)
+	}
+	if closer, ok := c.(io.Closer); ok {
+		// Close waits for batch calls in flight; drain moves simulated
+		// time until they (and Close) have returned.
+		go func() {
+			if err := closer.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}()
+	}
 	h.drain()
 
 	runTook := time.Since(realStart)
