@@ -181,7 +181,7 @@ func DefaultConfig() *Config {
 		},
 		Breaker: BreakerConfig{
 			FailureRatio: 0.5, MinRequests: 20, Interval: dur(time.Minute),
-			OpenTimeout: dur(30 * time.Second), HalfOpenRequests: 3,
+			OpenTimeout: dur(5 * time.Second), HalfOpenRequests: 3,
 		},
 		Batch:    BatchConfig{Enabled: boolp(true), MaxSize: 100, MaxWait: dur(100 * time.Millisecond)},
 		Throttle: ThrottleConfig{MaxRetryAfter: dur(5 * time.Minute)},

@@ -11,7 +11,7 @@
 // errors, never "instance not found" or "does not exist", because the node
 // lifecycle controller deletes nodes on those.
 //
-// Each method is a short pipeline: key → cache → batch → limiter → breaker →
+// Each method is a short pipeline: key → cache → batch → breaker → limiter →
 // upstream. The policy (which family a method belongs to, its TTL, its
 // priority) is one table, methodSpecs, overridden by Config.
 package provider
@@ -316,7 +316,7 @@ func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priorit
 	var zero T
 	done, err := m.breaker.Allow()
 	if err != nil {
-		return zero, err
+		return zero, g.openRetry(err)
 	}
 	if err := g.wait(ctx, m, prio); err != nil {
 		done(callerGone{err}) // nothing was sent: no verdict on the cloud
@@ -334,6 +334,30 @@ func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priorit
 	}
 	g.rec.UpstreamCall(m.family, m.name, g.result(m, err), g.clock.Since(start))
 	return v, err
+}
+
+// breakerOpenError is a breaker's rejection as cloudgate returns it: the
+// *limiter.OpenError, and an *api.RetryError retrying when the breaker next
+// probes, so the service controller requeues then instead of after an
+// exponential backoff that grew through the outage.
+type breakerOpenError struct {
+	open  error
+	retry *cloudproviderapi.RetryError
+}
+
+func (e *breakerOpenError) Error() string   { return e.open.Error() }
+func (e *breakerOpenError) Unwrap() []error { return []error{e.open, e.retry} }
+
+func (g *gate) openRetry(err error) error {
+	var oe *limiter.OpenError
+	if !errors.As(err, &oe) {
+		return err
+	}
+	first := g.cfg.Breaker.MinOpenTimeout.Duration
+	if first <= 0 {
+		first = g.cfg.Breaker.OpenTimeout.Duration / 30
+	}
+	return &breakerOpenError{open: err, retry: cloudproviderapi.NewRetryError(err.Error(), max(oe.RetryIn, first))}
 }
 
 // errWaitTimeout is the cause with which wait gives up.
