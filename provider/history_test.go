@@ -207,7 +207,8 @@ func (h *history) teeBreakers() {
 	for fam, old := range h.g.breakers {
 		nb, err := limiter.NewBreaker(fam, limiter.BreakerConfig{
 			FailureRatio: bc.FailureRatio, MinRequests: bc.MinRequests, Interval: bc.Interval.Duration,
-			OpenTimeout: bc.OpenTimeout.Duration, HalfOpenRequests: bc.HalfOpenRequests,
+			OpenTimeout: bc.OpenTimeout.Duration, MinOpenTimeout: bc.MinOpenTimeout.Duration,
+			HalfOpenRequests: bc.HalfOpenRequests, Clock: h.g.clock,
 		}, h.g.notACloudFailure, breakerTee{h.g.rec, h})
 		if err != nil {
 			h.t.Fatal(err)
@@ -253,11 +254,11 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	cfg.Limits.Read = BucketConfig{QPS: readQPS, Burst: 30, WaitTimeout: dur(wait)}
 	cfg.Limits.Write = BucketConfig{QPS: 20, Burst: 5, WaitTimeout: dur(wait)}
 	cfg.Throttle.MaxRetryAfter = dur([]time.Duration{time.Second, 5 * time.Minute}[rng.Intn(2)])
-	// The breaker's OpenTimeout is short: the breaker may run on the real
-	// clock (gobreaker's), and a run lasts about a second of real time.
-	// Its counting window and failure ratio vary by seed so that it opens
-	// during outages whichever clock it runs on.
-	openTimeout := time.Duration(2+rng.Intn(30)) * time.Millisecond
+	// The breaker's open intervals run on the simulated clock; its closed
+	// counting window is gobreaker's, on the real clock (a run lasts about
+	// a second of real time), so the window and the failure ratio vary by
+	// seed to make it open during outages.
+	openTimeout := []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}[rng.Intn(3)]
 	interval := []time.Duration{50 * time.Millisecond, time.Second, time.Minute}[rng.Intn(3)]
 	ratio := 0.15 + 0.05*float64(rng.Intn(6))
 	cfg.Breaker = BreakerConfig{FailureRatio: ratio, MinRequests: 6, Interval: dur(interval), OpenTimeout: dur(openTimeout), HalfOpenRequests: 2}
