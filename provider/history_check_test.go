@@ -110,15 +110,16 @@ func (h *history) indexWrites() {
 	}
 }
 
-// nameIdentity reports an answer that tells which instance a node name
-// is: InstanceID, InstanceType, GetZoneByNodeName, and InstanceMetadata of
-// a node without a provider ID.
+// nameIdentity reports an answer about the instance a node name stands
+// for (README: identity answers keyed by a node name): InstanceID,
+// InstanceType, GetZoneByNodeName, and the InstancesV2 reads of a node
+// without a provider ID.
 func nameIdentity(op *opRec) bool {
 	if !strings.HasPrefix(op.key, "name:") {
 		return false
 	}
 	switch op.method {
-	case "InstanceID", "InstanceType", "GetZoneByNodeName", "InstanceMetadata":
+	case "InstanceID", "InstanceType", "GetZoneByNodeName", "InstanceMetadata", "InstanceExists", "InstanceShutdown":
 		return true
 	}
 	return false
