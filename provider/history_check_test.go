@@ -48,7 +48,7 @@ func (s *simCloud) factCount() int {
 func (h *history) breakerNotClosed(family string, a, b int64) bool {
 	state := limiter.StateClosed
 	for _, tr := range h.transitions {
-		if tr.family != family {
+		if tr.family != family || tr.sample {
 			continue
 		}
 		if tr.seq < a {
@@ -422,7 +422,11 @@ func (h *history) minimalHistory(op *opRec) string {
 		}
 	}
 	for _, tr := range h.transitions {
-		if tr.family == op.family {
+		switch {
+		case tr.family != op.family:
+		case tr.sample:
+			add(tr.seq, tr.at, "breaker %s: State() says %s, its observer's last transition was to %s", tr.family, tr.to, tr.from)
+		default:
 			add(tr.seq, tr.at, "breaker %s: %s -> %s", tr.family, tr.from, tr.to)
 		}
 	}

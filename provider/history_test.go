@@ -142,6 +142,9 @@ type breakerTransition struct {
 	family string
 	from   limiter.State
 	to     limiter.State
+	// sample: not a transition but State() disagreeing with the observer's
+	// last transition (from) at a quiescent moment.
+	sample bool
 }
 
 // scriptNode is one node name and the provider IDs its instances had.
@@ -198,6 +201,28 @@ func (b breakerTee) BreakerStateChanged(name string, from, to limiter.State) {
 	b.h.mu.Lock()
 	b.h.transitions = append(b.h.transitions, breakerTransition{seq: b.h.seq.Add(1), at: b.h.clk.Now(), family: name, from: from, to: to})
 	b.h.mu.Unlock()
+}
+
+// sampleBreakers compares each breaker's State with the last transition its
+// observer reported, at a quiescent moment; a mismatch is kept for the
+// minimal history (it explains a stale answer while "closed").
+func (h *history) sampleBreakers() {
+	for _, fam := range []string{familyRead, familyWrite} {
+		st := h.g.breakers[fam].State()
+		h.mu.Lock()
+		last := limiter.StateClosed
+		for i := len(h.transitions) - 1; i >= 0; i-- {
+			if tr := h.transitions[i]; tr.family == fam && !tr.sample {
+				last = tr.to
+				break
+			}
+		}
+		// Open and half-open are alike here: both may reject calls.
+		if (st == limiter.StateClosed) != (last == limiter.StateClosed) {
+			h.transitions = append(h.transitions, breakerTransition{seq: h.seq.Add(1), at: h.clk.Now(), family: fam, from: last, to: st, sample: true})
+		}
+		h.mu.Unlock()
+	}
 }
 
 // teeBreakers replaces the gate's breakers by identical ones whose events
@@ -304,6 +329,7 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	rounds, reinit := 0, h.rng.Intn(3) == 0
 	for len(h.ops) < nops {
 		rounds++
+		h.sampleBreakers()
 		if reinit && rounds == 50 {
 			// Leader migration: Initialize again; the new loop replaces
 			// the old one.
@@ -364,14 +390,17 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	for _, inv := range invariants {
 		fmt.Fprintf(&sb, " %s=%d", inv, counts[inv])
 	}
-	opened := 0
+	opened, mismatches := 0, 0
 	for _, tr := range h.transitions {
-		if tr.to == limiter.StateOpen {
+		switch {
+		case tr.sample:
+			mismatches++
+		case tr.to == limiter.StateOpen:
 			opened++
 		}
 	}
-	fmt.Fprintf(&sb, " (of which served stale=%d, negative while the breaker was open=%d; breaker opened %d times)",
-		counts["info:served-stale"], counts["info:negative-while-breaker-open"], opened)
+	fmt.Fprintf(&sb, " (of which served stale=%d, negative while the breaker was open=%d; breaker opened %d times, State() disagreed with its observer %d times)",
+		counts["info:served-stale"], counts["info:negative-while-breaker-open"], opened, mismatches)
 	perInv := map[string]int{}
 	for _, v := range violations {
 		perInv[v.inv]++
