@@ -13,22 +13,22 @@ import (
 	"k8s.io/cloud-provider/fake"
 )
 
-// listOnlyCloud's InstancesV2 lists instances but cannot answer batches.
-type listOnlyCloud struct {
+// regListOnlyCloud's InstancesV2 lists instances but cannot answer batches.
+type regListOnlyCloud struct {
 	*fake.Cloud
 	lists atomic.Int64
 }
 
-func (l *listOnlyCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return l, true }
+func (l *regListOnlyCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return l, true }
 
-func (l *listOnlyCloud) ListInstances(context.Context, string) ([]InstanceRecord, string, error) {
+func (l *regListOnlyCloud) ListInstances(context.Context, string) ([]InstanceRecord, string, error) {
 	l.lists.Add(1)
 	return []InstanceRecord{{NodeName: "a", Metadata: cloudprovider.InstanceMetadata{ProviderID: "fake://a", Zone: "listed"}}}, "", nil
 }
 
 // Item 10: list prefetch needs only InstanceLister, not BatchInstances.
 func TestRegression_ListPrefetchWithoutBatching(t *testing.T) {
-	up := &listOnlyCloud{Cloud: &fake.Cloud{Provider: "fake"}}
+	up := &regListOnlyCloud{Cloud: &fake.Cloud{Provider: "fake"}}
 	cfg := testConfig(newFakeClock())
 	cfg.Batch.ListPrefetch = true
 	c := mustNew(t, up, cfg)
@@ -47,18 +47,18 @@ func TestRegression_ListPrefetchWithoutBatching(t *testing.T) {
 	_ = c.(interface{ Close() error }).Close()
 }
 
-// lateCloud's InstancesV2 exists only after Initialize (providers that
+// regLateCloud's InstancesV2 exists only after Initialize (providers that
 // build their clients there).
-type lateCloud struct {
+type regLateCloud struct {
 	*batchCloud
 	ready atomic.Bool
 }
 
-func (l *lateCloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {
+func (l *regLateCloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {
 	l.ready.Store(true)
 }
 
-func (l *lateCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
+func (l *regLateCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
 	if !l.ready.Load() {
 		return nil, false
 	}
@@ -68,7 +68,7 @@ func (l *lateCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
 // Item 10: the batcher is built from the upstream's InstancesV2 as it is
 // after Initialize.
 func TestRegression_BatcherBuiltAfterInitialize(t *testing.T) {
-	up := &lateCloud{batchCloud: &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}, maxBatch: 1}}
+	up := &regLateCloud{batchCloud: &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}, maxBatch: 1}}
 	c := mustNew(t, up, testConfig(newFakeClock()))
 	stop := make(chan struct{})
 	defer close(stop)
@@ -83,7 +83,7 @@ func TestRegression_BatcherBuiltAfterInitialize(t *testing.T) {
 
 // Item 10: Initialize twice (leader migration) runs one prefetch loop.
 func TestRegression_InitializeTwiceOneLoop(t *testing.T) {
-	up := &listOnlyCloud{Cloud: &fake.Cloud{Provider: "fake"}}
+	up := &regListOnlyCloud{Cloud: &fake.Cloud{Provider: "fake"}}
 	cfg := testConfig(newFakeClock())
 	cfg.Batch.ListPrefetch = true
 	c := mustNew(t, up, cfg)
@@ -187,7 +187,7 @@ func TestRegression_NodeAddressesForNewNodeAreNotBackground(t *testing.T) {
 // Item 10: Close stops cloudgate's goroutines.
 func TestRegression_CloseStopsGoroutines(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	up := &listOnlyCloud{Cloud: &fake.Cloud{Provider: "fake"}}
+	up := &regListOnlyCloud{Cloud: &fake.Cloud{Provider: "fake"}}
 	cfg := testConfig(newFakeClock())
 	cfg.Batch.ListPrefetch = true
 	c := mustNew(t, up, cfg)

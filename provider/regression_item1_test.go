@@ -46,12 +46,12 @@ func TestRegression_ExistsFalseIsNegative(t *testing.T) {
 		up := newCountingCloud()
 		up.ExistsByProviderID = false
 		cfg := testConfig(clk)
-		tripConfig(cfg)
+		regTripConfig(cfg)
 		c := mustNew(t, up, cfg)
 		node := testNode("a", "fake://a")
 		_, _ = v2(t, c).InstanceExists(ctx, node)
 		clk.Step(31 * time.Second)
-		openReadBreaker(t, c, up)
+		regOpenReadBreaker(t, c, up)
 		ok, err := v2(t, c).InstanceExists(ctx, node)
 		if err == nil || ok {
 			t.Fatalf("breaker-open InstanceExists = %v, %v; want the breaker's error, never a stale false", ok, err)

@@ -29,3 +29,31 @@ func TestRegression_HungCloudTripsBreaker(t *testing.T) {
 		t.Fatalf("read breaker = %v, want open", s)
 	}
 }
+
+// Item 2: which context errors count against the breaker.
+func TestRegression_BreakerOutcomeOfContextErrors(t *testing.T) {
+	g := &gate{}
+	g.throttle, _ = limiter.NewThrottleClassifier(nil)
+	hung := fmt.Errorf("Get https://ec2/: %w", context.DeadlineExceeded)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	timedOut, cancel2 := context.WithTimeoutCause(context.Background(), 0, errCallTimeout)
+	defer cancel2()
+	<-timedOut.Done()
+	for _, tc := range []struct {
+		name    string
+		ctx     context.Context
+		err     error
+		counted bool
+	}{
+		{"client timeout, caller waiting", context.Background(), hung, true},
+		{"caller gave up", ended, hung, false},
+		{"cloudgate's own batch timeout", timedOut, hung, true},
+		{"success", ended, nil, false},
+	} {
+		out := breakerOutcome(tc.ctx, tc.err)
+		if counted := out != nil && !g.notACloudFailure(out); counted != tc.counted {
+			t.Errorf("%s: counted as a cloud failure = %v, want %v", tc.name, counted, tc.counted)
+		}
+	}
+}

@@ -13,14 +13,14 @@ func TestRegression_StaleIfErrorForLongTTL(t *testing.T) {
 	clk := newFakeClock()
 	up := newCountingCloud()
 	cfg := testConfig(clk)
-	tripConfig(cfg)
+	regTripConfig(cfg)
 	c := mustNew(t, up, cfg) // InstanceMetadata TTL 10m, staleIfError 10m
 	node := testNode("cached", "fake://cached")
 	if _, err := v2(t, c).InstanceMetadata(context.Background(), node); err != nil {
 		t.Fatal(err)
 	}
 	clk.Step(11 * time.Minute) // expired, within TTL+staleIfError
-	openReadBreaker(t, c, up)
+	regOpenReadBreaker(t, c, up)
 	md, err := v2(t, c).InstanceMetadata(context.Background(), node)
 	if err != nil || md.Zone != "zone-a" {
 		t.Fatalf("breaker-open read of an 11m-old answer = %+v, %v; want it served stale", md, err)

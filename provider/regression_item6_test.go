@@ -14,7 +14,7 @@ func TestRegression_BreakerOpenFailsFastWithoutToken(t *testing.T) {
 	clk := newFakeClock()
 	up := newCountingCloud()
 	cfg := testConfig(clk)
-	tripConfig(cfg)
+	regTripConfig(cfg)
 	cfg.Limits.Read = BucketConfig{QPS: 0.001, Burst: 5} // the fake clock never refills it
 	c := mustNew(t, up, cfg)
 	node := testNode("cached", "fake://cached")
@@ -22,7 +22,7 @@ func TestRegression_BreakerOpenFailsFastWithoutToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Step(11 * time.Minute)
-	openReadBreaker(t, c, up) // spends the last 4 tokens
+	regOpenReadBreaker(t, c, up) // spends the last 4 tokens
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	md, err := v2(t, c).InstanceMetadata(ctx, node)

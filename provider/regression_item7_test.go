@@ -12,10 +12,10 @@ import (
 	"github.com/cloudgate/cloudgate/limiter"
 )
 
-type httpStatusErr int
+type regHTTPStatusErr int
 
-func (e httpStatusErr) Error() string       { return fmt.Sprintf("HTTP %d", int(e)) }
-func (e httpStatusErr) HTTPStatusCode() int { return int(e) }
+func (e regHTTPStatusErr) Error() string       { return fmt.Sprintf("HTTP %d", int(e)) }
+func (e regHTTPStatusErr) HTTPStatusCode() int { return int(e) }
 
 // Item 7: "LB still provisioning" and per-request 4xx answers are not cloud
 // failures.
@@ -26,14 +26,14 @@ func TestRegression_RetryErrorAndClientErrorsDoNotTripBreaker(t *testing.T) {
 	}{
 		{"RetryError", api.NewRetryError("LB still provisioning", time.Second)},
 		{"wrapped RetryError", fmt.Errorf("ensure: %w", api.NewRetryError("LB still provisioning", time.Second))},
-		{"HTTP 400", fmt.Errorf("ensure: %w", httpStatusErr(400))},
-		{"HTTP 409", httpStatusErr(409)},
+		{"HTTP 400", fmt.Errorf("ensure: %w", regHTTPStatusErr(400))},
+		{"HTTP 409", regHTTPStatusErr(409)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newCountingCloud()
 			up.ensureLBHook = func() error { return tc.err }
 			cfg := testConfig(newFakeClock())
-			tripConfig(cfg)
+			regTripConfig(cfg)
 			c := mustNew(t, up, cfg)
 			lb, _ := c.LoadBalancer()
 			for n := range 10 {
@@ -49,9 +49,9 @@ func TestRegression_RetryErrorAndClientErrorsDoNotTripBreaker(t *testing.T) {
 	}
 	// A server error still counts.
 	up := newCountingCloud()
-	up.ensureLBHook = func() error { return httpStatusErr(503) }
+	up.ensureLBHook = func() error { return regHTTPStatusErr(503) }
 	cfg := testConfig(newFakeClock())
-	tripConfig(cfg)
+	regTripConfig(cfg)
 	c := mustNew(t, up, cfg)
 	lb, _ := c.LoadBalancer()
 	for n := range 10 {

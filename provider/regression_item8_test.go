@@ -48,10 +48,10 @@ func TestRegression_WaitsAreBoundedWithRetryError(t *testing.T) {
 	}
 }
 
-type longRetryAfter struct{}
+type regLongRetryAfter struct{}
 
-func (longRetryAfter) Error() string                     { return "HTTP 429" }
-func (longRetryAfter) RetryAfter() (time.Duration, bool) { return 24 * time.Hour, true }
+func (regLongRetryAfter) Error() string                     { return "HTTP 429" }
+func (regLongRetryAfter) RetryAfter() (time.Duration, bool) { return 24 * time.Hour, true }
 
 func TestRegression_RetryAfterIsCapped(t *testing.T) {
 	clk := newFakeClock()
@@ -60,7 +60,7 @@ func TestRegression_RetryAfterIsCapped(t *testing.T) {
 	fail := true
 	up.ensureLBHook = func() error {
 		if fail {
-			return longRetryAfter{}
+			return regLongRetryAfter{}
 		}
 		return nil
 	}

@@ -16,10 +16,10 @@ import (
 // Regression tests for issue 12 ("Found by reading"): each failed before its
 // fix.
 
-// openReadBreaker trips the read family's breaker with four failing
+// regOpenReadBreaker trips the read family's breaker with four failing
 // InstanceMetadata calls (cfg must have MinRequests 4), then restores the
 // upstream.
-func openReadBreaker(t *testing.T, c cloudprovider.Interface, up *countingCloud) {
+func regOpenReadBreaker(t *testing.T, c cloudprovider.Interface, up *countingCloud) {
 	t.Helper()
 	outage := errors.New("HTTP 503 service unavailable")
 	up.metadataHook = func(*v1.Node) (*cloudprovider.InstanceMetadata, error) { return nil, outage }
@@ -32,6 +32,6 @@ func openReadBreaker(t *testing.T, c cloudprovider.Interface, up *countingCloud)
 	}
 }
 
-func tripConfig(cfg *Config) {
+func regTripConfig(cfg *Config) {
 	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(time.Hour), MinOpenTimeout: dur(time.Hour), HalfOpenRequests: 1}
 }
