@@ -60,6 +60,7 @@ bench-results: deps
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 60s ./provider/
 	$(GO) test -run '^$$' -fuzz FuzzCacheKeys -fuzztime 60s ./provider/
+	CLOUDGATE_HISTORY_SEEDS=64 CLOUDGATE_HISTORY_OPS=8000 $(GO) test -race -count=1 -timeout 30m -run '^TestHistory$$' -v ./provider/
 
 setup:
 	bash .ci/setup.sh
