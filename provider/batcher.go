@@ -169,18 +169,22 @@ func (b *batcher) send(bt *batch, reason string) {
 		results = b.isolate(ctx, bt.nodes, bt.prio, err)
 	}
 	bt.results = results
-	for i, node := range bt.nodes {
-		b.g.fill(keyOfNode(node), results[i])
-	}
 }
 
-// call sends one BatchInstanceStatus call.
+// call sends one BatchInstanceStatus call and, when it answers, fills the
+// instance caches with its nodes' answers at once: an answer's age runs from
+// when the cloud gave it, even while bisection goes on with other nodes.
 func (b *batcher) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority) ([]InstanceStatus, error) {
 	results, err := invoke(ctx, b.g, b.g.methods["BatchInstanceStatus"], prio, func(ctx context.Context) ([]InstanceStatus, error) {
 		return b.up.BatchInstanceStatus(ctx, nodes)
 	})
 	if err == nil && len(results) != len(nodes) {
 		err = fmt.Errorf("cloudgate: upstream BatchInstanceStatus returned %d results for %d nodes", len(results), len(nodes))
+	}
+	if err == nil {
+		for i, node := range nodes {
+			b.g.fill(keyOfNode(node), results[i])
+		}
 	}
 	return results, err
 }

@@ -204,7 +204,10 @@ func TestBatchCallerCancellationLeavesBatchForOthers(t *testing.T) {
 }
 
 func TestBatchErrorReachesEveryCaller(t *testing.T) {
-	up, i, _, step := newBatchSetup(t, 2)
+	// maxSize 2: the two callers fill one batch, sent by size. (No clock
+	// step: a step before the second caller joined would send the first
+	// alone and leave the second waiting for a timer never stepped.)
+	up, i, _, _ := newBatchSetup(t, 2)
 	up.batchErr = &throttleErr{}
 	errs := make(chan error, 2)
 	for _, n := range []string{"a", "b"} {
@@ -216,7 +219,6 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 			errs <- err
 		}()
 	}
-	step(100 * time.Millisecond)
 	for range 2 {
 		if err := <-errs; err == nil || errors.Is(err, cloudprovider.InstanceNotFound) {
 			t.Fatalf("err = %v, want the batch's throttling error", err)
