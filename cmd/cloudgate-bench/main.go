@@ -1,15 +1,19 @@
 // Command cloudgate-bench drives the real cloud-controller-manager
-// controllers against a simulated, quota-limited cloud, once with the bare
-// provider and once with cloudgate in front of it, and prints the two side
-// by side. See docs/bench.md.
+// controllers against a simulated, quota-limited cloud with five columns
+// (bare CCM defaults, a provider-typical client, cloudgate cache, batch and
+// list), prints them side by side with lower bounds, and plans quotas
+// ("plan"). See docs/bench.md.
 //
 //	cloudgate-bench                                  # all default scenarios
 //	cloudgate-bench --scenario steady --nodes 10000 --read-qps 20 --config cloudgate.yaml
 //	cloudgate-bench --json results.json --metrics-addr 127.0.0.1:9464
+//	cloudgate-bench --seeds 3 --html report.html
+//	cloudgate-bench plan --config cloudgate.yaml --quota-read 20 --quota-write 5 --upstream-supports none
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +43,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "plan" {
+		return runPlan(args[1:], stdout, stderr)
+	}
 	o := bench.DefaultOptions()
 	fs := flag.NewFlagSet("cloudgate-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -125,6 +132,64 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "HTML report: %s\n", *htmlOut)
 	}
 	return rep.Check()
+}
+
+// runPlan is "cloudgate-bench plan": the steady state at each node count
+// with the user's policy, against the user's quota.
+func runPlan(args []string, stdout, stderr io.Writer) error {
+	o := bench.DefaultOptions()
+	o.SteadyWindow = 30 * time.Minute
+	fs := flag.NewFlagSet("cloudgate-bench plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.ConfigFile, "config", "", "your cloudgate.yaml (default: DefaultConfig with limits at the quota)")
+	fs.Float64Var(&o.ReadQPS, "quota-read", o.ReadQPS, "your account's read quota (calls per second)")
+	fs.IntVar(&o.ReadBurst, "quota-read-burst", o.ReadBurst, "your account's read burst")
+	fs.Float64Var(&o.WriteQPS, "quota-write", o.WriteQPS, "your account's write quota (calls per second)")
+	fs.IntVar(&o.WriteBurst, "quota-write-burst", o.WriteBurst, "your account's write burst")
+	fs.StringVar(&o.UpstreamSupports, "upstream-supports", bench.SupportsNone, "what your provider implements: none, batch (BatchInstances) or list (also InstanceLister); only that is simulated")
+	nodes := fs.String("nodes", "1000,2000,5000,10000", "node counts to sweep")
+	fs.IntVar(&o.Services, "services", o.Services, "LoadBalancer services")
+	fs.Float64Var(&o.NotReadyPct, "not-ready-pct", o.NotReadyPct, "percentage of NotReady nodes")
+	fs.DurationVar(&o.SteadyWindow, "steady-window", o.SteadyWindow, "simulated steady window per node count")
+	fs.Float64Var(&o.TimeFactor, "time-factor", o.TimeFactor, "time compression")
+	fs.DurationVar(&o.Latency, "latency", o.Latency, "the simulated cloud's base latency")
+	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the simulated cloud")
+	htmlOut := fs.String("html", "", "write the plan with its plot to this HTML file")
+	jsonOut := fs.String("json", "", "write the plan as JSON to this file")
+	verbose := fs.Bool("v", false, "show the controllers' logs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	counts, err := parseInts(*nodes)
+	if err != nil {
+		return fmt.Errorf("--nodes: %w", err)
+	}
+	if !*verbose {
+		quietKlog()
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	p, err := bench.RunPlan(ctx, o, counts, stderr)
+	if err != nil {
+		return err
+	}
+	p.WriteTable(stdout)
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(p, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if *htmlOut != "" {
+		if err := p.WriteHTML(*htmlOut); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "HTML plan: %s\n", *htmlOut)
+	}
+	return nil
 }
 
 func splitList(s string) []string {
