@@ -382,6 +382,19 @@ func (c *Cluster) Quiescence() (Quiescence, error) {
 	return q, nil
 }
 
+// countInitialized counts the named nodes that exist without the
+// uninitialized taint.
+func (c *Cluster) countInitialized(names []string) int {
+	n := 0
+	for _, name := range names {
+		node, err := c.kube.CoreV1().Nodes().Get(c.ctx, name, metav1.GetOptions{})
+		if err == nil && !tainted(node) {
+			n++
+		}
+	}
+	return n
+}
+
 func tainted(n *v1.Node) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == cloudproviderapi.TaintExternalCloudProvider {

@@ -368,7 +368,8 @@ func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
 		r.fill()
 		r.side.SimSeconds = r.simSince(from)
 		r.side.TimedOut = !done
-		r.side.NodesInitialized, r.side.NodesToInit, _ = r.w.done()
+		_, r.side.NodesToInit, _ = r.w.done()
+		r.side.NodesInitialized = r.w.initialized(r.c)
 		if v := r.side.TimeTo["nodes_initialized"]; v != nil {
 			r.side.InitSeconds = v
 			x := *v / spec.initBound.Seconds
@@ -441,7 +442,8 @@ func churnSpec(o *Options) scenarioSpec {
 		r.side.SimSeconds = r.simSince(r.start)
 		r.side.TimedOut = !done
 		var slowest time.Duration
-		r.side.NodesInitialized, r.side.NodesToInit, slowest = r.w.done()
+		_, r.side.NodesToInit, slowest = r.w.done()
+		r.side.NodesInitialized = r.w.initialized(r.c)
 		if r.side.NodesToInit > 0 && r.side.NodesInitialized == r.side.NodesToInit {
 			v := slowest.Seconds() * r.spec.f
 			r.side.InitSeconds = &v
@@ -533,6 +535,18 @@ func (w *initWatch) done() (n, of int, slowest time.Duration) {
 		slowest = max(slowest, d)
 	}
 	return len(w.took), len(w.created), slowest
+}
+
+// initialized counts the watched nodes that are initialised now, from the
+// API server (the informer may fold a node's update into its add).
+func (w *initWatch) initialized(c *Cluster) int {
+	w.mu.Lock()
+	names := make([]string, 0, len(w.created))
+	for n := range w.created {
+		names = append(names, n)
+	}
+	w.mu.Unlock()
+	return c.countInitialized(names)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
