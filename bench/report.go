@@ -31,20 +31,10 @@ type Report struct {
 	KubeBurst   int     `json:"kube_burst"`
 	NodeWorkers int     `json:"node_workers"`
 	Policy      string  `json:"cloudgate_policy"`
-	Columns     []string
+	Columns     []string         `json:"column_names"`
 	Seeds       int              `json:"seeds"`
 	FirstSeed   int64            `json:"first_seed"`
 	Scenarios   []ScenarioResult `json:"scenarios"`
-}
-
-// MarshalJSON keeps the column list under "column_names" ("columns" is
-// each scenario's map).
-func (r *Report) MarshalJSON() ([]byte, error) {
-	type plain Report
-	return json.Marshal(struct {
-		*plain
-		Columns []string `json:"column_names"`
-	}{(*plain)(r), r.Columns})
 }
 
 func newReport(o *Options) *Report {
