@@ -27,10 +27,10 @@ type Report struct {
 	LatencyMs     float64 `json:"latency_ms"`
 	JitterMs      float64 `json:"jitter_ms"`
 	// The CCM.
-	KubeQPS     float64 `json:"kube_qps"`
-	KubeBurst   int     `json:"kube_burst"`
-	NodeWorkers int     `json:"node_workers"`
-	Policy      string  `json:"cloudgate_policy"`
+	KubeQPS     float64          `json:"kube_qps"`
+	KubeBurst   int              `json:"kube_burst"`
+	NodeWorkers int              `json:"node_workers"`
+	Policy      string           `json:"cloudgate_policy"`
 	Columns     []string         `json:"column_names"`
 	Seeds       int              `json:"seeds"`
 	FirstSeed   int64            `json:"first_seed"`
