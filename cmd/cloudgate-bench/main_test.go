@@ -71,3 +71,24 @@ func TestRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanPrintsHeadroomAndRunsOut runs a tiny plan end to end.
+func TestPlanPrintsHeadroomAndRunsOut(t *testing.T) {
+	html := filepath.Join(t.TempDir(), "plan.html")
+	var stdout, stderr bytes.Buffer
+	err := run([]string{
+		"plan", "--quota-read", "2", "--quota-write", "5", "--nodes", "20,40", "--services", "0",
+		"--steady-window", "10m", "--time-factor", "240", "--html", html,
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"read headroom", "upstream implements none", "read quota:", "GetInstance"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if page, err := os.ReadFile(html); err != nil || !strings.Contains(string(page), "<svg") {
+		t.Errorf("plan HTML: %v", err)
+	}
+}
