@@ -18,20 +18,21 @@ type Bound struct {
 	Formula string   `json:"formula"`
 }
 
-// initBound is the least time K new nodes need to be initialised:
+// initBound is the least time K new nodes need to be initialised (taint
+// removed and addresses set):
 //
 //	cloud: max(0, ceil(K/B) − S)/Q + one round trip (base latency)
-//	kube:  max(0, 2K − 1 − burst)/QPS: each node costs at least a Node
-//	       update (which removes the taint) and a status patch, through
-//	       the node controller's client; the last node's patch may follow.
+//	kube:  max(0, 2K − burst)/QPS: each node costs at least a Node update
+//	       (which removes the taint) and a status patch (its addresses),
+//	       through the node controller's client.
 func initBound(o *Options, k int) *Bound {
 	calls := math.Ceil(float64(k) / float64(o.CloudMaxBatch))
 	cloud := math.Max(0, calls-float64(o.ReadBurst))/o.ReadQPS + o.Latency.Seconds()
-	kube := math.Max(0, float64(2*k-1-o.KubeBurst)) / o.KubeQPS
+	kube := math.Max(0, float64(2*k-o.KubeBurst)) / o.KubeQPS
 	b := &Bound{Cloud: cloud, Kube: kube, Seconds: math.Max(cloud, kube)}
 	b.Formula = fmt.Sprintf("max(cloud = max(0, ceil(K/B)-S)/Q + RTT = max(0, ceil(%d/%d)-%d)/%g + %v = %.2fs, "+
-		"kube = max(0, 2K-1-burst)/QPS = max(0, %d-%d)/%g = %.2fs) = %.2fs",
-		k, o.CloudMaxBatch, o.ReadBurst, o.ReadQPS, o.Latency, cloud, 2*k-1, o.KubeBurst, o.KubeQPS, kube, b.Seconds)
+		"kube = max(0, 2K-burst)/QPS = max(0, %d-%d)/%g = %.2fs) = %.2fs",
+		k, o.CloudMaxBatch, o.ReadBurst, o.ReadQPS, o.Latency, cloud, 2*k, o.KubeBurst, o.KubeQPS, kube, b.Seconds)
 	return b
 }
 

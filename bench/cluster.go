@@ -313,7 +313,7 @@ func (c *Cluster) Stop() {
 
 // Quiescence is which of the conditions of a settled cluster hold.
 type Quiescence struct {
-	NodesInitialized bool // no Node carries the uninitialized taint
+	NodesInitialized bool // every Node is initialised: no uninitialized taint, addresses set
 	LBsCurrent       bool // every service's LB holds the current node set and port
 	RoutesMatch      bool // one route per node with a pod CIDR, none for a gone node
 	NoneWaiting      bool // no controller call in flight for over a simulated second
@@ -336,7 +336,7 @@ func (c *Cluster) Quiescence() (Quiescence, error) {
 	var lbNodes []string
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if tainted(n) {
+		if !initialized(n) {
 			q.NodesInitialized = false
 		}
 		if _, ok := c.srv.InstanceByNodeName(n.Name); !ok {
@@ -382,18 +382,21 @@ func (c *Cluster) Quiescence() (Quiescence, error) {
 	return q, nil
 }
 
-// countInitialized counts the named nodes that exist without the
-// uninitialized taint.
+// countInitialized counts the named nodes that exist and are initialised.
 func (c *Cluster) countInitialized(names []string) int {
 	n := 0
 	for _, name := range names {
 		node, err := c.kube.CoreV1().Nodes().Get(c.ctx, name, metav1.GetOptions{})
-		if err == nil && !tainted(node) {
+		if err == nil && initialized(node) {
 			n++
 		}
 	}
 	return n
 }
+
+// initialized: the node controller removed the uninitialized taint and
+// set the node's addresses (an update and a status patch).
+func initialized(n *v1.Node) bool { return !tainted(n) && len(n.Status.Addresses) > 0 }
 
 func tainted(n *v1.Node) bool {
 	for _, t := range n.Spec.Taints {

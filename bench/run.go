@@ -348,7 +348,7 @@ func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
 		if err := r.sleep(ctx, 5*time.Second); err != nil {
 			return err
 		}
-		r.side.TimeTo = nil
+		r.side.TimeTo, r.side.QuiesceSeconds = nil, nil
 		r.srv.ResetCounters()
 		r.c.rec.reset()
 		r.samp.restart()
@@ -491,7 +491,8 @@ func steadyFigures(a, b counterSnap, window time.Duration, readQPS float64) *Ste
 	return st
 }
 
-// initWatch records when watched nodes lose the uninitialized taint.
+// initWatch records when watched nodes are initialised: the uninitialized
+// taint gone and the addresses set.
 type initWatch struct {
 	mu      sync.Mutex
 	created map[string]time.Time
@@ -512,7 +513,7 @@ func (w *initWatch) handler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{UpdateFunc: func(oldObj, newObj any) {
 		o, ok1 := oldObj.(*v1.Node)
 		n, ok2 := newObj.(*v1.Node)
-		if !ok1 || !ok2 || !tainted(o) || tainted(n) {
+		if !ok1 || !ok2 || initialized(o) || !initialized(n) {
 			return
 		}
 		now := time.Now()
