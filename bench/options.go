@@ -321,8 +321,12 @@ func (o *Options) cloudgateConfig(col string, f float64) (*provider.Config, erro
 	cfg.Limits.Write.QPS *= f
 	sd(&cfg.Cache.NegativeTTL)
 	sd(&cfg.Cache.StaleIfError)
+	sd(&cfg.Limits.Read.WaitTimeout)
+	sd(&cfg.Limits.Write.WaitTimeout)
 	sd(&cfg.Breaker.Interval)
 	sd(&cfg.Breaker.OpenTimeout)
+	sd(&cfg.Breaker.MinOpenTimeout)
+	sd(&cfg.Throttle.MaxRetryAfter)
 	sd(&cfg.Batch.ListInterval)
 	// A batch's max wait is a latency, not a period: compress it, but not
 	// below 10 ms, or batches would not fill.

@@ -1,0 +1,443 @@
+package provider
+
+// The checks of the history checker: every recorded cloudgate answer against
+// the upstream's recorded answers (facts), writes and breaker transitions.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
+
+	"github.com/cloudgate/cloudgate/limiter"
+)
+
+type violation struct {
+	inv string
+	op  *opRec
+	msg string
+}
+
+func (s *simCloud) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.callCount {
+		n += c
+	}
+	return n
+}
+
+func (s *simCloud) factCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, fs := range s.facts {
+		n += len(fs)
+	}
+	return n
+}
+
+// breakerNotClosed reports whether family's breaker was open or half-open at
+// some point between the sequence numbers a and b.
+func (h *history) breakerNotClosed(family string, a, b int64) bool {
+	state := limiter.StateClosed
+	for _, tr := range h.transitions {
+		if tr.family != family || tr.sample {
+			continue
+		}
+		if tr.seq < a {
+			state = tr.to
+			continue
+		}
+		if tr.seq > b {
+			break
+		}
+		if tr.to != limiter.StateClosed {
+			return true
+		}
+	}
+	return state != limiter.StateClosed
+}
+
+// rywFloor is the least version of op's key a read must see: the highest
+// version any write of that key applied, among writes that returned before
+// the read started.
+func (h *history) rywFloor(op *opRec) (floor int, by *opRec) {
+	ws := h.writesByKey[op.key]
+	n := sort.Search(len(ws), func(i int) bool { return ws[i].op.eseq >= op.sseq })
+	if n == 0 {
+		return 0, nil
+	}
+	return ws[n-1].floor, ws[n-1].by
+}
+
+// writeFloor is one returned write of a key, in order of return, with the
+// highest version applied by it or any write of the key that returned
+// before it.
+type writeFloor struct {
+	op    *opRec
+	floor int
+	by    *opRec
+}
+
+func (h *history) indexWrites() {
+	h.writesByKey = map[string][]writeFloor{}
+	var ws []*opRec
+	for _, w := range h.ops {
+		if w.write && w.eseq != 0 {
+			ws = append(ws, w)
+		}
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].eseq < ws[j].eseq })
+	for _, w := range ws {
+		list := h.writesByKey[w.key]
+		cur := writeFloor{op: w}
+		if len(list) > 0 {
+			cur.floor, cur.by = list[len(list)-1].floor, list[len(list)-1].by
+		}
+		for _, r := range h.up.receipts[w.reqID] {
+			if r.applied && r.version > cur.floor {
+				cur.floor, cur.by = r.version, w
+			}
+		}
+		h.writesByKey[w.key] = append(list, cur)
+	}
+}
+
+// nameIdentity reports an answer about the instance a node name stands
+// for (README: identity answers keyed by a node name): InstanceID,
+// InstanceType, GetZoneByNodeName, and the InstancesV2 reads of a node
+// without a provider ID.
+func nameIdentity(op *opRec) bool {
+	if !strings.HasPrefix(op.key, "name:") {
+		return false
+	}
+	switch op.method {
+	case "InstanceID", "InstanceType", "GetZoneByNodeName", "InstanceMetadata", "InstanceExists", "InstanceShutdown":
+		return true
+	}
+	return false
+}
+
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// ownError reports whether err is one cloudgate made (breaker, limiter,
+// context, its own messages) rather than the upstream's.
+func ownError(err error) bool {
+	var retry *api.RetryError // a bounded limiter wait asks the controller to requeue
+	return limiter.IsOpen(err) || isCtxErr(err) || errors.As(err, &retry) || strings.Contains(err.Error(), "cloudgate")
+}
+
+func (h *history) check() (map[string]int, []violation) {
+	counts := map[string]int{}
+	var vs []violation
+	bad := func(inv string, op *opRec, format string, args ...any) {
+		vs = append(vs, violation{inv: inv, op: op, msg: fmt.Sprintf(format, args...)})
+	}
+	s := h.up
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sort.Slice(h.transitions, func(i, j int) bool { return h.transitions[i].seq < h.transitions[j].seq })
+	h.indexWrites()
+	negTTL := h.cfg.Cache.NegativeTTL.Duration
+	stale := h.cfg.Cache.StaleIfError.Duration
+
+	for _, b := range s.batches {
+		counts[invBatch]++
+		if b.size > s.maxBatch {
+			bad(invBatch, &opRec{method: "BatchInstanceStatus", s: b.at, e: b.at, sseq: b.seq, eseq: b.seq},
+				"a batch of %d nodes was sent; the upstream's MaxBatchSize is %d", b.size, s.maxBatch)
+		}
+	}
+
+	for _, op := range h.ops {
+		// Errors: sentinels, exact upstream errors, cloudgate's own.
+		if err := op.err; err != nil {
+			for _, sen := range sentinels {
+				if errors.Is(err, sen) {
+					counts[invSentinel]++
+					if err != sen {
+						bad(invSentinel, op, "error %q wraps sentinel %q but is not == to it", err, sen)
+					}
+				}
+			}
+			isSentinel, wrapsSentinel := false, false
+			for _, sen := range sentinels {
+				isSentinel = isSentinel || err == sen
+				wrapsSentinel = wrapsSentinel || errors.Is(err, sen)
+			}
+			switch {
+			case isSentinel:
+			case comparableErr(err) && s.errs[err]:
+				counts[invErrExact]++
+				if errors.Is(err, context.Canceled) && !op.ctxEnded.Load() {
+					counts[invOwn]++
+					bad(invOwn, op, "another caller's cancellation reached a caller whose context is live: %v", err)
+				}
+			case ownError(err):
+				counts[invOwn]++
+				if errors.Is(err, cloudprovider.InstanceNotFound) {
+					bad(invOwn, op, "cloudgate's own failure looks like InstanceNotFound: %v", err)
+				}
+				if isCtxErr(err) && !limiter.IsOpen(err) && !op.ctxEnded.Load() && !strings.Contains(err.Error(), "cloudgate") {
+					bad(invOwn, op, "a context error reached a caller whose context is live: %v", err)
+				}
+			case wrapsSentinel: // reported as sentinel-exact
+			default:
+				counts[invErrExact]++
+				bad(invErrExact, op, "error %q is neither an error value the upstream returned nor cloudgate's own", err)
+			}
+		}
+
+		if op.write {
+			counts[invWriteOnce]++
+			rs := s.receipts[op.reqID]
+			switch {
+			case len(rs) > 1:
+				bad(invWriteOnce, op, "write %s reached the upstream %d times", op.reqID, len(rs))
+			case op.err == nil && len(rs) == 0:
+				bad(invWriteOnce, op, "write %s returned success but never reached the upstream", op.reqID)
+			}
+			continue
+		}
+
+		all := s.facts[[2]string{op.method, op.key}]
+		// Facts are in sequence (and time) order: only those up to op's
+		// end, and not older than the longest bound, can justify it.
+		all = all[:sort.Search(len(all), func(i int) bool { return all[i].seq > op.eseq })]
+		window := func(maxAge time.Duration) []fact {
+			from := op.s.Add(-maxAge - time.Nanosecond)
+			return all[sort.Search(len(all), func(i int) bool { return !all[i].at.Before(from) }):]
+		}
+		newestWith := func(match func(*fact) bool) *fact {
+			for i := len(all) - 1; i >= 0; i-- {
+				if match(&all[i]) {
+					return &all[i]
+				}
+			}
+			return nil
+		}
+		switch {
+		case op.neg:
+			counts[invNegative]++
+			if h.breakerNotClosed(op.family, op.sseq, op.eseq) {
+				counts["info:negative-while-breaker-open"]++
+			}
+			ok := false
+			for _, f := range window(negTTL) {
+				// An answer given while the call was in progress, or at the
+				// simulated instant it started, is fresh whatever the TTL
+				// (0 included: not cached, but a flight may still be joined).
+				age := op.s.Sub(f.at)
+				ok = ok || (f.kind == factNeg && (f.seq > op.sseq || age <= 0 || age < negTTL))
+			}
+			if !ok {
+				newest := newestWith(func(f *fact) bool { return f.kind == factNeg })
+				switch {
+				case newest == nil:
+					bad(invNegative, op, "\"does not exist\" but the upstream never said so for %s", op.key)
+				default:
+					bad(invNegative, op, "\"does not exist\" %s after the upstream last said so (%s, via %s); negativeTTL is %s%s",
+						op.s.Sub(newest.at), h.rel(newest.at), newest.via, negTTL, h.breakerNote(op))
+				}
+			}
+		case op.err == nil:
+			counts[invPositive]++
+			ttl, maxStale := h.g.methods[op.method].ttl, stale
+			if nameIdentity(op) {
+				// A node name may come to name another instance: its
+				// identity answers live no longer than a negative answer,
+				// and are never served stale (issue 12 item 9).
+				ttl, maxStale = min(ttl, negTTL), 0
+			}
+			openDuring := h.breakerNotClosed(op.family, op.sseq, op.eseq)
+			okFresh := false
+			within := func(f *fact) bool {
+				age := op.s.Sub(f.at)
+				if f.seq > op.sseq || age < 0 {
+					age = 0 // answered while the call was in progress
+				}
+				okFresh = okFresh || age < ttl || age == 0
+				// staleIfError runs past the TTL (RFC 5861's stale-if-error):
+				// age since the upstream answered <= TTL+staleIfError.
+				return age < ttl || age == 0 || (openDuring && maxStale > 0 && age <= ttl+maxStale)
+			}
+			floor, by := 0, (*opRec)(nil)
+			if op.key[:3] == "lb:" || strings.HasPrefix(op.key, "routes:") {
+				floor, by = h.rywFloor(op)
+			}
+			okBound, okRYW := false, false
+			facts := window(ttl + maxStale)
+			for i := range facts {
+				f := &facts[i]
+				if f.kind != factPos || f.val != op.val {
+					continue
+				}
+				if within(f) {
+					okBound = true
+					if f.version >= floor {
+						okRYW = true
+					}
+				}
+			}
+			if floor > 0 {
+				counts[invRYW]++
+			}
+			if okBound && !okFresh {
+				counts["info:served-stale"]++
+			}
+			var newest *fact
+			if !okBound {
+				newest = newestWith(func(f *fact) bool { return f.kind == factPos && f.val == op.val })
+			}
+			switch {
+			case !okBound && newest == nil:
+				bad(invPositive, op, "value %q was never an upstream answer for %s; the upstream's last answer before the call: %s", op.val, op.key, lastAnswer(all, op))
+			case !okBound:
+				bad(invPositive, op, "value %q is %s old (upstream said it at %s via %s); TTL %s, staleIfError %s, breaker open during the call: %v; the upstream's last answer before the call: %s",
+					op.val, op.s.Sub(newest.at), h.rel(newest.at), newest.via, ttl, maxStale, openDuring, lastAnswer(all, op))
+			case floor > 0 && !okRYW:
+				bad(invRYW, op, "read started after write #%d (%s) returned, which made version %d, but answered an older state %q",
+					by.id, by.reqID, floor, op.val)
+			}
+		}
+	}
+	sort.SliceStable(vs, func(i, j int) bool { return vs[i].op.eseq < vs[j].op.eseq })
+	return counts, vs
+}
+
+// lastAnswer describes the upstream's last answer for op's method and key
+// before op started.
+func lastAnswer(facts []fact, op *opRec) string {
+	for i := len(facts) - 1; i >= 0; i-- {
+		f := facts[i]
+		if f.seq >= op.sseq {
+			continue
+		}
+		switch f.kind {
+		case factNeg:
+			return "does not exist (via " + f.via + ")"
+		case factErr:
+			return "error " + f.err.Error()
+		}
+		return fmt.Sprintf("%q (via %s)", f.val, f.via)
+	}
+	return "none"
+}
+
+func (h *history) breakerNote(op *opRec) string {
+	if h.breakerNotClosed(op.family, op.sseq, op.eseq) {
+		return "; the " + op.family + " breaker was open during the call (served stale)"
+	}
+	return ""
+}
+
+func (h *history) answerString(op *opRec) string {
+	switch {
+	case op.write && op.err == nil:
+		return "ok"
+	case op.err != nil && op.neg:
+		return fmt.Sprintf("does not exist (%v)", op.err)
+	case op.err != nil:
+		return "error: " + op.err.Error()
+	case op.neg:
+		return "does not exist (false)"
+	}
+	return fmt.Sprintf("%q", op.val)
+}
+
+// minimalHistory prints the last events touching op's key (and the key of
+// the same node under its other name), up to op's end: upstream answers,
+// script changes, writes, other calls through cloudgate, breaker changes.
+func (h *history) minimalHistory(op *opRec) string {
+	const keep = 30
+	type line struct {
+		seq int64
+		s   string
+	}
+	keys := map[string]bool{op.key: true}
+	for _, ev := range h.up.events {
+		for _, k := range ev.keys {
+			if k == op.key {
+				for _, k2 := range ev.keys {
+					keys[k2] = true
+				}
+			}
+		}
+	}
+	var lines []line
+	add := func(seq int64, at time.Time, format string, args ...any) {
+		if seq <= op.eseq {
+			lines = append(lines, line{seq, fmt.Sprintf("  #%-7d %-12s %s", seq, h.rel(at), fmt.Sprintf(format, args...))})
+		}
+	}
+	for k, fs := range h.up.facts {
+		if !keys[k[1]] || k[0] != op.method {
+			continue
+		}
+		for _, f := range fs {
+			ans := f.val
+			switch f.kind {
+			case factNeg:
+				ans = "does not exist"
+			case factErr:
+				ans = "error: " + f.err.Error()
+			}
+			if f.version > 0 {
+				ans += fmt.Sprintf(" (v%d)", f.version)
+			}
+			add(f.seq, f.at, "upstream %s says %s %s: %s", f.via, f.method, f.key, ans)
+		}
+	}
+	for _, ev := range h.up.events {
+		touches := len(ev.keys) == 0 // fault modes concern every key
+		for _, k := range ev.keys {
+			touches = touches || keys[k]
+		}
+		if touches {
+			add(ev.seq, ev.at, "script: %s", ev.what)
+		}
+	}
+	for _, rs := range h.up.receipts {
+		for _, r := range rs {
+			if keys[r.key] {
+				add(r.seq, r.at, "upstream received %s %s applied=%v version=%d", r.method, r.reqID, r.applied, r.version)
+			}
+		}
+	}
+	for _, o := range h.ops {
+		if keys[o.key] && o.eseq != 0 && (o.method == op.method || o.write || o == op) {
+			add(o.sseq, o.s, "op #%d %s(%s) starts", o.id, o.method, o.args)
+			add(o.eseq, o.e, "op #%d %s answers %s", o.id, o.method, h.answerString(o))
+		}
+	}
+	for _, tr := range h.transitions {
+		switch {
+		case tr.family != op.family:
+		case tr.sample:
+			add(tr.seq, tr.at, "breaker %s: State() says %s, its observer's last transition was to %s", tr.family, tr.to, tr.from)
+		default:
+			add(tr.seq, tr.at, "breaker %s: %s -> %s", tr.family, tr.from, tr.to)
+		}
+	}
+	sort.Slice(lines, func(i, j int) bool { return lines[i].seq < lines[j].seq })
+	if len(lines) > keep {
+		lines = lines[len(lines)-keep:]
+	}
+	var sb strings.Builder
+	for _, l := range lines {
+		sb.WriteString(l.s)
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
