@@ -36,6 +36,7 @@ lint:
 test: deps setup control-plane
 	env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
 	cd $(AWS_MOD) && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
+	$(GO) test -count=1 -timeout 20m -run 'TestBenchLB' ./bench/
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 10s ./provider/
 	$(GO) test -run '^$$' -fuzz FuzzCacheKeys -fuzztime 10s ./provider/
 
@@ -47,10 +48,12 @@ control-plane:
 bench: deps setup
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
 
-# The load benchmark: the CCM controllers against the simulated cloud, bare vs
-# cloudgate, default scenarios (about 1-2 minutes on 2 cores). See docs/bench.md.
+# The load benchmark: the CCM controllers against the simulated cloud, five
+# columns, default scenarios, one seed (make bench-results uses 3); under 10
+# minutes on 2 cores. Writes an HTML report with plots. See docs/bench.md.
 run: deps
-	$(GO) run ./cmd/cloudgate-bench
+	@mkdir -p bench/out
+	$(GO) run ./cmd/cloudgate-bench --html bench/out/report.html
 
 # Regenerates bench/RESULTS.md (and bench/results.json): make bench's hot-path
 # benchmarks and make run's load benchmark, with the commands and targets.

@@ -2,27 +2,21 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/limiter"
+	"github.com/cloudgate/cloudgate/provider"
 )
-
-// ScenarioChaos injects faults on a schedule while nodes churn and services
-// change, then checks invariants against the simulated cloud's write log.
-const ScenarioChaos = "chaos"
-
-var zeroFaults simcloud.Faults
 
 // chaosPhase is one step of the fault schedule (simulated durations).
 type chaosPhase struct {
@@ -31,48 +25,449 @@ type chaosPhase struct {
 	faults simcloud.Faults
 }
 
-// chaosSchedule: healthy warm-up, 5xx burst, timeouts, latency spikes, a
-// throttling storm with Retry-After, a full outage of 2 minutes, recovery.
-func chaosSchedule(o *Options) []chaosPhase {
+// chaosFaultPhases: healthy warm-up, 5xx burst, ambiguous writes, timeouts,
+// latency spikes, a throttling storm with Retry-After, a full outage.
+// Recovery (no faults, no churn) follows, longer than every bound.
+func chaosFaultPhases(f float64) []chaosPhase {
 	return []chaosPhase{
 		{"warm-up", time.Minute, simcloud.Faults{}},
 		{"5xx burst (30%)", time.Minute, simcloud.Faults{ErrorRate: 0.3}},
+		{"ambiguous writes (40%: applied, then 500 or timeout)", time.Minute, simcloud.Faults{AmbiguousRate: 0.4}},
 		{"timeouts (10%)", time.Minute, simcloud.Faults{TimeoutRate: 0.1}},
-		{"latency spikes (30%, +2s)", time.Minute, simcloud.Faults{SpikeRate: 0.3, SpikeLatency: o.real(2 * time.Second)}},
-		{"throttle storm (Retry-After 5s)", time.Minute, simcloud.Faults{ThrottleStorm: true, StormRetryAfter: o.real(5 * time.Second)}},
+		{"latency spikes (30%, +2s)", time.Minute, simcloud.Faults{SpikeRate: 0.3, SpikeLatency: scale(2*time.Second, f)}},
+		{"throttle storm (Retry-After 5s)", time.Minute, simcloud.Faults{ThrottleStorm: true, StormRetryAfter: scale(5*time.Second, f)}},
 		{"outage", 2 * time.Minute, simcloud.Faults{Outage: true}},
-		{"recovery", 3 * time.Minute, simcloud.Faults{}},
 	}
 }
 
-// ChaosSide holds the chaos invariants of one side.
+// Invariant names (keys of ChaosSide.Checks).
+const (
+	invWritesLost      = "writes_lost"
+	invWritesDup       = "writes_duplicated"
+	invWritesPhantom   = "writes_phantom"
+	invStale           = "stale_reads_beyond_bound"
+	invWrongDelete     = "nodes_wrongly_deleted"
+	invLive404         = "live_node_deleted_after_404"
+	invNegativeTTL     = "not_found_beyond_negative_ttl"
+	invConverged       = "converged"
+	invBreakerOpened   = "read_breaker_opened_in_outage"
+	invBreakerRecovers = "read_breaker_closed_at_end"
+)
+
+// ChaosSide holds the chaos invariants of one column.
 type ChaosSide struct {
-	// WritesIssued are the writes the controllers made (recording decorator
-	// above cloudgate); WritesFailed those answered with an error.
+	// WritesIssued and WritesFailed are the controllers' writes (recorder
+	// above the provider) and those answered with an error.
 	WritesIssued int64 `json:"writes_issued"`
 	WritesFailed int64 `json:"writes_failed"`
-	// WritesLanded are the writes in the simulated cloud's write log.
-	WritesLanded int64 `json:"writes_landed"`
-	// WritesLost: answered success but not in the log (must be 0).
-	WritesLost int64 `json:"writes_lost"`
-	// WritesDuplicated: landed beyond what was issued (must be 0; cloudgate
-	// never retries or repeats a write).
+	// WritesSent are the write requests on the wire (retries included);
+	// WritesLanded those in the cloud's write log, of which
+	// WritesAmbiguous were answered as failures.
+	WritesSent      int64 `json:"writes_sent"`
+	WritesLanded    int64 `json:"writes_landed"`
+	WritesAmbiguous int64 `json:"writes_ambiguous_landed"`
+	// WritesLost: a request answered 2xx whose request ID is not in the
+	// write log. WritesDuplicated: a request ID in the write log more than
+	// once. WritesPhantom: controllers told "ok" more often than the cloud
+	// answered 2xx. All must be 0.
+	WritesLost       int64 `json:"writes_lost"`
 	WritesDuplicated int64 `json:"writes_duplicated"`
+	WritesPhantom    int64 `json:"writes_phantom"`
 	// StaleReadsBeyondBound: InstanceExists said true for an instance
-	// deleted longer ago than the TTL plus cache.staleIfError.
+	// deleted longer ago than the column's bound (max TTL + staleIfError).
 	StaleReadsBeyondBound int64 `json:"stale_reads_beyond_bound"`
-	// NodesWronglyDeleted: Nodes deleted while their instance existed.
+	// NodesWronglyDeleted: Nodes deleted while their instance existed,
+	// other than the one answered 404 once.
 	NodesWronglyDeleted int64 `json:"nodes_wrongly_deleted"`
-	// ConvergeSeconds from the end of the outage until every node is
-	// initialised, every node without an instance is gone and every load
-	// balancer has its service's port (null: not within recovery).
+	// LiveDeletedAfter404: the live NotReady node whose instance the
+	// cloud answered 404 once was deleted (expected 0 through cloudgate).
+	LiveDeletedAfter404 int64 `json:"live_node_deleted_after_404"`
+	// NotFoundBeyondTTL: a live instance answered 404 once was still
+	// reported missing after negativeTTL.
+	NotFoundBeyondTTL int64 `json:"not_found_beyond_negative_ttl"`
+	// HiddenAnswers: 404s the cloud gave for live instances (simcloud's
+	// counter; 0 means the one-shot 404 was never asked for).
+	HiddenAnswers int64 `json:"hidden_404_answers"`
+	// ConvergeSeconds from the end of the outage until quiescence (null:
+	// not within the recovery).
 	ConvergeSeconds *float64 `json:"converge_seconds"`
 	// BreakerOpensInOutage counts cloudgate's read-breaker transitions to
-	// open during the outage (must be >= 1: the breaker must notice), and
-	// BreakerStatesAtEnd is each family's state once converged ("closed"
-	// expected for reads). Both are absent on the bare side.
+	// open during the outage; BreakerStatesAtEnd each family's state.
 	BreakerOpensInOutage *float64          `json:"breaker_opens_in_outage,omitempty"`
 	BreakerStatesAtEnd   map[string]string `json:"breaker_states_at_end,omitempty"`
+	// Checks counts how often each invariant was checked; an invariant
+	// checked 0 times is listed in Unchecked and fails the run.
+	Checks    map[string]int64 `json:"checks"`
+	Unchecked []string         `json:"unchecked,omitempty"`
+	// Violated lists the invariants that failed.
+	Violated []string `json:"violated,omitempty"`
+}
+
+// chaosSpec: ChaosNodes initialised nodes (5 NotReady with live
+// instances), M services; during the fault phases every 30 s 2 nodes join,
+// 2 leave and a service changes; one live NotReady and one live Ready
+// instance are answered 404 once; then recovery without faults or churn,
+// longer than every bound checked.
+func chaosSpec(o *Options) scenarioSpec {
+	f := o.TimeFactor
+	phases := chaosFaultPhases(f)
+	var faultLen time.Duration
+	for _, p := range phases {
+		faultLen += p.length
+	}
+	spec := scenarioSpec{
+		name: ScenarioChaos, nodes: o.ChaosNodes, services: o.Services, f: f, workers: o.NodeWorkers,
+	}
+	spec.label = fmt.Sprintf("%d nodes, %d LB services; %v of faults (5xx, ambiguous writes, timeouts, spikes, throttle storm, 2m outage) "+
+		"with churn and a one-shot 404 for two live instances, then recovery longer than every bound", o.ChaosNodes, o.Services, faultLen)
+	spec.run = func(ctx context.Context, r *colRun) error { return runChaos(ctx, r, phases) }
+	return spec
+}
+
+// staleBound is the longest a column may answer "exists" for a deleted
+// instance: the longest instance TTL plus staleIfError (cloudgate), or a
+// second of slack for an answer in flight (bare).
+func staleBound(cfg *provider.Config) time.Duration {
+	if cfg == nil {
+		return 0
+	}
+	var ttl time.Duration
+	for _, m := range []string{"InstanceExists", "InstanceShutdown", "InstanceMetadata"} {
+		if mc, ok := cfg.Methods[m]; ok && mc.TTL != nil {
+			ttl = max(ttl, mc.TTL.Duration)
+		}
+	}
+	return ttl + cfg.Cache.StaleIfError.Duration
+}
+
+func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
+	o, c := r.o, r.c
+	base, err := c.AddNodes(o.ChaosNodes, true, true)
+	if err != nil {
+		return err
+	}
+	if err := c.AddServices(o.Services); err != nil {
+		return err
+	}
+	slack := scale(time.Second, r.spec.f) // real
+	bound := staleBound(r.col.Config) + slack
+	// Every column recovers as long: longer than the longest bound of any
+	// cloudgate column (the default policy's, or the user's).
+	longest := bound
+	for _, col := range []string{ColBatch, ColConfig} {
+		if col == ColConfig && o.ConfigFile == "" {
+			continue
+		}
+		if cfg, err := o.cloudgateConfig(col, r.spec.f); err == nil {
+			longest = max(longest, staleBound(cfg)+cfg.Cache.NegativeTTL.Duration+slack)
+		}
+	}
+	negTTL := slack
+	if r.col.Config != nil {
+		negTTL += r.col.Config.Cache.NegativeTTL.Duration
+	}
+	var (
+		mu        sync.Mutex
+		deletedAt = map[string]time.Time{} // node -> when its instance was deleted
+		hiddenIDs = map[string]string{}    // node -> instance answered 404 once
+		checks    = map[string]int64{}
+		viol      = map[string]int64{}
+	)
+	check := func(inv string, bad bool) {
+		mu.Lock()
+		checks[inv]++
+		if bad {
+			viol[inv]++
+		}
+		mu.Unlock()
+	}
+	notReadyHidden := base[len(base)-5].NodeName // the first NotReady node
+	c.rec.onExists = func(node *v1.Node, exists bool, err error) {
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		at, gone := deletedAt[node.Name]
+		id, hidden := hiddenIDs[node.Name]
+		mu.Unlock()
+		if gone {
+			check(invStale, exists && time.Since(at) > bound)
+		}
+		hAt, served := r.srv.HiddenAnsweredAt(id)
+		if hidden && served && time.Since(hAt) > negTTL {
+			check(invNegativeTTL, !exists)
+		}
+		if hidden && served && node.Name == notReadyHidden {
+			check(invLive404, false) // asked again after the 404: not deleted yet
+		}
+	}
+	c.rec.onMetadata = func(node *v1.Node, err error) {
+		mu.Lock()
+		id, hidden := hiddenIDs[node.Name]
+		mu.Unlock()
+		if !hidden || (err != nil && !errors.Is(err, cloudprovider.InstanceNotFound)) {
+			return
+		}
+		if hAt, served := r.srv.HiddenAnsweredAt(id); served && time.Since(hAt) > negTTL {
+			check(invNegativeTTL, err != nil)
+		}
+	}
+	c.nodeHandler = cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		n, ok := obj.(*v1.Node)
+		if !ok {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				n, _ = t.Obj.(*v1.Node)
+			}
+		}
+		if n == nil {
+			return
+		}
+		_, exists := r.srv.InstanceByNodeName(n.Name)
+		if n.Name == notReadyHidden {
+			check(invLive404, exists)
+			return
+		}
+		check(invWrongDelete, exists)
+	}}
+	// 5 NotReady nodes keep their instances: the lifecycle controller asks
+	// about them every 5 s, through every fault; they must never be deleted.
+	notReady := base[len(base)-5:]
+	for _, inst := range notReady {
+		if err := c.SetReady(inst.NodeName, false); err != nil {
+			return err
+		}
+	}
+	leaving := base[:len(base)-6]
+	readyHidden := base[len(base)-6]
+
+	if err := r.startCluster(); err != nil {
+		return err
+	}
+	step := 30 * time.Second
+	svc := 0
+	var opensInOutage *float64
+	for pi, p := range phases {
+		if err := r.srv.SetFaults(p.faults); err != nil {
+			return err
+		}
+		fmt.Fprintf(r.progress, "  %s: %s\n", r.label, p.name)
+		var opensBefore float64
+		if p.faults.Outage && r.col.Registry != nil {
+			opensBefore = readBreakerOpens(r.col.Registry)
+		}
+		for t := time.Duration(0); t < p.length; t += step {
+			if pi == 0 && t == step {
+				// One live NotReady and one live Ready instance are
+				// answered "not found" once.
+				for _, inst := range []simcloud.Instance{notReady[0], readyHidden} {
+					mu.Lock()
+					hiddenIDs[inst.NodeName] = inst.ID
+					mu.Unlock()
+					r.srv.HideInstanceOnce(inst.ID)
+				}
+			}
+			now := time.Now()
+			insts, err := c.AddNodes(2, false, false)
+			if err != nil {
+				return err
+			}
+			for _, inst := range insts {
+				r.w.expect(inst.NodeName, now)
+			}
+			for j := 0; j < 2 && len(leaving) > 0; j++ {
+				inst := leaving[0]
+				leaving = leaving[1:]
+				mu.Lock()
+				deletedAt[inst.NodeName] = time.Now()
+				mu.Unlock()
+				r.srv.DeleteInstance(inst.ID)
+				if err := c.SetReady(inst.NodeName, false); err != nil {
+					return err
+				}
+			}
+			if o.Services > 0 {
+				if err := c.TouchService(svc % o.Services); err != nil {
+					return err
+				}
+				svc++
+			}
+			if err := r.sleep(ctx, min(step, p.length-t)); err != nil {
+				return err
+			}
+		}
+		if p.faults.Outage && r.col.Registry != nil {
+			v := readBreakerOpens(r.col.Registry) - opensBefore
+			opensInOutage = &v
+		}
+	}
+	if err := r.srv.SetFaults(simcloud.Faults{}); err != nil {
+		return err
+	}
+	// Recovery: longer than every bound checked after the last deletion.
+	recovery := time.Duration(float64(longest)*r.spec.f) + time.Minute
+	fmt.Fprintf(r.progress, "  %s: recovery for %v\n", r.label, recovery.Round(time.Second))
+	outageEnd := time.Now()
+	converged, err := r.waitQuiescent(ctx, outageEnd, recovery)
+	if err != nil {
+		return err
+	}
+	var convergeSecs *float64
+	if converged {
+		convergeSecs = r.side.QuiesceSeconds
+	}
+	if rest := r.real(recovery) - time.Since(outageEnd); rest > 0 {
+		if err := r.sleep(ctx, time.Duration(float64(rest)*r.spec.f)); err != nil {
+			return err
+		}
+	}
+
+	r.fill()
+	r.side.SimSeconds = r.simSince(r.start)
+	rec := c.rec.snapshot()
+	ch := &ChaosSide{
+		WritesIssued: rec.WritesIssued, WritesFailed: rec.WritesFailed, ConvergeSeconds: convergeSecs,
+		HiddenAnswers: r.srv.Counters().HiddenAnswers,
+	}
+	joinWrites(ch, r.col.Wire.snapshot(), r.srv.WriteLog())
+	ch.WritesPhantom = max(0, (rec.WritesIssued-rec.WritesFailed)-okWrites(r.col.Wire.snapshot()))
+	mu.Lock()
+	ch.Checks = map[string]int64{
+		invWritesLost: ch.WritesSent, invWritesDup: ch.WritesLanded, invWritesPhantom: rec.WritesIssued,
+		invStale: checks[invStale], invWrongDelete: checks[invWrongDelete], invNegativeTTL: checks[invNegativeTTL],
+		invLive404:   checks[invLive404],
+		invConverged: 1,
+	}
+	ch.StaleReadsBeyondBound = viol[invStale]
+	ch.NodesWronglyDeleted = viol[invWrongDelete]
+	ch.LiveDeletedAfter404 = viol[invLive404]
+	ch.NotFoundBeyondTTL = viol[invNegativeTTL]
+	mu.Unlock()
+	if r.col.Registry != nil {
+		ch.BreakerOpensInOutage = opensInOutage
+		ch.BreakerStatesAtEnd = breakerStates(r.col.Registry)
+		ch.Checks[invBreakerOpened], ch.Checks[invBreakerRecovers] = 1, 1
+	}
+	ch.judge()
+	r.side.ChaosSide = ch
+	return nil
+}
+
+// judge lists the invariants checked 0 times and those violated.
+func (ch *ChaosSide) judge() {
+	ch.Unchecked, ch.Violated = nil, nil
+	for _, inv := range slices.Sorted(mapsKeys(ch.Checks)) {
+		if ch.Checks[inv] == 0 {
+			ch.Unchecked = append(ch.Unchecked, inv)
+		}
+	}
+	bad := map[string]bool{
+		invWritesLost: ch.WritesLost > 0, invWritesDup: ch.WritesDuplicated > 0, invWritesPhantom: ch.WritesPhantom > 0,
+		invStale: ch.StaleReadsBeyondBound > 0, invWrongDelete: ch.NodesWronglyDeleted > 0, invLive404: ch.LiveDeletedAfter404 > 0,
+		invNegativeTTL: ch.NotFoundBeyondTTL > 0, invConverged: ch.ConvergeSeconds == nil,
+	}
+	if _, ok := ch.Checks[invBreakerOpened]; ok {
+		bad[invBreakerOpened] = ch.BreakerOpensInOutage == nil || *ch.BreakerOpensInOutage < 1
+		bad[invBreakerRecovers] = ch.BreakerStatesAtEnd["read"] != limiter.StateClosed.String()
+	}
+	for _, inv := range slices.Sorted(mapsKeys(bad)) {
+		if bad[inv] {
+			ch.Violated = append(ch.Violated, inv)
+		}
+	}
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// joinWrites joins the wire's write requests with the cloud's write log on
+// request IDs: lost = answered 2xx but never landed; duplicated = a
+// request ID that landed more than once; ambiguous = landed but answered
+// as a failure.
+func joinWrites(ch *ChaosSide, wire []wireEntry, log []simcloud.WriteRecord) {
+	landed := map[string]int{}
+	for _, w := range log {
+		landed[w.RequestID]++
+		if landed[w.RequestID] == 2 {
+			ch.WritesDuplicated++
+		}
+	}
+	ch.WritesLanded = int64(len(log))
+	ch.WritesSent = int64(len(wire))
+	failedLanded := map[string]bool{}
+	for _, e := range wire {
+		ok := e.Status >= 200 && e.Status < 300
+		switch {
+		case ok && landed[e.RequestID] == 0:
+			ch.WritesLost++
+		case !ok && landed[e.RequestID] > 0 && !failedLanded[e.RequestID]:
+			failedLanded[e.RequestID] = true
+			ch.WritesAmbiguous++
+		}
+	}
+}
+
+func okWrites(wire []wireEntry) int64 {
+	var n int64
+	for _, e := range wire {
+		if e.Status >= 200 && e.Status < 300 {
+			n++
+		}
+	}
+	return n
+}
+
+// mergeChaos combines seeds: violations summed, checks the least over
+// seeds (an invariant unchecked in any seed stays unchecked), convergence
+// the median.
+func mergeChaos(runs []Side) *ChaosSide {
+	out := &ChaosSide{Checks: map[string]int64{}}
+	var conv []float64
+	for i, r := range runs {
+		ch := r.ChaosSide
+		out.WritesIssued += ch.WritesIssued
+		out.WritesFailed += ch.WritesFailed
+		out.WritesSent += ch.WritesSent
+		out.WritesLanded += ch.WritesLanded
+		out.WritesAmbiguous += ch.WritesAmbiguous
+		out.WritesLost += ch.WritesLost
+		out.WritesDuplicated += ch.WritesDuplicated
+		out.WritesPhantom += ch.WritesPhantom
+		out.StaleReadsBeyondBound += ch.StaleReadsBeyondBound
+		out.NodesWronglyDeleted += ch.NodesWronglyDeleted
+		out.LiveDeletedAfter404 += ch.LiveDeletedAfter404
+		out.NotFoundBeyondTTL += ch.NotFoundBeyondTTL
+		out.HiddenAnswers += ch.HiddenAnswers
+		if ch.ConvergeSeconds != nil {
+			conv = append(conv, *ch.ConvergeSeconds)
+		}
+		if ch.BreakerOpensInOutage != nil {
+			v := *ch.BreakerOpensInOutage
+			if out.BreakerOpensInOutage == nil || v < *out.BreakerOpensInOutage {
+				out.BreakerOpensInOutage = &v
+			}
+		}
+		if ch.BreakerStatesAtEnd != nil && (out.BreakerStatesAtEnd == nil || ch.BreakerStatesAtEnd["read"] != limiter.StateClosed.String()) {
+			out.BreakerStatesAtEnd = ch.BreakerStatesAtEnd
+		}
+		for k, v := range ch.Checks {
+			if i == 0 || v < out.Checks[k] {
+				out.Checks[k] = v
+			}
+		}
+	}
+	if len(conv) == len(runs) {
+		m := median(conv)
+		out.ConvergeSeconds = &m
+	}
+	out.judge()
+	return out
 }
 
 // readBreakerOpens sums the read family's transitions to open.
@@ -121,223 +516,37 @@ func breakerStates(reg *prometheus.Registry) map[string]string {
 	return out
 }
 
-func writeChaosRows(row func(name, a, b, ratio string), bare, cg *ChaosSide) {
-	row("writes issued", d(bare.WritesIssued), d(cg.WritesIssued), "")
-	row("writes landed", d(bare.WritesLanded), d(cg.WritesLanded), "")
-	row("writes failed", d(bare.WritesFailed), d(cg.WritesFailed), "")
-	row("writes lost", d(bare.WritesLost), d(cg.WritesLost), "")
-	row("writes duplicated", d(bare.WritesDuplicated), d(cg.WritesDuplicated), "")
-	row("stale reads beyond bound", d(bare.StaleReadsBeyondBound), d(cg.StaleReadsBeyondBound), "")
-	row("nodes wrongly deleted", d(bare.NodesWronglyDeleted), d(cg.NodesWronglyDeleted), "")
-	row("converge after outage (s)", secs(bare.ConvergeSeconds), secs(cg.ConvergeSeconds), "")
-	row("read breaker opens in outage", "-", secs(cg.BreakerOpensInOutage), "")
-	row("breakers at end (read/write)", "-", cg.BreakerStatesAtEnd["read"]+"/"+cg.BreakerStatesAtEnd["write"], "")
+// writeChaosRows adds the chaos invariants, each with its check count.
+func writeChaosRows(row func(name string, cell func(Side) string)) {
+	ck := func(x Side, inv string, v int64) string {
+		return fmt.Sprintf("%d (%d checks)", v, x.Checks[inv])
+	}
+	row("writes issued/failed (controllers)", func(x Side) string { return fmt.Sprintf("%d/%d", x.WritesIssued, x.WritesFailed) })
+	row("writes sent/landed (wire/cloud)", func(x Side) string { return fmt.Sprintf("%d/%d", x.WritesSent, x.WritesLanded) })
+	row("landed but answered failure", func(x Side) string { return d(x.WritesAmbiguous) })
+	row("writes lost (request-ID join)", func(x Side) string { return ck(x, invWritesLost, x.WritesLost) })
+	row("writes duplicated (request-ID join)", func(x Side) string { return ck(x, invWritesDup, x.WritesDuplicated) })
+	row("ok to controllers beyond 2xx", func(x Side) string { return ck(x, invWritesPhantom, x.WritesPhantom) })
+	row("stale reads beyond bound", func(x Side) string { return ck(x, invStale, x.StaleReadsBeyondBound) })
+	row("nodes wrongly deleted", func(x Side) string { return ck(x, invWrongDelete, x.NodesWronglyDeleted) })
+	row("404 for a live instance (answers)", func(x Side) string { return d(x.HiddenAnswers) })
+	row("live node deleted after the 404", func(x Side) string { return ck(x, invLive404, x.LiveDeletedAfter404) })
+	row("not found beyond negativeTTL", func(x Side) string { return ck(x, invNegativeTTL, x.NotFoundBeyondTTL) })
+	row("converge after outage (s)", func(x Side) string { return secs(x.ConvergeSeconds, true) })
+	row("read breaker opens in outage", func(x Side) string { return secs(x.BreakerOpensInOutage, false) })
+	row("breakers at end (read/write)", func(x Side) string {
+		if x.BreakerStatesAtEnd == nil {
+			return "-"
+		}
+		return x.BreakerStatesAtEnd["read"] + "/" + x.BreakerStatesAtEnd["write"]
+	})
+	row("invariants violated", func(x Side) string { return listOrNone(x.Violated) })
+	row("invariants unchecked", func(x Side) string { return listOrNone(x.Unchecked) })
 }
 
-// chaosNodes is the chaos cluster's size.
-func (o *Options) chaosNodes() int { return o.ChaosNodes }
-
-// runChaos: ChaosNodes initialised nodes (a few NotReady with live
-// instances, which must never be deleted), Services services; every 30 s 2
-// nodes join, 2 leave and a service changes, while the schedule's faults
-// hit the cloud.
-func runChaos(ctx context.Context, o *Options, side string, progress io.Writer) (Side, float64, error) {
-	label := fmt.Sprintf("chaos/%s", side)
-	sched := chaosSchedule(o)
-	var total time.Duration
-	for _, p := range sched {
-		total += p.length
+func listOrNone(v []string) string {
+	if len(v) == 0 {
+		return "none"
 	}
-	fmt.Fprintf(progress, "%s: %d nodes, %d services, %v simulated (%v real)\n", label, o.ChaosNodes, o.Services, total, o.real(total))
-	c, err := newCluster(o, side, zeroFaults)
-	if err != nil {
-		return Side{}, 0, err
-	}
-	defer c.stop()
-	base, err := c.addNodes(o.ChaosNodes, "node", true, false)
-	if err != nil {
-		return Side{}, 0, err
-	}
-	if err := c.addServices(o.Services); err != nil {
-		return Side{}, 0, err
-	}
-
-	var (
-		mu        sync.Mutex
-		deletedAt = map[string]time.Time{} // node name -> when its instance was deleted
-		stale     atomic.Int64
-		wrong     atomic.Int64
-	)
-	bound := o.real(time.Minute) // InstanceExists TTL
-	if side == sideCloudgate {
-		if cfg, err := o.cloudgateConfig(); err == nil {
-			bound += cfg.Cache.StaleIfError.Duration
-		}
-	}
-	c.onExists = func(node *v1.Node, exists bool, err error) {
-		if err != nil || !exists {
-			return
-		}
-		mu.Lock()
-		at, gone := deletedAt[node.Name]
-		mu.Unlock()
-		if gone && time.Since(at) > bound {
-			stale.Add(1)
-		}
-	}
-	c.nodeHandler = cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		n, ok := obj.(*v1.Node)
-		if !ok {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				n, _ = t.Obj.(*v1.Node)
-			}
-		}
-		if n == nil {
-			return
-		}
-		if _, exists := c.srv.InstanceByNodeName(n.Name); exists {
-			wrong.Add(1)
-		}
-	}}
-	// A few nodes are NotReady with their instances alive: the lifecycle
-	// controller checks them every monitor period, through every fault.
-	for i := 0; i < len(base) && i < 5; i++ {
-		if err := c.setReady(base[len(base)-1-i].NodeName, false); err != nil {
-			return Side{}, 0, err
-		}
-	}
-	leaving := base[:len(base)-5]
-
-	w := newInitWatch()
-	if err := c.start(w); err != nil {
-		return Side{}, 0, err
-	}
-	start := time.Now()
-	step := o.real(30 * time.Second)
-	var outageEnd time.Time
-	svc := 0
-	var converge, opensInOutage *float64
-	for _, p := range sched {
-		if err := c.srv.SetFaults(p.faults); err != nil {
-			return Side{}, 0, err
-		}
-		fmt.Fprintf(progress, "  %s: %s\n", label, p.name)
-		end := time.Now().Add(o.real(p.length))
-		var opensBefore float64
-		if p.faults.Outage && c.reg != nil {
-			opensBefore = readBreakerOpens(c.reg)
-		}
-		if p.name == "recovery" {
-			// No more churn: how long until everything has converged?
-			if converge, err = c.waitConverged(ctx, outageEnd, end); err != nil {
-				return Side{}, 0, err
-			}
-			break
-		}
-		for time.Now().Before(end) {
-			if _, err := c.addNodesWatched(2, "join", w); err != nil {
-				return Side{}, 0, err
-			}
-			for j := 0; j < 2 && len(leaving) > 0; j++ {
-				inst := leaving[0]
-				leaving = leaving[1:]
-				mu.Lock()
-				deletedAt[inst.NodeName] = time.Now()
-				mu.Unlock()
-				c.srv.DeleteInstance(inst.ID)
-				if err := c.setReady(inst.NodeName, false); err != nil {
-					return Side{}, 0, err
-				}
-			}
-			if o.Services > 0 {
-				if err := c.touchService(svc % o.Services); err != nil {
-					return Side{}, 0, err
-				}
-				svc++
-			}
-			if err := sleep(ctx, min(step, time.Until(end)), io.Discard, label, c); err != nil {
-				return Side{}, 0, err
-			}
-		}
-		if p.faults.Outage {
-			outageEnd = time.Now()
-			if c.reg != nil {
-				v := readBreakerOpens(c.reg) - opensBefore
-				opensInOutage = &v
-			}
-		}
-	}
-
-	s := c.result(w)
-	rec := c.rec.snapshot()
-	landed := int64(len(c.srv.WriteLog()))
-	ch := &ChaosSide{
-		WritesIssued: rec.WritesIssued, WritesFailed: rec.WritesFailed, WritesLanded: landed,
-		StaleReadsBeyondBound: stale.Load(), NodesWronglyDeleted: wrong.Load(), ConvergeSeconds: converge,
-	}
-	if c.reg != nil {
-		ch.BreakerOpensInOutage = opensInOutage
-		ch.BreakerStatesAtEnd = breakerStates(c.reg)
-	}
-	ch.WritesLost = max(0, rec.WritesIssued-rec.WritesFailed-landed)
-	ch.WritesDuplicated = max(0, landed-rec.WritesIssued)
-	s.ChaosSide = ch
-	return s, time.Since(start).Seconds() * o.TimeFactor, nil
-}
-
-// waitConverged polls converged until deadline; the result is in
-// simulated seconds since from, nil if it did not converge.
-func (c *cluster) waitConverged(ctx context.Context, from, deadline time.Time) (*float64, error) {
-	for {
-		ok, err := c.converged()
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			v := max(0, time.Since(from).Seconds()*c.opts.TimeFactor)
-			return &v, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// converged: no node carries the uninitialized taint, no Node lacks its
-// instance, and every service's load balancer exists with its port.
-func (c *cluster) converged() (bool, error) {
-	nodes, err := c.kube.CoreV1().Nodes().List(c.ctx, metav1.ListOptions{})
-	if err != nil {
-		return false, err
-	}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if tainted(n) {
-			return false, nil
-		}
-		if _, ok := c.srv.InstanceByNodeName(n.Name); !ok {
-			return false, nil
-		}
-	}
-	lbs := map[string]simcloud.LoadBalancer{}
-	for _, lb := range c.srv.LoadBalancers() {
-		lbs[lb.Name] = lb
-	}
-	svcs, err := c.kube.CoreV1().Services("default").List(c.ctx, metav1.ListOptions{})
-	if err != nil {
-		return false, err
-	}
-	for i := range svcs.Items {
-		svc := &svcs.Items[i]
-		lb, ok := lbs[cloudprovider.DefaultLoadBalancerName(svc)]
-		if !ok || len(lb.Ports) == 0 || lb.Ports[0].Port != svc.Spec.Ports[0].Port {
-			return false, nil
-		}
-	}
-	return true, nil
+	return fmt.Sprint(v)
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
@@ -28,8 +32,6 @@ import (
 	_ "k8s.io/controller-manager/pkg/features/register" // registers the gates the route controller reads
 
 	"github.com/cloudgate/cloudgate/bench/simcloud"
-	"github.com/cloudgate/cloudgate/metrics"
-	"github.com/cloudgate/cloudgate/provider"
 )
 
 // CCM defaults (k8s.io/cloud-provider v0.37.2), before time compression.
@@ -37,7 +39,6 @@ const (
 	nodeStatusUpdateFrequency = 5 * time.Minute
 	nodeMonitorPeriod         = 5 * time.Second
 	routeReconcilePeriod      = 10 * time.Second
-	clusterName               = "kubernetes"
 )
 
 var chanSizeOnce sync.Once
@@ -48,22 +49,42 @@ func raiseWatchChanSize() {
 	chanSizeOnce.Do(func() { watch.DefaultChanSize = 1 << 20 })
 }
 
-// cluster is one side (bare or cloudgate) of one scenario: a simulated
-// cloud, a fake API server, the four CCM controllers and the provider
-// they call through the recorder.
-type cluster struct {
-	opts    *Options
-	side    string
+// ClusterConfig is one Kubernetes cluster run by the benchmark.
+type ClusterConfig struct {
+	// Name is the cluster name (route tables, load balancer ownership, node
+	// name prefixes): unique among the clusters sharing one cloud account.
+	Name string
+	// Server is the simulated cloud account, the ground truth; several
+	// clusters may share one.
+	Server *simcloud.Server
+	// Cloud is the provider the controllers call (a bare client or
+	// cloudgate over one).
+	Cloud cloudprovider.Interface
+	// TimeFactor compresses the controllers' periods and the kube client.
+	TimeFactor float64
+	// NodeWorkers is --concurrent-node-syncs (and status update workers);
+	// ServiceWorkers --concurrent-service-syncs.
+	NodeWorkers, ServiceWorkers int
+	// KubeQPS and KubeBurst limit each controller's kube client.
+	KubeQPS   float64
+	KubeBurst int
+	// ClusterCIDR holds the nodes' pod CIDRs (default 10.128.0.0/9).
+	ClusterCIDR string
+}
+
+// Cluster is a fake API server with the four CCM controllers calling a
+// provider through a recorder. The benchmark's own writes (nodes, services)
+// go straight to the API server; the controllers' go through clients
+// limited like a real CCM's.
+type Cluster struct {
+	cfg     ClusterConfig
 	srv     *simcloud.Server
-	kube    kubernetes.Interface
+	kube    *fake.Clientset // unlimited: the benchmark's and the informers'
 	factory informers.SharedInformerFactory
 	rec     *recorder
-	client  *simcloud.Cloud
-	reg     *prometheus.Registry // cloudgate side only
+	cidr    int
 
-	// onExists and nodeHandler, when set before start, see every
-	// InstanceExists answer and every Node event (chaos).
-	onExists    func(node *v1.Node, exists bool, err error)
+	// nodeHandler, when set before Start, sees every Node event (chaos).
 	nodeHandler cache.ResourceEventHandler
 
 	ctx    context.Context
@@ -71,62 +92,78 @@ type cluster struct {
 	wg     sync.WaitGroup
 }
 
-// newCluster starts a simulated cloud with the options' quota. Nothing runs
-// until start.
-func newCluster(opts *Options, side string, faults simcloud.Faults) (*cluster, error) {
-	raiseWatchChanSize()
-	f := opts.TimeFactor
-	srv, err := simcloud.NewServer(simcloud.ServerConfig{
-		Seed:       opts.Seed,
-		ReadQPS:    opts.ReadQPS * f,
-		ReadBurst:  opts.ReadBurst,
-		WriteQPS:   opts.WriteQPS * f,
-		WriteBurst: opts.WriteBurst,
-		Faults:     faults,
-		// An injected hang lasts until the client's timeout ends it.
-		HangTimeout: opts.clientTimeout() + time.Second,
-	})
-	if err != nil {
-		return nil, err
+// NewCluster makes an empty cluster; nothing runs until Start.
+func NewCluster(cfg ClusterConfig) (*Cluster, error) {
+	if cfg.Server == nil || cfg.Cloud == nil || cfg.Name == "" {
+		return nil, fmt.Errorf("bench: ClusterConfig needs Name, Server and Cloud")
 	}
-	c := &cluster{opts: opts, side: side, srv: srv, kube: fake.NewSimpleClientset()}
+	if cfg.ClusterCIDR == "" {
+		cfg.ClusterCIDR = "10.128.0.0/9"
+	}
+	raiseWatchChanSize()
+	c := &Cluster{cfg: cfg, srv: cfg.Server, kube: fake.NewSimpleClientset()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.rec = newRecorder(cfg.Cloud)
 	return c, nil
 }
 
-// addNodes adds n instances to the cloud and their Node objects to the
-// cluster: initialised (provider ID, labels, addresses) or carrying the
-// uninitialized taint. withCIDR gives each node a pod CIDR (routes).
-func (c *cluster) addNodes(n int, prefix string, initialized, withCIDR bool) ([]simcloud.Instance, error) {
-	insts, err := c.srv.AddInstances(n, prefix)
+// controllerClient is a kube client for one controller: it shares the
+// cluster's objects and is limited to KubeQPS (× time factor) with
+// KubeBurst, as client-go's default token bucket limits a real CCM's.
+func (c *Cluster) controllerClient() kubernetes.Interface {
+	cs := fake.NewSimpleClientset()
+	tracker := c.kube.Tracker()
+	lim := rate.NewLimiter(rate.Limit(c.cfg.KubeQPS*c.cfg.TimeFactor), c.cfg.KubeBurst)
+	cs.ReactionChain = nil
+	cs.WatchReactionChain = nil
+	cs.AddReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		// Not handled: waits for a token, then the tracker answers.
+		return false, nil, lim.Wait(c.ctx)
+	})
+	cs.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
+	cs.AddWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := tracker.Watch(action.GetResource(), action.GetNamespace(), opts)
+		return err == nil, w, err
+	})
+	return cs
+}
+
+// nextCIDR is the next node's pod CIDR: a /24 of the cluster CIDR.
+func (c *Cluster) nextCIDR() string {
+	_, n, _ := net.ParseCIDR(c.cfg.ClusterCIDR)
+	ip := n.IP.To4()
+	i := c.cidr
+	c.cidr++
+	return fmt.Sprintf("%d.%d.%d.0/24", ip[0], int(ip[1])+(i/256)%128, i%256)
+}
+
+// AddNodes adds n instances to the cloud and their Nodes to the cluster,
+// each with a pod CIDR: initialised (provider ID, labels, addresses; with
+// withRoutes their routes are put in the cloud's table, as after an earlier
+// reconciliation) or carrying the uninitialized taint.
+func (c *Cluster) AddNodes(n int, initialized, withRoutes bool) ([]simcloud.Instance, error) {
+	insts, err := c.srv.AddInstances(n, c.cfg.Name)
 	if err != nil {
 		return nil, err
 	}
 	for _, inst := range insts {
 		node := makeNode(inst, initialized, true)
-		if withCIDR {
-			a := nextCIDR()
-			node.Spec.PodCIDR = a
-			node.Spec.PodCIDRs = []string{a}
+		cidr := c.nextCIDR()
+		node.Spec.PodCIDR, node.Spec.PodCIDRs = cidr, []string{cidr}
+		if withRoutes {
+			if err := c.srv.AddRoute(simcloud.Route{Cluster: c.cfg.Name, Name: "r-" + inst.NodeName, TargetNode: inst.NodeName, DestinationCIDR: cidr}); err != nil {
+				return nil, err
+			}
 		}
 		if _, err := c.kube.CoreV1().Nodes().Create(c.ctx, node, metav1.CreateOptions{}); err != nil {
 			return nil, err
 		}
 	}
 	return insts, nil
-}
-
-var (
-	cidrMu   sync.Mutex
-	cidrNext int
-)
-
-func nextCIDR() string {
-	cidrMu.Lock()
-	defer cidrMu.Unlock()
-	i := cidrNext
-	cidrNext++
-	return fmt.Sprintf("10.%d.%d.0/24", 128+(i/256)%128, i%256)
 }
 
 func makeNode(inst simcloud.Instance, initialized, ready bool) *v1.Node {
@@ -137,6 +174,7 @@ func makeNode(inst simcloud.Instance, initialized, ready bool) *v1.Node {
 	n := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              inst.NodeName,
+			UID:               types.UID("uid-" + inst.NodeName),
 			Labels:            map[string]string{v1.LabelHostname: inst.NodeName},
 			CreationTimestamp: metav1.Now(),
 		},
@@ -160,16 +198,16 @@ func makeNode(inst simcloud.Instance, initialized, ready bool) *v1.Node {
 	return n
 }
 
-// addServices creates m LoadBalancer services.
-func (c *cluster) addServices(m int) error {
+// AddServices creates m LoadBalancer services.
+func (c *Cluster) AddServices(m int) error {
 	for i := 0; i < m; i++ {
 		svc := &v1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%03d", i), Namespace: "default", UID: types.UID(fmt.Sprint("uid-", i))},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%03d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("%s-uid-%d", c.cfg.Name, i))},
 			Spec: v1.ServiceSpec{
 				Type: v1.ServiceTypeLoadBalancer,
 				Ports: []v1.ServicePort{{
 					Name: "http", Protocol: v1.ProtocolTCP, Port: 80,
-					TargetPort: intstr.FromInt32(8080), NodePort: int32(30000 + i),
+					TargetPort: intstr.FromInt32(8080), NodePort: int32(30000 + i%2000),
 				}},
 			},
 		}
@@ -180,69 +218,68 @@ func (c *cluster) addServices(m int) error {
 	return nil
 }
 
-// start builds the provider (bare, or cloudgate over it), the recorder and
-// the controllers, as the CCM does, with periods divided by the time factor.
-func (c *cluster) start(w *initWatch) error {
-	f := c.opts.TimeFactor
-	client, err := simcloud.NewClient(simcloud.ClientConfig{
-		Endpoint: c.srv.URL(), APIKey: "bench", ClusterName: clusterName, Timeout: c.opts.clientTimeout(),
-	})
+// SetReady sets a node's Ready condition.
+func (c *Cluster) SetReady(name string, ready bool) error {
+	n, err := c.kube.CoreV1().Nodes().Get(c.ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	c.client = client
-	var cloud cloudprovider.Interface = client
-	if c.side == sideCloudgate {
-		cfg, err := c.opts.cloudgateConfig()
-		if err != nil {
-			return err
-		}
-		m := metrics.New()
-		c.reg = prometheus.NewRegistry()
-		if err := m.Register(c.reg); err != nil {
-			return err
-		}
-		cfg.Metrics = m
-		if cloud, err = provider.New(client, cfg); err != nil {
-			return err
-		}
-		if c.opts.onRegistry != nil {
-			c.opts.onRegistry(c.reg)
-		}
+	st := v1.ConditionTrue
+	if !ready {
+		st = v1.ConditionFalse
 	}
-	c.rec = newRecorder(cloud)
-	c.rec.onExists = c.onExists
-	c.rec.Initialize(nil, c.ctx.Done())
+	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: st, LastHeartbeatTime: metav1.Now()}}
+	_, err = c.kube.CoreV1().Nodes().UpdateStatus(c.ctx, n, metav1.UpdateOptions{})
+	return err
+}
 
+// TouchService changes a service's port, so the controller ensures its LB.
+func (c *Cluster) TouchService(i int) error {
+	name := fmt.Sprintf("svc-%03d", i)
+	svc, err := c.kube.CoreV1().Services("default").Get(c.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	svc.Spec.Ports[0].Port++
+	_, err = c.kube.CoreV1().Services("default").Update(c.ctx, svc, metav1.UpdateOptions{})
+	return err
+}
+
+// Start starts the four controllers as the CCM does, with periods divided
+// by the time factor; handlers (may be nil) see Node events.
+func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
+	f := c.cfg.TimeFactor
+	c.rec.Initialize(nil, c.ctx.Done())
 	c.factory = informers.NewSharedInformerFactory(c.kube, 0)
 	nodes := c.factory.Core().V1().Nodes()
 	services := c.factory.Core().V1().Services()
-	workers := int32(c.opts.NodeWorkers)
-	nc, err := nodecontroller.NewCloudNodeController(nodes, c.kube, c.rec, scale(nodeStatusUpdateFrequency, f), workers, workers)
+	workers := int32(c.cfg.NodeWorkers)
+	nc, err := nodecontroller.NewCloudNodeController(nodes, c.controllerClient(), c.rec, scale(nodeStatusUpdateFrequency, f), workers, workers)
 	if err != nil {
 		return err
 	}
-	lc, err := nodelifecycle.NewCloudNodeLifecycleController(nodes, c.kube, c.rec, scale(nodeMonitorPeriod, f), 1)
+	lc, err := nodelifecycle.NewCloudNodeLifecycleController(nodes, c.controllerClient(), c.rec, scale(nodeMonitorPeriod, f), 1)
 	if err != nil {
 		return err
 	}
 	routes, _ := c.rec.Routes()
-	_, cidr, _ := net.ParseCIDR("10.128.0.0/9")
-	rc, err := route.New(routes, c.kube, nodes, clusterName, []*net.IPNet{cidr})
+	_, cidr, err := net.ParseCIDR(c.cfg.ClusterCIDR)
 	if err != nil {
 		return err
 	}
-	sc, err := service.New(c.rec, c.kube, services, nodes, clusterName, utilfeature.DefaultFeatureGate)
+	rc, err := route.New(routes, c.controllerClient(), nodes, c.cfg.Name, []*net.IPNet{cidr})
 	if err != nil {
 		return err
 	}
-	if w != nil {
-		if _, err := nodes.Informer().AddEventHandler(w.handler()); err != nil {
-			return err
+	sc, err := service.New(c.rec, c.controllerClient(), services, nodes, c.cfg.Name, utilfeature.DefaultFeatureGate)
+	if err != nil {
+		return err
+	}
+	for _, h := range append(handlers, c.nodeHandler) {
+		if h == nil {
+			continue
 		}
-	}
-	if c.nodeHandler != nil {
-		if _, err := nodes.Informer().AddEventHandler(c.nodeHandler); err != nil {
+		if _, err := nodes.Informer().AddEventHandler(h); err != nil {
 			return err
 		}
 	}
@@ -256,12 +293,12 @@ func (c *cluster) start(w *initWatch) error {
 	run(func() { nc.RunWithContext(c.ctx, cm) })
 	run(func() { lc.Run(c.ctx, cm) })
 	run(func() { rc.Run(c.ctx, scale(routeReconcilePeriod, f), cm) })
-	run(func() { sc.Run(c.ctx, c.opts.ServiceWorkers, cm) })
+	run(func() { sc.Run(c.ctx, c.cfg.ServiceWorkers, cm) })
 	return nil
 }
 
-// stop stops the controllers and the cloud.
-func (c *cluster) stop() {
+// Stop stops the controllers (not the cloud: it may be shared).
+func (c *Cluster) Stop() {
 	c.cancel()
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
@@ -269,35 +306,103 @@ func (c *cluster) stop() {
 	case <-done:
 	case <-time.After(10 * time.Second):
 	}
-	c.factory.Shutdown()
-	if c.client != nil {
-		c.client.Close()
+	if c.factory != nil {
+		c.factory.Shutdown()
 	}
-	c.srv.Close()
 }
 
-// initialized counts the nodes without the uninitialized taint among names.
-func (c *cluster) initialized(names map[string]bool) int {
-	lister := c.factory.Core().V1().Nodes().Lister()
-	n := 0
-	for name := range names {
-		node, err := lister.Get(name)
-		if err != nil {
-			continue
+// Quiescence is which of the conditions of a settled cluster hold.
+type Quiescence struct {
+	NodesInitialized bool // every Node is initialised: no uninitialized taint, addresses set
+	LBsCurrent       bool // every service's LB holds the current node set and port
+	RoutesMatch      bool // one route per node with a pod CIDR, none for a gone node
+	NoneWaiting      bool // no controller call in flight for over a simulated second
+	NodesGone        bool // no Node without an instance (churn, chaos)
+}
+
+// All reports whether every condition holds.
+func (q Quiescence) All() bool {
+	return q.NodesInitialized && q.LBsCurrent && q.RoutesMatch && q.NoneWaiting && q.NodesGone
+}
+
+// Quiescence checks the conditions against the API server and the cloud.
+func (c *Cluster) Quiescence() (Quiescence, error) {
+	q := Quiescence{NodesInitialized: true, RoutesMatch: true, LBsCurrent: true, NodesGone: true}
+	nodes, err := c.kube.CoreV1().Nodes().List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		return q, err
+	}
+	want := map[string]string{} // node -> pod CIDR
+	var lbNodes []string
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if !initialized(n) {
+			q.NodesInitialized = false
 		}
-		tainted := false
-		for _, t := range node.Spec.Taints {
-			if t.Key == cloudproviderapi.TaintExternalCloudProvider {
-				tainted = true
+		if _, ok := c.srv.InstanceByNodeName(n.Name); !ok {
+			q.NodesGone = false
+		}
+		if n.Spec.PodCIDR != "" {
+			want[n.Name] = n.Spec.PodCIDR
+		}
+		if n.DeletionTimestamp == nil {
+			if _, excluded := n.Labels[v1.LabelNodeExcludeBalancers]; !excluded {
+				lbNodes = append(lbNodes, n.Name)
 			}
 		}
-		if !tainted {
+	}
+	sort.Strings(lbNodes)
+	got := map[string]string{}
+	for _, r := range c.srv.Routes(c.cfg.Name) {
+		if cidr, ok := want[r.TargetNode]; !ok || cidr != r.DestinationCIDR {
+			q.RoutesMatch = false
+		}
+		got[r.TargetNode] = r.DestinationCIDR
+	}
+	if len(got) != len(want) {
+		q.RoutesMatch = false
+	}
+	lbs := map[string]simcloud.LoadBalancer{}
+	for _, lb := range c.srv.LoadBalancers() {
+		lbs[lb.Name] = lb
+	}
+	svcs, err := c.kube.CoreV1().Services("default").List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		return q, err
+	}
+	for i := range svcs.Items {
+		svc := &svcs.Items[i]
+		lb, ok := lbs[cloudprovider.DefaultLoadBalancerName(svc)]
+		if !ok || len(lb.Ports) == 0 || lb.Ports[0].Port != svc.Spec.Ports[0].Port || !slices.Equal(lb.Hosts, lbNodes) {
+			q.LBsCurrent = false
+			break
+		}
+	}
+	q.NoneWaiting = c.rec.oldestInflight() <= scale(time.Second, c.cfg.TimeFactor)
+	return q, nil
+}
+
+// countInitialized counts the named nodes that exist and are initialised.
+func (c *Cluster) countInitialized(names []string) int {
+	n := 0
+	for _, name := range names {
+		node, err := c.kube.CoreV1().Nodes().Get(c.ctx, name, metav1.GetOptions{})
+		if err == nil && initialized(node) {
 			n++
 		}
 	}
 	return n
 }
 
-func scale(d time.Duration, f float64) time.Duration {
-	return time.Duration(float64(d) / f)
+// initialized: the node controller removed the uninitialized taint and
+// set the node's addresses (an update and a status patch).
+func initialized(n *v1.Node) bool { return !tainted(n) && len(n.Status.Addresses) > 0 }
+
+func tainted(n *v1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
+			return true
+		}
+	}
+	return false
 }

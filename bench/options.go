@@ -1,21 +1,39 @@
 // Package bench is cloudgate's load benchmark: it drives the real
 // cloud-controller-manager controllers (node, node lifecycle, route,
 // service) from k8s.io/cloud-provider against a fake API server and the
-// quota-limited simulated cloud (bench/simcloud), once with the bare
-// simcloud provider and once with cloudgate in front of it, and reports
-// upstream calls, throttling, controller-visible errors and latency side
-// by side. cmd/cloudgate-bench is its command line; docs/bench.md explains
-// the scenarios and how to benchmark your own cloudgate.yaml.
+// quota-limited simulated cloud (bench/simcloud), and compares, in the same
+// run, on the same simulated cloud and seed, five columns:
 //
-// Time is compressed by Options.TimeFactor: every controller period and
-// every cloudgate duration is divided by it, every quota multiplied by it,
-// and every reported time is in simulated seconds (real seconds × factor).
+//   - bare: the simcloud provider as a CCM runs it by default
+//     (--concurrent-node-syncs=1, kube client 20 QPS / burst 30), with no
+//     client-side limit or retry;
+//   - bare+client: the same provider with a provider-typical client (a token
+//     bucket at the quota, Retry-After honoured in whole seconds, bounded
+//     retries with backoff);
+//   - cloudgate:cache: cloudgate's DefaultConfig (limits at the quota) over
+//     a provider that implements neither batching nor listing: what any
+//     unmodified provider gets;
+//   - cloudgate:batch: the same over a provider that implements
+//     provider.BatchInstances;
+//   - cloudgate:list: the same with batch.listPrefetch over a provider that
+//     also implements provider.InstanceLister.
+//
+// Each column runs the same simulated time, or until quiescence, and
+// reports the time to each condition next to a lower bound with its
+// formula. cmd/cloudgate-bench is the command line; docs/bench.md explains
+// the scenarios.
+//
+// Time is compressed by a per-scenario factor: every controller period and
+// cloudgate duration is divided by it, every quota and client QPS
+// multiplied by it, the cloud's latency divided by it, and every reported
+// time is in simulated seconds (real seconds × factor).
 package bench
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,152 +46,221 @@ const (
 	ScenarioSteady  = "steady"
 	ScenarioScaleup = "scaleup"
 	ScenarioChurn   = "churn"
+	ScenarioChaos   = "chaos"
+	// ScenarioStress is scaleup with 100 node workers: not a CCM default,
+	// a stress case.
+	ScenarioStress = "stress"
+	// ScenarioSweep is steady at every SweepNodes count.
+	ScenarioSweep = "sweep"
 )
 
 // DefaultScenarios are run when none is named.
 var DefaultScenarios = []string{ScenarioSteady, ScenarioScaleup, ScenarioChurn}
 
+// Column names.
 const (
-	sideBare      = "bare"
-	sideCloudgate = "cloudgate"
+	ColBare       = "bare"
+	ColBareClient = "bare+client"
+	ColCache      = "cloudgate:cache"
+	ColBatch      = "cloudgate:batch"
+	ColList       = "cloudgate:list"
+	// ColConfig is the column of a user's --config (with --upstream-supports).
+	ColConfig = "cloudgate:config"
 )
 
-// Options are the benchmark's knobs. Rates and durations are in simulated
-// time; DefaultOptions gives a run of about a minute on two cores.
+// AllColumns are the default columns, in table order.
+var AllColumns = []string{ColBare, ColBareClient, ColCache, ColBatch, ColList}
+
+// Upstream capabilities (--upstream-supports).
+const (
+	SupportsNone  = "none"
+	SupportsBatch = "batch"
+	SupportsList  = "list" // list implies batch
+)
+
+// Options are the benchmark's knobs. Rates and durations are simulated.
 type Options struct {
 	Scenarios []string
-	// Nodes and Services size the steady and churn clusters.
-	Nodes    int
-	Services int
-	// ScaleupNodes is K, the nodes that arrive at once in scaleup.
+	Columns   []string
+	// Seeds runs every scenario this many times (seeds Seed, Seed+1, ...)
+	// and reports medians and spreads.
+	Seeds int
+	Seed  int64
+
+	// Nodes, Services and NotReadyPct size the steady cluster.
+	Nodes       int
+	Services    int
+	NotReadyPct float64
+	// SteadyWindow is the measured steady-state window, after the first
+	// full resync (one status period plus one minute).
+	SteadyWindow time.Duration
+
+	// ScaleupNodes is K, the nodes that arrive at once in scaleup (and stress).
 	ScaleupNodes int
-	// ChurnNodes is the base cluster of churn; ChurnRate nodes join and
-	// as many leave every ChurnInterval.
+	// StressWorkers is --concurrent-node-syncs of the stress scenario.
+	StressWorkers int
+	// QuiesceTimeout caps how long a column may take to reach quiescence
+	// (the same cap for every column).
+	QuiesceTimeout time.Duration
+
+	// Churn: ChurnNodes nodes; ChurnRate join and as many leave every
+	// ChurnInterval for ChurnDuration, then the drain until quiescence.
 	ChurnNodes    int
 	ChurnRate     int
 	ChurnInterval time.Duration
+	ChurnDuration time.Duration
+
 	// ChaosNodes is the chaos cluster's size.
 	ChaosNodes int
-	// NotReady nodes of the steady cluster are NotReady (their instances
-	// alive): the lifecycle controller checks each every monitor period.
-	NotReady int
-	// Sides to run: "bare", "cloudgate" or both (default).
-	Sides []string
-	// SteadyDuration and ChurnDuration are simulated run lengths.
-	SteadyDuration time.Duration
-	ChurnDuration  time.Duration
-	// ScaleupTimeout bounds the wait for all K nodes (simulated).
-	ScaleupTimeout time.Duration
 
-	// The simulated cloud's quota (calls per simulated second; bursts in calls).
-	ReadQPS    float64
-	ReadBurst  int
-	WriteQPS   float64
-	WriteBurst int
+	// SweepNodes are the node counts of the sweep scenario.
+	SweepNodes []int
 
-	// TimeFactor compresses time (see the package doc) in steady, churn and
-	// chaos. ScaleupTimeFactor is scaleup's: it has no period to compress,
-	// and its physical limit ceil(K/B)/Q shrinks with the factor below what
-	// the fake API server's CPU cost allows, so it runs in real time (1)
-	// by default, the bare side cut off at ScaleupTimeout.
-	TimeFactor        float64
-	ScaleupTimeFactor float64
-	// NodeWorkers is --concurrent-node-syncs (and status updates);
-	// ServiceWorkers is --concurrent-service-syncs.
+	// The simulated cloud: quota (calls per second, bursts in calls), its
+	// largest batch and list page, and its latency (base + uniform jitter).
+	ReadQPS, WriteQPS     float64
+	ReadBurst, WriteBurst int
+	CloudMaxBatch         int
+	Latency, Jitter       time.Duration
+
+	// The CCM: kube client QPS/burst per controller, workers.
+	KubeQPS        float64
+	KubeBurst      int
 	NodeWorkers    int
 	ServiceWorkers int
-	Seed           int64
 
-	// ConfigFile is a cloudgate.yaml to benchmark instead of the default
-	// policy; its upstream is ignored (the simulated cloud is used).
-	ConfigFile string
+	// Time factors: steady, churn, chaos and sweep use TimeFactor; scaleup
+	// and stress ScaleupTimeFactor.
+	TimeFactor        float64
+	ScaleupTimeFactor float64
 
-	// onRegistry is told each cloudgate run's metrics registry (for
-	// --metrics-addr).
+	// ConfigFile is a cloudgate.yaml to benchmark (column cloudgate:config)
+	// instead of the three default cloudgate columns; UpstreamSupports is
+	// what the user's provider implements (none, batch, list): only that is
+	// simulated.
+	ConfigFile       string
+	UpstreamSupports string
+
+	// Sample is how often (simulated) the time series are sampled; 0 picks
+	// about 300 points per run.
+	Sample time.Duration
+
 	onRegistry func(*prometheus.Registry)
 }
 
-// DefaultOptions is the default run: 5,000 nodes, 20 services, 1,000 nodes
-// scaling up, a cloud allowing 20 reads/s and 5 writes/s, time ×60.
+// DefaultOptions is make run's default: 2,000 nodes and 20 services in
+// steady (1 h window; 5,000 and more with --nodes or the sweep, at a lower
+// time factor for fidelity), 1,000 nodes scaling up, 1,000 churning; a cloud
+// allowing 20 reads/s (burst 20) and 5 writes/s (burst 5) with 50 ms ± 20 ms
+// latency; the CCM's defaults; one seed.
 func DefaultOptions() *Options {
 	return &Options{
-		Scenarios:         append([]string(nil), DefaultScenarios...),
-		Sides:             []string{sideBare, sideCloudgate},
-		Nodes:             5000,
+		Scenarios:         slices.Clone(DefaultScenarios),
+		Columns:           slices.Clone(AllColumns),
+		Seeds:             1,
+		Seed:              1,
+		Nodes:             2000,
 		Services:          20,
+		SteadyWindow:      time.Hour,
 		ScaleupNodes:      1000,
-		ChaosNodes:        200,
+		StressWorkers:     100,
+		QuiesceTimeout:    15 * time.Minute,
 		ChurnNodes:        1000,
 		ChurnRate:         10,
 		ChurnInterval:     30 * time.Second,
-		SteadyDuration:    11 * time.Minute,
 		ChurnDuration:     6 * time.Minute,
-		ScaleupTimeout:    time.Minute,
+		ChaosNodes:        200,
+		SweepNodes:        []int{1000, 5000, 20000, 50000},
 		ReadQPS:           20,
 		ReadBurst:         20,
 		WriteQPS:          5,
 		WriteBurst:        5,
-		TimeFactor:        60,
-		ScaleupTimeFactor: 1,
-		NodeWorkers:       100,
+		CloudMaxBatch:     500,
+		Latency:           50 * time.Millisecond,
+		Jitter:            20 * time.Millisecond,
+		KubeQPS:           20,
+		KubeBurst:         30,
+		NodeWorkers:       1,
 		ServiceWorkers:    1,
-		Seed:              1,
+		TimeFactor:        120,
+		ScaleupTimeFactor: 20,
+		UpstreamSupports:  SupportsNone,
 	}
 }
 
-// Validate names the first bad option.
+// Validate names the first bad option and how to fix it.
 func (o *Options) Validate() error {
 	if len(o.Scenarios) == 0 {
-		return errors.New("no scenario: name at least one of steady, scaleup, churn")
+		return errors.New("--scenario: name at least one of steady, scaleup, churn, chaos, stress, sweep")
 	}
 	for _, s := range o.Scenarios {
 		switch s {
-		case ScenarioSteady, ScenarioScaleup, ScenarioChurn, ScenarioChaos:
+		case ScenarioSteady, ScenarioScaleup, ScenarioChurn, ScenarioChaos, ScenarioStress, ScenarioSweep:
 		default:
-			return fmt.Errorf("unknown scenario %q: want steady, scaleup, churn or chaos", s)
+			return fmt.Errorf("--scenario: unknown scenario %q: want steady, scaleup, churn, chaos, stress or sweep", s)
 		}
 	}
-	if len(o.Sides) == 0 {
-		return errors.New("no side: want bare, cloudgate or both")
+	if len(o.Columns) == 0 {
+		return errors.New("--columns: name at least one column")
 	}
-	for _, s := range o.Sides {
-		if s != sideBare && s != sideCloudgate {
-			return fmt.Errorf("unknown side %q: want bare or cloudgate", s)
+	for _, c := range o.Columns {
+		if !slices.Contains(AllColumns, c) && c != ColConfig {
+			return fmt.Errorf("--columns: unknown column %q: want bare, bare+client, cloudgate:cache, cloudgate:batch, cloudgate:list (or cloudgate:config with --config)", c)
 		}
+		if c == ColConfig && o.ConfigFile == "" {
+			return errors.New("--columns: cloudgate:config needs --config FILE")
+		}
+	}
+	switch o.UpstreamSupports {
+	case SupportsNone, SupportsBatch, SupportsList:
+	default:
+		return fmt.Errorf("--upstream-supports: %q: want none, batch or list", o.UpstreamSupports)
 	}
 	switch {
-	case o.NotReady < 0 || o.NotReady > o.Nodes:
-		return errors.New("not-ready must be between 0 and nodes")
+	case o.Seeds < 1:
+		return errors.New("--seeds must be >= 1")
+	case o.NotReadyPct < 0 || o.NotReadyPct > 100:
+		return errors.New("--not-ready-pct must be between 0 and 100")
 	case o.Nodes < 1 || o.ScaleupNodes < 1 || o.ChurnNodes < 1:
-		return errors.New("nodes, scaleup-nodes and churn-nodes must be >= 1")
-	case o.ChaosNodes < 10:
-		return errors.New("chaos-nodes must be >= 10")
+		return errors.New("--nodes, --scaleup-nodes and --churn-nodes must be >= 1")
+	case o.ChaosNodes < 20:
+		return errors.New("--chaos-nodes must be >= 20")
 	case o.Services < 0:
-		return errors.New("services must be >= 0")
+		return errors.New("--services must be >= 0")
 	case !(o.ReadQPS > 0) || !(o.WriteQPS > 0) || o.ReadBurst < 1 || o.WriteBurst < 1:
-		return errors.New("read-qps and write-qps must be > 0, bursts >= 1")
+		return errors.New("--read-qps and --write-qps must be > 0, --read-burst and --write-burst >= 1")
+	case o.CloudMaxBatch < 1:
+		return errors.New("--cloud-max-batch must be >= 1")
+	case o.Latency < 0 || o.Jitter < 0:
+		return errors.New("--latency and --jitter must be >= 0")
+	case !(o.KubeQPS > 0) || o.KubeBurst < 1:
+		return errors.New("--kube-qps must be > 0 and --kube-burst >= 1")
 	case !(o.TimeFactor >= 1) || !(o.ScaleupTimeFactor >= 1):
-		return errors.New("time-factor and scaleup-time-factor must be >= 1")
-	case o.NodeWorkers < 1 || o.ServiceWorkers < 1:
-		return errors.New("node-workers and service-workers must be >= 1")
-	case o.SteadyDuration <= 0 || o.ChurnDuration <= 0 || o.ChurnInterval <= 0 || o.ScaleupTimeout <= 0:
-		return errors.New("durations must be > 0")
+		return errors.New("--time-factor and --scaleup-time-factor must be >= 1")
+	case o.NodeWorkers < 1 || o.ServiceWorkers < 1 || o.StressWorkers < 1:
+		return errors.New("--node-workers, --service-workers and --stress-workers must be >= 1")
+	case o.SteadyWindow < time.Minute || o.ChurnDuration <= 0 || o.ChurnInterval <= 0 || o.QuiesceTimeout <= 0:
+		return errors.New("--steady-window must be >= 1m; --churn-duration, --churn-interval and --quiesce-timeout > 0")
+	case o.Sample < 0:
+		return errors.New("--sample must be >= 0")
+	}
+	for _, n := range o.SweepNodes {
+		if n < 1 {
+			return errors.New("--sweep-nodes: every count must be >= 1")
+		}
 	}
 	if o.ConfigFile != "" {
-		if _, err := o.cloudgateConfig(); err != nil {
+		if _, err := o.cloudgateConfig(ColConfig, 1); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// real converts a simulated duration to real time.
-func (o *Options) real(d time.Duration) time.Duration { return scale(d, o.TimeFactor) }
-
-// clientTimeout is the simcloud client's per-request timeout: 10 s simulated,
-// at least 1 s real.
-func (o *Options) clientTimeout() time.Duration {
-	return max(o.real(10*time.Second), time.Second)
+// clientTimeout is the simcloud client's per-request timeout: 10 s
+// simulated, at least 1 s real.
+func clientTimeout(f float64) time.Duration {
+	return max(scale(10*time.Second, f), time.Second)
 }
 
 // defaultTTLs mirrors the default TTLs of provider/methods.go for the
@@ -186,38 +273,60 @@ var defaultTTLs = map[string]time.Duration{
 	"ListRoutes":       time.Minute,
 }
 
-// cloudgateConfig is the cloudgate policy of the benchmark: the user's
-// cloudgate.yaml, or the defaults with limits just below the simulated
-// cloud's quota and list prefetch on. Every duration is compressed and
-// every rate multiplied by the time factor.
-func (o *Options) cloudgateConfig() (*provider.Config, error) {
+// upstreamSupports is what the column's upstream implements.
+func (o *Options) upstreamSupports(col string) string {
+	switch col {
+	case ColCache:
+		return SupportsNone
+	case ColBatch:
+		return SupportsBatch
+	case ColList:
+		return SupportsList
+	case ColConfig:
+		return o.UpstreamSupports
+	}
+	return SupportsList // bare columns: the provider as it is (unused)
+}
+
+// cloudgateConfig is a cloudgate column's policy, compressed by f: for the
+// default columns DefaultConfig() with limits set to the simulated quota
+// (as an operator would set them), batching off for cloudgate:cache and
+// list prefetch on for cloudgate:list; for cloudgate:config the user's file.
+func (o *Options) cloudgateConfig(col string, f float64) (*provider.Config, error) {
 	var cfg *provider.Config
-	if o.ConfigFile != "" {
-		f, err := os.Open(o.ConfigFile)
+	if col == ColConfig {
+		fh, err := os.Open(o.ConfigFile)
 		if err != nil {
 			return nil, fmt.Errorf("--config: %w", err)
 		}
-		defer f.Close()
-		if cfg, err = provider.LoadConfig(f); err != nil {
+		defer fh.Close()
+		if cfg, err = provider.LoadConfig(fh); err != nil {
 			return nil, fmt.Errorf("--config %s: %w", o.ConfigFile, err)
 		}
 	} else {
 		cfg = provider.DefaultConfig()
-		cfg.Limits.Read.QPS = o.ReadQPS * 0.95
-		cfg.Limits.Read.Burst = max(1, o.ReadBurst*9/10)
-		cfg.Limits.Write.QPS = o.WriteQPS * 0.95
-		cfg.Limits.Write.Burst = max(1, o.WriteBurst*9/10)
-		cfg.Batch.ListPrefetch = true
+		cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = o.ReadQPS, o.ReadBurst
+		cfg.Limits.Write.QPS, cfg.Limits.Write.Burst = o.WriteQPS, o.WriteBurst
+		off := false
+		switch col {
+		case ColCache:
+			cfg.Batch.Enabled = &off
+		case ColList:
+			cfg.Batch.ListPrefetch = true
+		}
 	}
 	cfg.Upstream = provider.UpstreamConfig{}
-	f := o.TimeFactor
 	sd := func(d *provider.Duration) { d.Duration = scale(d.Duration, f) }
 	cfg.Limits.Read.QPS *= f
 	cfg.Limits.Write.QPS *= f
 	sd(&cfg.Cache.NegativeTTL)
 	sd(&cfg.Cache.StaleIfError)
+	sd(&cfg.Limits.Read.WaitTimeout)
+	sd(&cfg.Limits.Write.WaitTimeout)
 	sd(&cfg.Breaker.Interval)
 	sd(&cfg.Breaker.OpenTimeout)
+	sd(&cfg.Breaker.MinOpenTimeout)
+	sd(&cfg.Throttle.MaxRetryAfter)
 	sd(&cfg.Batch.ListInterval)
 	// A batch's max wait is a latency, not a period: compress it, but not
 	// below 10 ms, or batches would not fill.
@@ -240,16 +349,21 @@ func (o *Options) cloudgateConfig() (*provider.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// batchSize is B of the physical limit: cloudgate's batch size, capped by
-// the simulated cloud's.
-func (o *Options) batchSize() int {
-	cfg, err := o.cloudgateConfig()
-	if err != nil || cfg.Batch.Enabled != nil && !*cfg.Batch.Enabled {
-		return 1
+// policyString describes the cloudgate columns' policy.
+func policyString(o *Options) string {
+	if o.ConfigFile != "" {
+		return fmt.Sprintf("cloudgate:config from %s, upstream implements %s", o.ConfigFile, o.UpstreamSupports)
 	}
-	return min(cfg.Batch.MaxSize, 500)
+	return fmt.Sprintf("DefaultConfig() with limits.read %g/s burst %d and limits.write %g/s burst %d (the quota); "+
+		"cache: batching off (upstream implements neither batch nor list); batch: batching on (upstream implements BatchInstances); "+
+		"list: batching on + batch.listPrefetch (upstream implements BatchInstances and InstanceLister)",
+		o.ReadQPS, o.ReadBurst, o.WriteQPS, o.WriteBurst)
 }
 
 // OnRegistry makes the benchmark tell fn each cloudgate run's metrics
 // registry when the run starts (cloudgate-bench --metrics-addr serves it).
 func OnRegistry(o *Options, fn func(*prometheus.Registry)) { o.onRegistry = fn }
+
+func scale(d time.Duration, f float64) time.Duration {
+	return time.Duration(float64(d) / f)
+}

@@ -27,19 +27,55 @@ type recorder struct {
 	// writes issued by the controllers (LB ensure/update/delete, routes).
 	writesIssued, writesFailed int64
 
-	// onExists, when set, sees every InstanceExists answer (chaos).
-	onExists func(node *v1.Node, exists bool, err error)
+	// inflight are the calls in progress, by id, with their start.
+	inflight map[uint64]time.Time
+	nextID   uint64
+
+	// onExists and onMetadata, when set, see every InstanceExists and
+	// InstanceMetadata answer (chaos).
+	onExists   func(node *v1.Node, exists bool, err error)
+	onMetadata func(node *v1.Node, err error)
+}
+
+// call is one call in progress.
+type call struct {
+	id    uint64
+	start time.Time
+}
+
+// begin registers a call in progress.
+func (r *recorder) begin() call {
+	now := time.Now()
+	r.mu.Lock()
+	r.nextID++
+	id := r.nextID
+	r.inflight[id] = now
+	r.mu.Unlock()
+	return call{id, now}
+}
+
+// oldestInflight is how long the oldest call in progress has run (real).
+func (r *recorder) oldestInflight() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var oldest time.Duration
+	now := time.Now()
+	for _, t := range r.inflight {
+		oldest = max(oldest, now.Sub(t))
+	}
+	return oldest
 }
 
 func newRecorder(up cloudprovider.Interface) *recorder {
-	return &recorder{up: up, calls: map[string]int64{}, errs: map[string]int64{}}
+	return &recorder{up: up, calls: map[string]int64{}, errs: map[string]int64{}, inflight: map[uint64]time.Time{}}
 }
 
-// observe records one call that started at start.
-func (r *recorder) observe(method string, start time.Time, err error, write bool) {
-	d := time.Since(start)
+// observe records the end of call c.
+func (r *recorder) observe(method string, c call, err error, write bool) {
+	d := time.Since(c.start)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.inflight, c.id)
 	r.latencies = append(r.latencies, d)
 	r.calls[method]++
 	if write {
@@ -64,6 +100,13 @@ type recorded struct {
 	Calls, Errors              map[string]int64
 	P50, P99                   time.Duration
 	WritesIssued, WritesFailed int64
+}
+
+// count is how many calls of method the controllers made.
+func (r *recorder) count(method string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[method]
 }
 
 // reset forgets everything recorded so far.
@@ -135,7 +178,7 @@ type recInstancesV2 struct {
 }
 
 func (i *recInstancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
-	start := time.Now()
+	start := i.r.begin()
 	ok, err := i.up.InstanceExists(ctx, node)
 	i.r.observe("InstanceExists", start, err, false)
 	if i.r.onExists != nil {
@@ -145,16 +188,19 @@ func (i *recInstancesV2) InstanceExists(ctx context.Context, node *v1.Node) (boo
 }
 
 func (i *recInstancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
-	start := time.Now()
+	start := i.r.begin()
 	ok, err := i.up.InstanceShutdown(ctx, node)
 	i.r.observe("InstanceShutdown", start, err, false)
 	return ok, err
 }
 
 func (i *recInstancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
-	start := time.Now()
+	start := i.r.begin()
 	md, err := i.up.InstanceMetadata(ctx, node)
 	i.r.observe("InstanceMetadata", start, err, false)
+	if i.r.onMetadata != nil {
+		i.r.onMetadata(node, err)
+	}
 	return md, err
 }
 
@@ -164,7 +210,7 @@ type recLB struct {
 }
 
 func (l *recLB) GetLoadBalancer(ctx context.Context, cluster string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
-	start := time.Now()
+	start := l.r.begin()
 	st, ok, err := l.up.GetLoadBalancer(ctx, cluster, svc)
 	l.r.observe("GetLoadBalancer", start, err, false)
 	return st, ok, err
@@ -175,21 +221,21 @@ func (l *recLB) GetLoadBalancerName(ctx context.Context, cluster string, svc *v1
 }
 
 func (l *recLB) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	start := time.Now()
+	start := l.r.begin()
 	st, err := l.up.EnsureLoadBalancer(ctx, cluster, svc, nodes)
 	l.r.observe("EnsureLoadBalancer", start, err, true)
 	return st, err
 }
 
 func (l *recLB) UpdateLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) error {
-	start := time.Now()
+	start := l.r.begin()
 	err := l.up.UpdateLoadBalancer(ctx, cluster, svc, nodes)
 	l.r.observe("UpdateLoadBalancer", start, err, true)
 	return err
 }
 
 func (l *recLB) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, svc *v1.Service) error {
-	start := time.Now()
+	start := l.r.begin()
 	err := l.up.EnsureLoadBalancerDeleted(ctx, cluster, svc)
 	l.r.observe("EnsureLoadBalancerDeleted", start, err, true)
 	return err
@@ -201,21 +247,21 @@ type recRoutes struct {
 }
 
 func (rt *recRoutes) ListRoutes(ctx context.Context, cluster string) ([]*cloudprovider.Route, error) {
-	start := time.Now()
+	start := rt.r.begin()
 	out, err := rt.up.ListRoutes(ctx, cluster)
 	rt.r.observe("ListRoutes", start, err, false)
 	return out, err
 }
 
 func (rt *recRoutes) CreateRoute(ctx context.Context, cluster, hint string, route *cloudprovider.Route) error {
-	start := time.Now()
+	start := rt.r.begin()
 	err := rt.up.CreateRoute(ctx, cluster, hint, route)
 	rt.r.observe("CreateRoute", start, err, true)
 	return err
 }
 
 func (rt *recRoutes) DeleteRoute(ctx context.Context, cluster string, route *cloudprovider.Route) error {
-	start := time.Now()
+	start := rt.r.begin()
 	err := rt.up.DeleteRoute(ctx, cluster, route)
 	rt.r.observe("DeleteRoute", start, err, true)
 	return err

@@ -48,6 +48,11 @@ type ClientConfig struct {
 	// ListPageSize is the page size ListInstances asks for; 0 leaves it to
 	// the server (its ServerConfig.ListPageSize).
 	ListPageSize int
+	// WrapTransport, when set, wraps the client's HTTP transport: the
+	// benchmark's "provider-typical client" (client-side rate limit,
+	// Retry-After, bounded retries) is such a wrapper. A retry it makes
+	// resends the same X-Request-Id. Not read from config files.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 func (c ClientConfig) withDefaults() (ClientConfig, error) {
@@ -123,10 +128,14 @@ func NewClient(cfg ClientConfig) (*Cloud, error) {
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
+	var rt http.RoundTripper = tr
+	if cfg.WrapTransport != nil {
+		rt = cfg.WrapTransport(tr)
+	}
 	return &Cloud{
 		cfg:       cfg,
 		transport: tr,
-		hc:        &http.Client{Transport: tr},
+		hc:        &http.Client{Transport: rt},
 		idPrefix:  "sc-" + hex.EncodeToString(b[:]) + "-",
 		seq:       new(atomic.Uint64),
 	}, nil

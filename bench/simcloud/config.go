@@ -115,12 +115,20 @@ type ServerConfig struct {
 
 // Faults are injected failures. Each call draws its fate once, when it
 // arrives; the first matching fault in this order wins: Outage,
-// ThrottleStorm, the quota check, ErrorRate, TimeoutRate. SpikeRate adds
+// ThrottleStorm, the quota check, ErrorRate, AmbiguousRate, TimeoutRate. SpikeRate adds
 // latency independently. The zero value injects nothing.
 type Faults struct {
 	// ErrorRate is the probability [0,1] that a call answers HTTP 500
 	// InternalError. A failed write does not land.
 	ErrorRate float64
+	// AmbiguousRate is the probability [0,1] that a write is applied (it
+	// lands in the write log) and then answered as if it failed: HTTP 500
+	// for half of them, a hang ending in 504 for the other half. This is
+	// the ambiguous write of a real cloud: the caller cannot tell it landed.
+	// It shares its draw with ErrorRate (a call whose error draw is below
+	// ErrorRate fails; below ErrorRate+AmbiguousRate, a write is ambiguous),
+	// so ErrorRate+AmbiguousRate must not exceed 1. Reads are not affected.
+	AmbiguousRate float64
 	// TimeoutRate is the probability [0,1] that a call hangs until the
 	// client gives up, the server closes, or ServerConfig.HangTimeout
 	// passes, and then answers HTTP 504 GatewayTimeout.
@@ -141,10 +149,13 @@ func (f Faults) validate() error {
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"ErrorRate", f.ErrorRate}, {"TimeoutRate", f.TimeoutRate}, {"SpikeRate", f.SpikeRate}} {
+	}{{"ErrorRate", f.ErrorRate}, {"AmbiguousRate", f.AmbiguousRate}, {"TimeoutRate", f.TimeoutRate}, {"SpikeRate", f.SpikeRate}} {
 		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
 			return fmt.Errorf("simcloud: Faults.%s must be in [0, 1], got %v", r.name, r.v)
 		}
+	}
+	if f.ErrorRate+f.AmbiguousRate > 1 {
+		return fmt.Errorf("simcloud: Faults.ErrorRate + Faults.AmbiguousRate must be <= 1, got %v", f.ErrorRate+f.AmbiguousRate)
 	}
 	if f.SpikeLatency < 0 {
 		return fmt.Errorf("simcloud: Faults.SpikeLatency must be >= 0, got %v", f.SpikeLatency)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ listPageSize: 50
 		t.Fatal(err)
 	}
 	want := ClientConfig{Endpoint: "http://127.0.0.1:9", ClusterName: "prod", Timeout: 3 * time.Second, APIKey: "k", MaxBatchSize: 100, ListPageSize: 50}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("ParseConfig = %+v, want %+v", cfg, want)
 	}
 	cfg, err = ParseConfig(strings.NewReader("endpoint: http://127.0.0.1:9\napiKey: k\n"))

@@ -22,6 +22,9 @@ type Counters struct {
 	// Errors counts injected failures: 500 (ErrorRate), 504 (TimeoutRate)
 	// and 503 (Outage).
 	Errors map[string]int64
+	// Ambiguous counts writes applied and then answered 500 or 504
+	// (Faults.AmbiguousRate); they are in Errors too.
+	Ambiguous map[string]int64
 	// ClientErrors counts other 4xx answers: bad requests, 401, 409 and
 	// not-found answers (a missing instance is a 404 here).
 	ClientErrors map[string]int64
@@ -38,6 +41,9 @@ type Counters struct {
 	// ListedInstances is the number of instances ListInstances pages
 	// returned.
 	ListedInstances int64
+	// HiddenAnswers counts lookups answered "not found" (or left out of a
+	// list page) for a live instance by Server.HideInstanceOnce.
+	HiddenAnswers int64
 }
 
 // TotalCalls is ReadCalls + WriteCalls.
@@ -54,6 +60,7 @@ func newCounters() Counters {
 		Calls:        map[string]int64{},
 		Throttled:    map[string]int64{},
 		Errors:       map[string]int64{},
+		Ambiguous:    map[string]int64{},
 		ClientErrors: map[string]int64{},
 	}
 }
@@ -63,6 +70,7 @@ func (c Counters) clone() Counters {
 	out.Calls = maps.Clone(c.Calls)
 	out.Throttled = maps.Clone(c.Throttled)
 	out.Errors = maps.Clone(c.Errors)
+	out.Ambiguous = maps.Clone(c.Ambiguous)
 	out.ClientErrors = maps.Clone(c.ClientErrors)
 	return out
 }
@@ -74,6 +82,7 @@ const (
 	outcomeThrottled
 	outcomeError
 	outcomeClientError
+	outcomeAmbiguous
 )
 
 func (s *Server) count(method string, write bool, o outcome) {
@@ -104,6 +113,14 @@ func (s *Server) count(method string, write bool, o outcome) {
 		}
 	case outcomeClientError:
 		c.ClientErrors[method]++
+	case outcomeAmbiguous:
+		c.Ambiguous[method]++
+		c.Errors[method]++
+		if write {
+			c.WriteErrors++
+		} else {
+			c.ReadErrors++
+		}
 	}
 }
 
@@ -111,6 +128,12 @@ func (s *Server) addItems(batch, listed int64) {
 	s.cntMu.Lock()
 	s.counters.BatchItems += batch
 	s.counters.ListedInstances += listed
+	s.cntMu.Unlock()
+}
+
+func (s *Server) addHidden() {
+	s.cntMu.Lock()
+	s.counters.HiddenAnswers++
 	s.cntMu.Unlock()
 }
 

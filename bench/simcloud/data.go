@@ -137,6 +137,12 @@ type store struct {
 
 	log []WriteRecord
 	seq int64
+
+	// hidden are live instance IDs whose next lookup answers "not found"
+	// (HideInstanceOnce).
+	hidden map[string]bool
+	// hiddenAt is when each hidden answer was given.
+	hiddenAt map[string]time.Time
 }
 
 func newStore(cfg ServerConfig) *store {
@@ -150,6 +156,8 @@ func newStore(cfg ServerConfig) *store {
 		lbIPs:     map[int]string{},
 		routes:    map[string]map[string]*Route{},
 		clusters:  map[string]bool{},
+		hidden:    map[string]bool{},
+		hiddenAt:  map[string]time.Time{},
 	}
 	for _, c := range cfg.Clusters {
 		st.clusters[c] = true
@@ -274,11 +282,48 @@ func (s *Server) DeleteInstance(id string) bool {
 		return false
 	}
 	delete(st.instances, id)
+	delete(st.hidden, id)
 	delete(st.byName, inst.NodeName)
 	if i, found := slices.BinarySearch(st.order, id); found {
 		st.order = slices.Delete(st.order, i, i+1)
 	}
 	return true
+}
+
+// HideInstanceOnce makes the next lookup of a live instance (by ID, by
+// name, in a batch or in a list page) answer as if it did not exist, once:
+// the eventually consistent "not found" a real cloud sometimes gives. It
+// reports whether the instance exists.
+func (s *Server) HideInstanceOnce(id string) bool {
+	st := s.data
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, found := st.instances[id]; !found {
+		return false
+	}
+	st.hidden[id] = true
+	return true
+}
+
+// takeHidden reports whether id's lookup is to be hidden, and consumes it;
+// the caller holds mu.
+func (st *store) takeHidden(id string) bool {
+	if !st.hidden[id] {
+		return false
+	}
+	delete(st.hidden, id)
+	st.hiddenAt[id] = time.Now()
+	return true
+}
+
+// HiddenAnsweredAt reports when the one-shot "not found" armed by
+// HideInstanceOnce was given for instance id, if it was.
+func (s *Server) HiddenAnsweredAt(id string) (time.Time, bool) {
+	st := s.data
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	t, ok := st.hiddenAt[id]
+	return t, ok
 }
 
 // SetShutdown stops (true) or starts (false) an instance and reports
@@ -380,4 +425,28 @@ func (st *store) clusterNames() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// AddRoute puts a route into a cluster's route table directly, as setup
+// (like AddInstances): no quota is charged and nothing is written to the
+// write log. It fails on an invalid name or a conflicting route.
+func (s *Server) AddRoute(rt Route) error {
+	if !validName(rt.Cluster) || !validName(rt.Name) || rt.TargetNode == "" {
+		return fmt.Errorf("simcloud: AddRoute: cluster %q, name %q and target node %q must be valid names", rt.Cluster, rt.Name, rt.TargetNode)
+	}
+	st := s.data
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	table := st.routes[rt.Cluster]
+	if table == nil {
+		table = map[string]*Route{}
+		st.routes[rt.Cluster] = table
+	}
+	if _, dup := table[rt.Name]; dup {
+		return fmt.Errorf("simcloud: AddRoute: route %q already exists in cluster %q", rt.Name, rt.Cluster)
+	}
+	rt.Blackhole = false
+	table[rt.Name] = &rt
+	st.clusters[rt.Cluster] = true
+	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cloudgate/cloudgate/provider"
 )
 
 func TestErrorRateOneFailsEveryCall(t *testing.T) {
@@ -216,5 +218,72 @@ func TestSetFaultsValidates(t *testing.T) {
 	}
 	if s.Faults() != (Faults{}) {
 		t.Fatalf("an invalid SetFaults changed the faults: %+v", s.Faults())
+	}
+}
+
+// TestAmbiguousWriteLandsThenFails: with AmbiguousRate 1 every write is
+// applied (in the write log and the state) and answered as a failure;
+// reads are not affected.
+func TestAmbiguousWriteLandsThenFails(t *testing.T) {
+	s := startServer(t, ServerConfig{Faults: Faults{AmbiguousRate: 1}, HangTimeout: 50 * time.Millisecond})
+	c := cloudFor(t, s, "")
+	lb, _ := c.LoadBalancer()
+	cl, _ := c.Clusters()
+	for range 6 {
+		_, err := lb.EnsureLoadBalancer(context.Background(), "", service("u1", 80), nil)
+		var ae *APIError
+		if !errors.As(err, &ae) || (ae.StatusCode != http.StatusInternalServerError && ae.StatusCode != http.StatusGatewayTimeout) {
+			t.Fatalf("ambiguous write answered %v, want 500 or 504", err)
+		}
+	}
+	if _, err := cl.ListClusters(context.Background()); err != nil {
+		t.Fatalf("a read failed under AmbiguousRate: %v", err)
+	}
+	log := s.WriteLog()
+	if len(log) != 6 || len(s.LoadBalancers()) != 1 {
+		t.Fatalf("%d writes landed, %d LBs; want 6 and 1", len(log), len(s.LoadBalancers()))
+	}
+	if cnt := s.Counters(); cnt.Ambiguous[MethodEnsureLoadBalancer] != 6 || cnt.WriteErrors != 6 {
+		t.Fatalf("counters %+v", cnt)
+	}
+	if err := s.SetFaults(Faults{ErrorRate: 0.6, AmbiguousRate: 0.6}); err == nil {
+		t.Fatal("ErrorRate + AmbiguousRate > 1 accepted")
+	}
+}
+
+// TestHideInstanceOnce: the next lookup of a live instance answers "not
+// found" once, whichever way it is looked up; then the truth again.
+func TestHideInstanceOnce(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	insts := addInstances(t, s, 3, "node")
+	c := cloudFor(t, s, "")
+	v2, _ := c.InstancesV2()
+	node := nodeByProviderID(insts[0].NodeName, insts[0].ProviderID())
+	if !s.HideInstanceOnce(insts[0].ID) || s.HideInstanceOnce("i-missing") {
+		t.Fatal("HideInstanceOnce: wrong existence report")
+	}
+	if _, ok := s.HiddenAnsweredAt(insts[0].ID); ok {
+		t.Fatal("answered before any lookup")
+	}
+	if ok, err := v2.InstanceExists(context.Background(), node); ok || err != nil {
+		t.Fatalf("first lookup: %v, %v; want false, nil", ok, err)
+	}
+	if _, ok := s.HiddenAnsweredAt(insts[0].ID); !ok {
+		t.Fatal("HiddenAnsweredAt does not report the answer")
+	}
+	if ok, err := v2.InstanceExists(context.Background(), node); !ok || err != nil {
+		t.Fatalf("second lookup: %v, %v; want true, nil", ok, err)
+	}
+	// In a list page the hidden instance is left out, once.
+	s.HideInstanceOnce(insts[1].ID)
+	lister := v2.(interface {
+		ListInstances(context.Context, string) ([]provider.InstanceRecord, string, error)
+	})
+	page, _, err := lister.ListInstances(context.Background(), "")
+	if err != nil || len(page) != 2 {
+		t.Fatalf("list: %d records, %v; want 2", len(page), err)
+	}
+	if s.Counters().HiddenAnswers != 2 {
+		t.Fatalf("HiddenAnswers %d, want 2", s.Counters().HiddenAnswers)
 	}
 }

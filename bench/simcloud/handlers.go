@@ -14,10 +14,23 @@ func (s *Server) getInstance(r *http.Request, _ call) reply {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	inst, found := st.instances[id]
+	if found && st.takeHidden(id) {
+		s.addHidden()
+		found = false
+	}
 	if !found {
 		return fail(http.StatusNotFound, CodeInstanceNotFound, "instance %q not found", id)
 	}
 	return ok(inst.toJSON())
+}
+
+// hide is takeHidden that also counts the hidden answer; the caller holds mu.
+func (st *store) hide(s *Server, id string) bool {
+	if !st.takeHidden(id) {
+		return false
+	}
+	s.addHidden()
+	return true
 }
 
 func (s *Server) getInstanceByName(r *http.Request, _ call) reply {
@@ -29,6 +42,10 @@ func (s *Server) getInstanceByName(r *http.Request, _ call) reply {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	id, found := st.byName[name]
+	if found && st.takeHidden(id) {
+		s.addHidden()
+		found = false
+	}
 	if !found {
 		return fail(http.StatusNotFound, CodeInstanceNotFound, "no instance for node %q", name)
 	}
@@ -48,13 +65,13 @@ func (s *Server) batchGetInstances(r *http.Request, _ call) reply {
 	st := s.data
 	st.mu.Lock()
 	for i, id := range req.IDs {
-		if inst, found := st.instances[id]; found {
+		if inst, found := st.instances[id]; found && !st.hide(s, id) {
 			j := inst.toJSON()
 			resp.ByID[i] = batchResult{Found: true, Instance: &j}
 		}
 	}
 	for i, name := range req.Names {
-		if id, found := st.byName[name]; found {
+		if id, found := st.byName[name]; found && !st.hide(s, id) {
 			j := st.instances[id].toJSON()
 			resp.ByName[i] = batchResult{Found: true, Instance: &j}
 		}
@@ -100,6 +117,9 @@ func (s *Server) listInstances(r *http.Request, _ call) reply {
 	end := min(i+size, len(st.order))
 	resp := listInstancesResponse{Instances: make([]instanceJSON, 0, end-i)}
 	for _, id := range st.order[i:end] {
+		if st.hide(s, id) {
+			continue
+		}
 		resp.Instances = append(resp.Instances, st.instances[id].toJSON())
 	}
 	if end < len(st.order) && end > i {

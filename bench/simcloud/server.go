@@ -309,6 +309,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, method string, fn
 		writeReply(w, fail(http.StatusInternalServerError, CodeInternalError, "injected internal error"))
 		return
 	}
+	if write && d.errorP < f.ErrorRate+f.AmbiguousRate {
+		// Applied, then answered as a failure: half 500, half a hang.
+		fn(r, c)
+		s.count(method, write, outcomeAmbiguous)
+		if d.timeoutP < 0.5 {
+			writeReply(w, fail(http.StatusInternalServerError, CodeInternalError, "injected internal error after the write was applied"))
+			return
+		}
+		s.hang(r.Context())
+		writeReply(w, fail(http.StatusGatewayTimeout, CodeGatewayTimeout, "injected timeout after the write was applied"))
+		return
+	}
 	if d.timeoutP < f.TimeoutRate {
 		s.hang(r.Context())
 		s.count(method, write, outcomeError)

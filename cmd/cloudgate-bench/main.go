@@ -1,15 +1,19 @@
 // Command cloudgate-bench drives the real cloud-controller-manager
-// controllers against a simulated, quota-limited cloud, once with the bare
-// provider and once with cloudgate in front of it, and prints the two side
-// by side. See docs/bench.md.
+// controllers against a simulated, quota-limited cloud with five columns
+// (bare CCM defaults, a provider-typical client, cloudgate cache, batch and
+// list), prints them side by side with lower bounds, and plans quotas
+// ("plan"). See docs/bench.md.
 //
 //	cloudgate-bench                                  # all default scenarios
 //	cloudgate-bench --scenario steady --nodes 10000 --read-qps 20 --config cloudgate.yaml
 //	cloudgate-bench --json results.json --metrics-addr 127.0.0.1:9464
+//	cloudgate-bench --seeds 3 --html report.html
+//	cloudgate-bench plan --config cloudgate.yaml --quota-read 20 --quota-write 5 --upstream-supports none
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -38,49 +43,59 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "plan" {
+		return runPlan(args[1:], stdout, stderr)
+	}
 	o := bench.DefaultOptions()
 	fs := flag.NewFlagSet("cloudgate-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scenarios := fs.String("scenario", strings.Join(o.Scenarios, ","), "comma-separated scenarios: steady, scaleup, churn, chaos")
+	scenarios := fs.String("scenario", strings.Join(o.Scenarios, ","), "comma-separated scenarios: steady, scaleup, churn, chaos, stress (100 node workers), sweep (steady at --sweep-nodes)")
+	columns := fs.String("columns", strings.Join(o.Columns, ","), "comma-separated columns: bare, bare+client, cloudgate:cache, cloudgate:batch, cloudgate:list")
+	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "run every scenario with this many seeds (seed, seed+1, ...) and report medians and spreads")
+	fs.Int64Var(&o.Seed, "seed", o.Seed, "first seed of the simulated cloud's random draws")
 	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "nodes in the steady cluster (N)")
-	fs.IntVar(&o.NotReady, "not-ready", o.NotReady, "NotReady nodes in the steady cluster (the lifecycle controller checks each every 5 s)")
-	sides := fs.String("sides", strings.Join(o.Sides, ","), "comma-separated sides to run: bare, cloudgate")
+	fs.Float64Var(&o.NotReadyPct, "not-ready-pct", o.NotReadyPct, "percentage of steady nodes that are NotReady (the lifecycle controller checks each every 5 s): 0, 1, 10")
 	fs.IntVar(&o.Services, "services", o.Services, "LoadBalancer services (M)")
-	fs.IntVar(&o.ScaleupNodes, "scaleup-nodes", o.ScaleupNodes, "nodes arriving at once in scaleup (K)")
+	fs.DurationVar(&o.SteadyWindow, "steady-window", o.SteadyWindow, "simulated steady-state window after the first full resync (>= 1h for calls per hour)")
+	fs.IntVar(&o.ScaleupNodes, "scaleup-nodes", o.ScaleupNodes, "nodes arriving at once in scaleup and stress (K)")
+	fs.IntVar(&o.StressWorkers, "stress-workers", o.StressWorkers, "--concurrent-node-syncs of the stress scenario")
+	fs.DurationVar(&o.QuiesceTimeout, "quiesce-timeout", o.QuiesceTimeout, "simulated cap on the wait for quiescence (the same for every column)")
 	fs.IntVar(&o.ChaosNodes, "chaos-nodes", o.ChaosNodes, "nodes in the chaos cluster")
 	fs.IntVar(&o.ChurnNodes, "churn-nodes", o.ChurnNodes, "nodes in the churn cluster")
 	fs.IntVar(&o.ChurnRate, "churn-rate", o.ChurnRate, "nodes joining (and as many leaving) per churn interval")
 	fs.DurationVar(&o.ChurnInterval, "churn-interval", o.ChurnInterval, "simulated time between churn steps")
-	fs.DurationVar(&o.SteadyDuration, "steady-duration", o.SteadyDuration, "simulated length of steady")
-	fs.DurationVar(&o.ChurnDuration, "churn-duration", o.ChurnDuration, "simulated length of churn")
-	fs.DurationVar(&o.ScaleupTimeout, "scaleup-timeout", o.ScaleupTimeout, "simulated time after which scaleup stops waiting (a side cut off is reported as such)")
+	fs.DurationVar(&o.ChurnDuration, "churn-duration", o.ChurnDuration, "simulated length of churn (the drain to quiescence follows)")
+	sweep := fs.String("sweep-nodes", joinInts(o.SweepNodes), "node counts of the sweep scenario")
 	fs.Float64Var(&o.ReadQPS, "read-qps", o.ReadQPS, "the simulated cloud's read quota (calls per second)")
 	fs.IntVar(&o.ReadBurst, "read-burst", o.ReadBurst, "the simulated cloud's read burst")
 	fs.Float64Var(&o.WriteQPS, "write-qps", o.WriteQPS, "the simulated cloud's write quota (calls per second)")
 	fs.IntVar(&o.WriteBurst, "write-burst", o.WriteBurst, "the simulated cloud's write burst")
-	fs.Float64Var(&o.TimeFactor, "time-factor", o.TimeFactor, "time compression: periods divided, quotas multiplied by it (1: real time)")
-	fs.Float64Var(&o.ScaleupTimeFactor, "scaleup-time-factor", o.ScaleupTimeFactor, "time compression of scaleup (1: real time)")
-	fs.IntVar(&o.NodeWorkers, "node-workers", o.NodeWorkers, "the node controller's --concurrent-node-syncs")
-	fs.IntVar(&o.ServiceWorkers, "service-workers", o.ServiceWorkers, "the service controller's --concurrent-service-syncs")
-	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the simulated cloud's random draws")
-	fs.StringVar(&o.ConfigFile, "config", "", "benchmark this cloudgate.yaml instead of the default policy (its upstream is ignored)")
+	fs.IntVar(&o.CloudMaxBatch, "cloud-max-batch", o.CloudMaxBatch, "the largest batch the simulated cloud accepts (B of the bounds)")
+	fs.DurationVar(&o.Latency, "latency", o.Latency, "the simulated cloud's base latency (simulated time)")
+	fs.DurationVar(&o.Jitter, "jitter", o.Jitter, "uniform jitter added to the latency")
+	fs.Float64Var(&o.KubeQPS, "kube-qps", o.KubeQPS, "each controller's kube client QPS (CCM default 20)")
+	fs.IntVar(&o.KubeBurst, "kube-burst", o.KubeBurst, "each controller's kube client burst (CCM default 30)")
+	fs.IntVar(&o.NodeWorkers, "node-workers", o.NodeWorkers, "--concurrent-node-syncs (CCM default 1)")
+	fs.IntVar(&o.ServiceWorkers, "service-workers", o.ServiceWorkers, "--concurrent-service-syncs (CCM default 1)")
+	fs.Float64Var(&o.TimeFactor, "time-factor", o.TimeFactor, "time compression of steady, churn, chaos, sweep: periods and latency divided, quotas multiplied (1: real time)")
+	fs.Float64Var(&o.ScaleupTimeFactor, "scaleup-time-factor", o.ScaleupTimeFactor, "time compression of scaleup and stress")
+	fs.StringVar(&o.ConfigFile, "config", "", "benchmark this cloudgate.yaml (column cloudgate:config) instead of the default policy; its upstream is ignored")
+	fs.StringVar(&o.UpstreamSupports, "upstream-supports", o.UpstreamSupports, "what your provider implements, simulated for --config: none, batch (BatchInstances) or list (also InstanceLister)")
+	htmlOut := fs.String("html", "", "write a self-contained HTML report with plots to this file")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
 	metricsAddr := fs.String("metrics-addr", "", "serve the running cloudgate's Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
 	verbose := fs.Bool("v", false, "show the controllers' logs")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	o.Scenarios = nil
-	for _, s := range strings.Split(*scenarios, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			o.Scenarios = append(o.Scenarios, s)
-		}
+	o.Scenarios = splitList(*scenarios)
+	o.Columns = splitList(*columns)
+	if o.ConfigFile != "" && *columns == strings.Join(bench.AllColumns, ",") {
+		o.Columns = []string{bench.ColBare, bench.ColBareClient, bench.ColConfig}
 	}
-	o.Sides = nil
-	for _, s := range strings.Split(*sides, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			o.Sides = append(o.Sides, s)
-		}
+	var err error
+	if o.SweepNodes, err = parseInts(*sweep); err != nil {
+		return fmt.Errorf("--sweep-nodes: %w", err)
 	}
 	if err := o.Validate(); err != nil {
 		return err
@@ -110,7 +125,101 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if *htmlOut != "" {
+		if err := rep.WriteHTML(*htmlOut); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "HTML report: %s\n", *htmlOut)
+	}
+	return rep.Check()
+}
+
+// runPlan is "cloudgate-bench plan": the steady state at each node count
+// with the user's policy, against the user's quota.
+func runPlan(args []string, stdout, stderr io.Writer) error {
+	o := bench.DefaultOptions()
+	o.SteadyWindow = 30 * time.Minute
+	fs := flag.NewFlagSet("cloudgate-bench plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.ConfigFile, "config", "", "your cloudgate.yaml (default: DefaultConfig with limits at the quota)")
+	fs.Float64Var(&o.ReadQPS, "quota-read", o.ReadQPS, "your account's read quota (calls per second)")
+	fs.IntVar(&o.ReadBurst, "quota-read-burst", o.ReadBurst, "your account's read burst")
+	fs.Float64Var(&o.WriteQPS, "quota-write", o.WriteQPS, "your account's write quota (calls per second)")
+	fs.IntVar(&o.WriteBurst, "quota-write-burst", o.WriteBurst, "your account's write burst")
+	fs.StringVar(&o.UpstreamSupports, "upstream-supports", bench.SupportsNone, "what your provider implements: none, batch (BatchInstances) or list (also InstanceLister); only that is simulated")
+	nodes := fs.String("nodes", "1000,2000,5000,10000", "node counts to sweep")
+	fs.IntVar(&o.Services, "services", o.Services, "LoadBalancer services")
+	fs.Float64Var(&o.NotReadyPct, "not-ready-pct", o.NotReadyPct, "percentage of NotReady nodes")
+	fs.DurationVar(&o.SteadyWindow, "steady-window", o.SteadyWindow, "simulated steady window per node count")
+	fs.Float64Var(&o.TimeFactor, "time-factor", o.TimeFactor, "time compression")
+	fs.DurationVar(&o.Latency, "latency", o.Latency, "the simulated cloud's base latency")
+	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the simulated cloud")
+	htmlOut := fs.String("html", "", "write the plan with its plot to this HTML file")
+	jsonOut := fs.String("json", "", "write the plan as JSON to this file")
+	verbose := fs.Bool("v", false, "show the controllers' logs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	counts, err := parseInts(*nodes)
+	if err != nil {
+		return fmt.Errorf("--nodes: %w", err)
+	}
+	if !*verbose {
+		quietKlog()
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	p, err := bench.RunPlan(ctx, o, counts, stderr)
+	if err != nil {
+		return err
+	}
+	p.WriteTable(stdout)
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(p, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if *htmlOut != "" {
+		if err := p.WriteHTML(*htmlOut); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "HTML plan: %s\n", *htmlOut)
+	}
 	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, v := range splitList(s) {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number", v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 // quietKlog silences the controllers' logs.

@@ -13,15 +13,17 @@ import (
 // through the command line.
 func TestRunWritesTableAndJSON(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.json")
+	html := filepath.Join(t.TempDir(), "out.html")
 	var stdout, stderr bytes.Buffer
 	err := run([]string{
-		"--scenario", "steady", "--nodes", "50", "--services", "0", "--steady-duration", "2m",
-		"--json", path, "--metrics-addr", "127.0.0.1:0",
+		"--scenario", "steady", "--nodes", "50", "--services", "0", "--steady-window", "10m",
+		"--columns", "bare,cloudgate:list", "--time-factor", "240",
+		"--json", path, "--html", html, "--metrics-addr", "127.0.0.1:0",
 	}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"== steady: 50 nodes", "upstream calls", "bare/cloudgate", "throttled (429)"} {
+	for _, want := range []string{"== steady: 50 nodes", "upstream calls", "cloudgate:list", "throttled (429)", "steady reads / h"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
@@ -45,12 +47,21 @@ func TestRunWritesTableAndJSON(t *testing.T) {
 	if len(doc.Scenarios) != 1 || doc.Scenarios[0].Scenario != "steady" || doc.Scenarios[0].Nodes != 50 {
 		t.Errorf("JSON: %s", raw)
 	}
+	page, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "<svg") || strings.Contains(string(page), "<script") {
+		t.Errorf("HTML report has no inline SVG or has a script")
+	}
 }
 
 func TestRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--scenario", "nope"},
-		{"--sides", "both"},
+		{"--columns", "both"},
+		{"--upstream-supports", "all"},
+		{"--seeds", "0"},
 		{"--metrics-addr", "0.0.0.0:9464"},
 		{"--read-qps", "0"},
 	} {
@@ -58,5 +69,26 @@ func TestRejectsBadFlags(t *testing.T) {
 		if err := run(args, &stdout, &stderr); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// TestPlanPrintsHeadroomAndRunsOut runs a tiny plan end to end.
+func TestPlanPrintsHeadroomAndRunsOut(t *testing.T) {
+	html := filepath.Join(t.TempDir(), "plan.html")
+	var stdout, stderr bytes.Buffer
+	err := run([]string{
+		"plan", "--quota-read", "2", "--quota-write", "5", "--nodes", "20,40", "--services", "0",
+		"--steady-window", "10m", "--time-factor", "240", "--html", html,
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"read headroom", "upstream implements none", "read quota:", "GetInstance"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if page, err := os.ReadFile(html); err != nil || !strings.Contains(string(page), "<svg") {
+		t.Errorf("plan HTML: %v", err)
 	}
 }
