@@ -73,3 +73,32 @@ func BenchmarkCacheParallelMixed(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCacheHitParallel: fresh hits on 1,024 keys from all Ps; run
+// with -cpu 1,2 to see how reads scale.
+func BenchmarkCacheHitParallel(b *testing.B) {
+	const keys = 1024
+	c, err := New(Config[string, int]{Name: "bench", Size: keys, TTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, keys)
+	ctx := context.Background()
+	fetch := func(context.Context) (int, error) { return 1, nil }
+	for i := range names {
+		names[i] = "node-" + strconv.Itoa(i)
+		_, _ = c.Get(ctx, names[i], fetch)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i = (i + 7) % keys
+			if _, err := c.Get(ctx, names[i], fetch); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

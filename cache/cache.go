@@ -12,6 +12,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"sync"
 	"time"
@@ -86,6 +87,10 @@ type Config[K comparable, V any] struct {
 	// not == must render differently. nil uses fmt's %#v, which is
 	// injective for strings and structs of strings.
 	KeyString func(K) string
+	// Hash spreads keys over the cache's shards (see Cache); keys that are
+	// == must hash alike. nil uses hash/maphash.Comparable, which is correct
+	// for any key but slower than hashing a key's string field.
+	Hash func(maphash.Seed, K) uint64
 	// Clock is the time source; nil is the real clock.
 	Clock clock.PassiveClock
 	// Observer receives events; nil discards them.
@@ -102,22 +107,43 @@ type entry[V any] struct {
 }
 
 // Cache is a bounded LRU+TTL read-through cache, safe for concurrent use.
+//
+// A large cache is split by key hash into shards, each an LRU of its own
+// behind its own lock, so that reads of different keys from several CPUs do
+// not queue on one lock (an LRU read moves the entry, so it cannot share a
+// read lock). Recency, and so eviction, is per shard: the cache holds at
+// most Size entries, and evicts a shard's least recently used one when that
+// shard is full. A cache of fewer than 256 entries has one shard, an exact
+// LRU.
 type Cache[K comparable, V any] struct {
 	cfg     Config[K, V]
 	flights singleflight.Group
 	clock   clock.PassiveClock
 	obs     Observer
+	seed    maphash.Seed
+	shards  []shard[K, V]
+	mask    uint64
+}
 
+// shard is one LRU with its lock and invalidation epoch.
+type shard[K comparable, V any] struct {
 	// mu guards the LRU and the epoch together (golang-lru's own pattern: a
 	// lock around simplelru), so an invalidation cannot land between a
 	// fetch's epoch check and its store.
 	mu      sync.Mutex
 	entries *simplelru.LRU[K, *entry[V]]
-	// epoch counts invalidations: a fetch that started before an
-	// invalidation must not store its (possibly pre-write) answer, and a Get
-	// that starts after one must not join its flight.
+	// epoch counts invalidations of the shard's keys: a fetch that started
+	// before an invalidation must not store its (possibly pre-write)
+	// answer, and a Get that starts after one must not join its flight.
 	epoch uint64
+	_     [40]byte // keeps shards' locks on separate cache lines
 }
+
+// maxShards bounds the shard count; minShardSize keeps small caches whole.
+const (
+	maxShards    = 16
+	minShardSize = 128
+)
 
 // flightResult is what a flight hands its callers.
 type flightResult[V any] struct {
@@ -140,11 +166,26 @@ func New[K comparable, V any](cfg Config[K, V]) (*Cache[K, V], error) {
 	case cfg.MaxStale < 0:
 		return nil, fmt.Errorf("cache %q: maxStale must be >= 0 (got %s)", cfg.Name, cfg.MaxStale)
 	}
-	entries, err := simplelru.NewLRU[K, *entry[V]](cfg.Size, nil)
-	if err != nil {
-		return nil, fmt.Errorf("cache %q: %w", cfg.Name, err)
+	n := 1
+	for n < maxShards && cfg.Size/(2*n) >= minShardSize {
+		n *= 2
 	}
-	c := &Cache[K, V]{cfg: cfg, entries: entries, clock: cfg.Clock, obs: cfg.Observer}
+	c := &Cache[K, V]{cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, seed: maphash.MakeSeed(),
+		shards: make([]shard[K, V], n), mask: uint64(n - 1)}
+	for i := range c.shards {
+		size := cfg.Size / n
+		if i < cfg.Size%n {
+			size++ // the shards' sizes add up to Size
+		}
+		entries, err := simplelru.NewLRU[K, *entry[V]](size, nil)
+		if err != nil {
+			return nil, fmt.Errorf("cache %q: %w", cfg.Name, err)
+		}
+		c.shards[i].entries = entries
+	}
+	if c.cfg.Hash == nil {
+		c.cfg.Hash = maphash.Comparable[K]
+	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
@@ -179,26 +220,25 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 	}
 	c.obs.Miss(c.cfg.Name)
 	keyString := c.cfg.KeyString(key)
+	s := c.shard(key)
 	for {
 		if err := ctx.Err(); err != nil {
 			var zero V
 			return zero, err
 		}
-		c.mu.Lock()
-		epoch := c.epoch
-		c.mu.Unlock()
+		s.mu.Lock()
+		epoch := s.epoch
+		s.mu.Unlock()
 		led := false
 		results := c.flights.DoChan(keyString+"\x00"+strconv.FormatUint(epoch, 10), func() (any, error) {
 			led = true
 			// A flight that just finished may have stored a fresh answer.
-			c.mu.Lock()
-			e, ok := c.lookupLocked(key, c.clock.Now())
-			c.mu.Unlock()
+			e, ok := s.lookup(key, c.clock.Now())
 			if ok {
 				return flightResult[V]{value: e.value, err: e.err}, nil
 			}
 			v, err := fetch(ctx)
-			c.store(key, epoch, v, err)
+			c.store(s, key, epoch, v, err)
 			return flightResult[V]{value: v, err: err, leaderGone: err != nil && ctx.Err() != nil}, nil
 		})
 		select {
@@ -222,7 +262,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 // ok is false (nothing counted) when Get would have to fetch. It lets a
 // caller skip building its fetch function on the hot path.
 func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
-	e, ok := c.lookup(key, c.clock.Now())
+	e, ok := c.shard(key).lookup(key, c.clock.Now())
 	if !ok {
 		return value, nil, false
 	}
@@ -242,7 +282,7 @@ func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
 // error for a negative entry. ok is false when there is no fresh entry.
 // Peek does not count as a hit or miss.
 func (c *Cache[K, V]) Peek(key K) (value V, err error, ok bool) {
-	e, ok := c.lookup(key, c.clock.Now())
+	e, ok := c.shard(key).lookup(key, c.clock.Now())
 	if !ok {
 		return value, nil, false
 	}
@@ -260,9 +300,10 @@ func (c *Cache[K, V]) Peek(key K) (value V, err error, ok bool) {
 func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 	var zero V
 	now := c.clock.Now()
-	c.mu.Lock()
-	e, ok := c.entries.Peek(key)
-	c.mu.Unlock()
+	s := c.shard(key)
+	s.mu.Lock()
+	e, ok := s.entries.Peek(key)
+	s.mu.Unlock()
 	if !ok || e.negative {
 		return zero, false
 	}
@@ -279,9 +320,11 @@ func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 // (used to fill the cache from batch and list calls). A NegativeValue is
 // stored as a negative answer.
 func (c *Cache[K, V]) Put(key K, value V) {
-	c.mu.Lock()
-	evicted := c.addLocked(key, c.newEntry(key, c.clone(value), nil, c.clock.Now()))
-	c.mu.Unlock()
+	e := c.newEntry(key, c.clone(value), nil, c.clock.Now())
+	s := c.shard(key)
+	s.mu.Lock()
+	evicted := s.addLocked(key, e)
+	s.mu.Unlock()
 	c.evicted(evicted)
 }
 
@@ -290,9 +333,11 @@ func (c *Cache[K, V]) PutNegative(key K, err error) {
 	if err == nil {
 		return
 	}
-	c.mu.Lock()
-	evicted := c.addLocked(key, c.newEntry(key, *new(V), err, c.clock.Now()))
-	c.mu.Unlock()
+	e := c.newEntry(key, *new(V), err, c.clock.Now())
+	s := c.shard(key)
+	s.mu.Lock()
+	evicted := s.addLocked(key, e)
+	s.mu.Unlock()
 	c.evicted(evicted)
 }
 
@@ -300,37 +345,47 @@ func (c *Cache[K, V]) PutNegative(key K, err error) {
 // storing an answer it may have read before the change that caused this,
 // and makes later Gets start a fetch of their own.
 func (c *Cache[K, V]) Invalidate(key K) {
-	c.mu.Lock()
-	c.epoch++
-	c.entries.Remove(key)
-	c.mu.Unlock()
+	s := c.shard(key)
+	s.mu.Lock()
+	s.epoch++
+	s.entries.Remove(key)
+	s.mu.Unlock()
 }
 
 // Has reports whether key has an entry, fresh or kept for Stale. It does
 // not count as a hit or miss, nor change the entry's recency.
 func (c *Cache[K, V]) Has(key K) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.entries.Contains(key)
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.entries.Contains(key)
 }
 
 // Len returns the number of entries held, fresh or kept for Stale.
 func (c *Cache[K, V]) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.entries.Len()
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += s.entries.Len()
+		s.mu.Unlock()
+	}
+	return n
 }
 
-func (c *Cache[K, V]) lookup(key K, now time.Time) (*entry[V], bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lookupLocked(key, now)
+func (c *Cache[K, V]) shard(key K) *shard[K, V] {
+	if c.mask == 0 {
+		return &c.shards[0]
+	}
+	return &c.shards[c.cfg.Hash(c.seed, key)&c.mask]
 }
 
-// lookupLocked returns key's entry if it is fresh at now, and drops it if
-// it is past the time it is kept.
-func (c *Cache[K, V]) lookupLocked(key K, now time.Time) (*entry[V], bool) {
-	e, ok := c.entries.Get(key)
+// lookup returns key's entry if it is fresh at now, and drops it if it is
+// past the time it is kept.
+func (s *shard[K, V]) lookup(key K, now time.Time) (*entry[V], bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries.Get(key)
 	if !ok {
 		return nil, false
 	}
@@ -338,14 +393,14 @@ func (c *Cache[K, V]) lookupLocked(key K, now time.Time) (*entry[V], bool) {
 		return e, true
 	}
 	if !now.Before(e.keep) {
-		c.entries.Remove(key)
+		s.entries.Remove(key)
 	}
 	return nil, false
 }
 
 // store adds a fetch's answer unless an invalidation happened since the
 // fetch started (epoch), checked under the same lock as the add.
-func (c *Cache[K, V]) store(key K, epoch uint64, v V, err error) {
+func (c *Cache[K, V]) store(s *shard[K, V], key K, epoch uint64, v V, err error) {
 	if err != nil && (c.cfg.IsNegative == nil || !c.cfg.IsNegative(err)) {
 		return
 	}
@@ -354,13 +409,13 @@ func (c *Cache[K, V]) store(key K, epoch uint64, v V, err error) {
 	} else {
 		v = *new(V)
 	}
-	now := c.clock.Now()
-	c.mu.Lock()
+	e := c.newEntry(key, v, err, c.clock.Now())
+	s.mu.Lock()
 	evicted := false
-	if c.epoch == epoch {
-		evicted = c.addLocked(key, c.newEntry(key, v, err, now))
+	if s.epoch == epoch {
+		evicted = s.addLocked(key, e)
 	}
-	c.mu.Unlock()
+	s.mu.Unlock()
 	c.evicted(evicted)
 }
 
@@ -392,12 +447,12 @@ func (c *Cache[K, V]) newEntry(key K, v V, err error, now time.Time) *entry[V] {
 
 // addLocked adds e (nil: nothing to cache, and key's old entry is dropped)
 // and reports whether another entry was evicted to make room.
-func (c *Cache[K, V]) addLocked(key K, e *entry[V]) bool {
+func (s *shard[K, V]) addLocked(key K, e *entry[V]) bool {
 	if e == nil {
-		c.entries.Remove(key)
+		s.entries.Remove(key)
 		return false
 	}
-	return c.entries.Add(key, e)
+	return s.entries.Add(key, e)
 }
 
 func (c *Cache[K, V]) evicted(evicted bool) {

@@ -295,6 +295,7 @@ func newCache[K comparable, V any](g *gate, errp *error, name string, o cacheOpt
 		ShortLived:    o.shortLived,
 		Clone:         o.clone,
 		KeyString:     o.keyString,
+		Hash:          keyHash[K](),
 		Clock:         g.clock,
 		Observer:      g.rec.CacheObserver(name),
 	})

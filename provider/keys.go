@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strconv"
@@ -48,17 +49,53 @@ func (k lbKey) String() string {
 
 func stringKey(s string) string { return s }
 
+// keyHash returns the cache shard hash of the key types that have a
+// cheaper one than maphash.Comparable (nil: the cache's default).
+func keyHash[K comparable]() func(maphash.Seed, K) uint64 {
+	var h any
+	switch any(*new(K)).(type) {
+	case string:
+		h = maphash.String
+	case nodeKey:
+		// Keys differing only in byProviderID may share a shard.
+		h = func(s maphash.Seed, k nodeKey) uint64 { return maphash.String(s, k.id) }
+	default:
+		return nil
+	}
+	return h.(func(maphash.Seed, K) uint64)
+}
+
 // Clones: values leave the caches only as copies, so a caller that mutates
 // what it was given cannot corrupt what other callers see.
+
+// metadataWithAddresses is an InstanceMetadata and room for its addresses
+// in one allocation: the copy made on every cached InstanceMetadata hit.
+type metadataWithAddresses struct {
+	md    cloudprovider.InstanceMetadata
+	addrs [inlineAddresses]v1.NodeAddress
+}
+
+// inlineAddresses covers what clouds report (internal and external IP,
+// host and DNS names).
+const inlineAddresses = 4
 
 func cloneMetadata(m *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
 	if m == nil {
 		return nil
 	}
-	c := *m
-	c.NodeAddresses = slices.Clone(m.NodeAddresses)
+	var c *cloudprovider.InstanceMetadata
+	if n := len(m.NodeAddresses); n > 0 && n <= inlineAddresses {
+		b := &metadataWithAddresses{md: *m}
+		b.md.NodeAddresses = b.addrs[:n:n]
+		copy(b.md.NodeAddresses, m.NodeAddresses)
+		c = &b.md
+	} else {
+		c = new(cloudprovider.InstanceMetadata)
+		*c = *m
+		c.NodeAddresses = slices.Clone(m.NodeAddresses)
+	}
 	c.AdditionalLabels = maps.Clone(m.AdditionalLabels)
-	return &c
+	return c
 }
 
 func cloneAddresses(a []v1.NodeAddress) []v1.NodeAddress { return slices.Clone(a) }
