@@ -176,7 +176,7 @@ func (b *batcher) send(bt *batch, reason string) {
 
 // call sends one BatchInstanceStatus call.
 func (b *batcher) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority) ([]InstanceStatus, error) {
-	results, err := invoke(ctx, b.g, b.g.methods["BatchInstanceStatus"], prio, func(ctx context.Context) ([]InstanceStatus, error) {
+	results, err := invoke(ctx, b.g, b.g.m.batchInstanceStatus, prio, func(ctx context.Context) ([]InstanceStatus, error) {
 		return b.up.BatchInstanceStatus(ctx, nodes)
 	})
 	if err == nil && len(results) != len(nodes) {
@@ -257,7 +257,7 @@ func (g *gate) start(stop <-chan struct{}) {
 	}
 	interval := g.cfg.Batch.ListInterval.Duration
 	if interval <= 0 {
-		interval = g.methods["InstanceMetadata"].ttl / 2
+		interval = g.m.instanceMetadata.ttl / 2
 	}
 	if interval <= 0 {
 		interval = time.Minute
@@ -321,7 +321,7 @@ func (g *gate) close() {
 // prefetch pages through the upstream's instance list once and fills the
 // instance caches, by provider ID and by node name.
 func (g *gate) prefetch(ctx context.Context) error {
-	m := g.methods["ListInstances"]
+	m := g.m.listInstances
 	token := ""
 	for {
 		callCtx, cancelCall := context.WithTimeoutCause(ctx, batchCallTimeout, errCallTimeout)

@@ -50,7 +50,10 @@ type gate struct {
 	buckets  []bucketState
 	fleet    *fleet.Fleet // nil without limits.shared
 	breakers map[string]*limiter.Breaker
-	methods  map[string]*method
+	// m is the resolved policy, one field per method; methods indexes the
+	// same by name (for tests and by-name lookups outside the hot path).
+	m       methodSet
+	methods map[string]*method
 	caches   []cacheState
 
 	inst instanceCaches
@@ -218,6 +221,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 			}
 		}
 		g.methods[name] = mt
+		*spec.slot(&g.m) = mt
 	}
 	if err := g.buildCaches(); err != nil {
 		return nil, err
@@ -276,11 +280,11 @@ type cacheOpts[K comparable, V any] struct {
 	shortLived func(K) bool
 }
 
-// newCache builds the cache of a read method, or returns nil when the
+// newCache builds the cache of read method m, or returns nil when the
 // method's TTL turns caching off. The first error is kept in *errp, so a
 // caller can build every cache and check once.
-func newCache[K comparable, V any](g *gate, errp *error, name string, o cacheOpts[K, V]) *cache.Cache[K, V] {
-	ttl := g.methods[name].ttl
+func newCache[K comparable, V any](g *gate, errp *error, m *method, o cacheOpts[K, V]) *cache.Cache[K, V] {
+	name, ttl := m.name, m.ttl
 	if ttl <= 0 || *errp != nil {
 		return nil
 	}
@@ -468,8 +472,7 @@ func (g *gate) result(m *method, err error) string {
 // While the family's breaker is open it serves a positive answer the
 // upstream gave at most TTL+cache.staleIfError ago, else the breaker's
 // error. Negative answers are never served stale.
-func read[K comparable, V any](ctx context.Context, g *gate, name string, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
-	m := g.methods[name]
+func read[K comparable, V any](ctx context.Context, g *gate, m *method, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
 	if c == nil {
 		v, err := fetch(ctx)
 		m.requests.Observe(err)
@@ -489,14 +492,14 @@ func read[K comparable, V any](ctx context.Context, g *gate, name string, c *cac
 // fresh answers a read from a fresh cache entry, if there is one. Methods
 // call it before building their fetch closure, which would otherwise be
 // allocated on every call, hits included.
-func fresh[K comparable, V any](g *gate, name string, c *cache.Cache[K, V], key K) (V, error, bool) {
+func fresh[K comparable, V any](m *method, c *cache.Cache[K, V], key K) (V, error, bool) {
 	if c == nil {
 		var zero V
 		return zero, nil, false
 	}
 	v, err, ok := c.Fresh(key)
 	if ok {
-		g.methods[name].requests.Observe(err)
+		m.requests.Observe(err)
 	}
 	return v, err, ok
 }
@@ -504,8 +507,7 @@ func fresh[K comparable, V any](g *gate, name string, c *cache.Cache[K, V], key 
 // write sends a write upstream: never cached, never de-duplicated, always
 // sent or answered with an error. invalidate runs after the call whatever
 // its outcome (a failed write may have changed state too).
-func write(ctx context.Context, g *gate, name string, fn func(context.Context) error, invalidate func()) error {
-	m := g.methods[name]
+func write(ctx context.Context, g *gate, m *method, fn func(context.Context) error, invalidate func()) error {
 	_, err := invoke(ctx, g, m, m.priority, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, fn(ctx)
 	})
