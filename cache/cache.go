@@ -15,6 +15,7 @@ import (
 	"hash/maphash"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -111,10 +112,11 @@ type entry[V any] struct {
 // A large cache is split by key hash into shards, each an LRU of its own
 // behind its own lock, so that reads of different keys from several CPUs do
 // not queue on one lock (an LRU read moves the entry, so it cannot share a
-// read lock). Recency, and so eviction, is per shard: the cache holds at
-// most Size entries, and evicts a shard's least recently used one when that
-// shard is full. A cache of fewer than 256 entries has one shard, an exact
-// LRU.
+// read lock). Recency is per shard: when the cache holds Size entries, a
+// store evicts the least recently used entry of the key's own shard. A shard
+// with nothing else to evict lets the cache hold one more until a store in
+// another shard evicts it. A cache of fewer than 256 entries has one shard,
+// an exact LRU.
 type Cache[K comparable, V any] struct {
 	cfg     Config[K, V]
 	flights singleflight.Group
@@ -123,6 +125,9 @@ type Cache[K comparable, V any] struct {
 	seed    maphash.Seed
 	shards  []shard[K, V]
 	mask    uint64
+	// count is the number of entries over all shards, changed under the
+	// lock of the shard changed.
+	count atomic.Int64
 }
 
 // shard is one LRU with its lock and invalidation epoch.
@@ -173,11 +178,8 @@ func New[K comparable, V any](cfg Config[K, V]) (*Cache[K, V], error) {
 	c := &Cache[K, V]{cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, seed: maphash.MakeSeed(),
 		shards: make([]shard[K, V], n), mask: uint64(n - 1)}
 	for i := range c.shards {
-		size := cfg.Size / n
-		if i < cfg.Size%n {
-			size++ // the shards' sizes add up to Size
-		}
-		entries, err := simplelru.NewLRU[K, *entry[V]](size, nil)
+		// Each shard may hold up to Size; addLocked keeps the total there.
+		entries, err := simplelru.NewLRU[K, *entry[V]](cfg.Size, nil)
 		if err != nil {
 			return nil, fmt.Errorf("cache %q: %w", cfg.Name, err)
 		}
@@ -233,7 +235,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 		results := c.flights.DoChan(keyString+"\x00"+strconv.FormatUint(epoch, 10), func() (any, error) {
 			led = true
 			// A flight that just finished may have stored a fresh answer.
-			e, ok := s.lookup(key, c.clock.Now())
+			e, ok := c.lookup(s, key, c.clock.Now())
 			if ok {
 				return flightResult[V]{value: e.value, err: e.err}, nil
 			}
@@ -262,7 +264,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 // ok is false (nothing counted) when Get would have to fetch. It lets a
 // caller skip building its fetch function on the hot path.
 func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
-	e, ok := c.shard(key).lookup(key, c.clock.Now())
+	e, ok := c.lookup(c.shard(key), key, c.clock.Now())
 	if !ok {
 		return value, nil, false
 	}
@@ -282,7 +284,7 @@ func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
 // error for a negative entry. ok is false when there is no fresh entry.
 // Peek does not count as a hit or miss.
 func (c *Cache[K, V]) Peek(key K) (value V, err error, ok bool) {
-	e, ok := c.shard(key).lookup(key, c.clock.Now())
+	e, ok := c.lookup(c.shard(key), key, c.clock.Now())
 	if !ok {
 		return value, nil, false
 	}
@@ -323,7 +325,7 @@ func (c *Cache[K, V]) Put(key K, value V) {
 	e := c.newEntry(key, c.clone(value), nil, c.clock.Now())
 	s := c.shard(key)
 	s.mu.Lock()
-	evicted := s.addLocked(key, e)
+	evicted := c.addLocked(s, key, e)
 	s.mu.Unlock()
 	c.evicted(evicted)
 }
@@ -336,7 +338,7 @@ func (c *Cache[K, V]) PutNegative(key K, err error) {
 	e := c.newEntry(key, *new(V), err, c.clock.Now())
 	s := c.shard(key)
 	s.mu.Lock()
-	evicted := s.addLocked(key, e)
+	evicted := c.addLocked(s, key, e)
 	s.mu.Unlock()
 	c.evicted(evicted)
 }
@@ -348,7 +350,9 @@ func (c *Cache[K, V]) Invalidate(key K) {
 	s := c.shard(key)
 	s.mu.Lock()
 	s.epoch++
-	s.entries.Remove(key)
+	if s.entries.Remove(key) {
+		c.count.Add(-1)
+	}
 	s.mu.Unlock()
 }
 
@@ -362,16 +366,7 @@ func (c *Cache[K, V]) Has(key K) bool {
 }
 
 // Len returns the number of entries held, fresh or kept for Stale.
-func (c *Cache[K, V]) Len() int {
-	n := 0
-	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.Lock()
-		n += s.entries.Len()
-		s.mu.Unlock()
-	}
-	return n
-}
+func (c *Cache[K, V]) Len() int { return int(c.count.Load()) }
 
 func (c *Cache[K, V]) shard(key K) *shard[K, V] {
 	if c.mask == 0 {
@@ -382,7 +377,7 @@ func (c *Cache[K, V]) shard(key K) *shard[K, V] {
 
 // lookup returns key's entry if it is fresh at now, and drops it if it is
 // past the time it is kept.
-func (s *shard[K, V]) lookup(key K, now time.Time) (*entry[V], bool) {
+func (c *Cache[K, V]) lookup(s *shard[K, V], key K, now time.Time) (*entry[V], bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.entries.Get(key)
@@ -392,8 +387,8 @@ func (s *shard[K, V]) lookup(key K, now time.Time) (*entry[V], bool) {
 	if now.Before(e.fresh) {
 		return e, true
 	}
-	if !now.Before(e.keep) {
-		s.entries.Remove(key)
+	if !now.Before(e.keep) && s.entries.Remove(key) {
+		c.count.Add(-1)
 	}
 	return nil, false
 }
@@ -413,7 +408,7 @@ func (c *Cache[K, V]) store(s *shard[K, V], key K, epoch uint64, v V, err error)
 	s.mu.Lock()
 	evicted := false
 	if s.epoch == epoch {
-		evicted = s.addLocked(key, e)
+		evicted = c.addLocked(s, key, e)
 	}
 	s.mu.Unlock()
 	c.evicted(evicted)
@@ -445,14 +440,31 @@ func (c *Cache[K, V]) newEntry(key K, v V, err error, now time.Time) *entry[V] {
 	return e
 }
 
-// addLocked adds e (nil: nothing to cache, and key's old entry is dropped)
-// and reports whether another entry was evicted to make room.
-func (s *shard[K, V]) addLocked(key K, e *entry[V]) bool {
+// addLocked adds e to s, key's shard (nil: nothing to cache, and key's old
+// entry is dropped), and reports whether another entry was evicted to make
+// room. The caller holds s.mu.
+func (c *Cache[K, V]) addLocked(s *shard[K, V], key K, e *entry[V]) bool {
 	if e == nil {
-		s.entries.Remove(key)
+		if s.entries.Remove(key) {
+			c.count.Add(-1)
+		}
 		return false
 	}
-	return s.entries.Add(key, e)
+	if s.entries.Contains(key) {
+		s.entries.Add(key, e) // a replacement: the count stays
+		return false
+	}
+	if s.entries.Add(key, e) {
+		return true // one shard, full: it evicted its oldest itself
+	}
+	c.count.Add(1)
+	evicted := false
+	for c.count.Load() > int64(c.cfg.Size) && s.entries.Len() > 1 {
+		s.entries.RemoveOldest()
+		c.count.Add(-1)
+		evicted = true
+	}
+	return evicted
 }
 
 func (c *Cache[K, V]) evicted(evicted bool) {

@@ -35,7 +35,8 @@ func newTestCache(t *testing.T, mutate func(*Config[string, []string])) (*Cache[
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	obs := &counts{}
 	cfg := Config[string, []string]{
-		Name: "test", Size: 100, TTL: time.Minute, NegativeTTL: 10 * time.Second, MaxStale: 5 * time.Minute,
+		Name: "test", Size: 4096, TTL: time.Minute, // 16 shards
+		NegativeTTL: 10 * time.Second, MaxStale: 5 * time.Minute,
 		IsNegative: func(err error) bool { return err == errNotFound },
 		Clone:      func(v []string) []string { return append([]string(nil), v...) },
 		Clock:      clk, Observer: obs,
