@@ -79,11 +79,16 @@ type Config[K comparable, V any] struct {
 	// name something else (a node name reused by a re-created instance).
 	// nil: none.
 	ShortLived func(K) bool
-	// Clone copies a value. It is applied when a value is stored and to every
-	// value handed to a caller, so neither the upstream nor any caller can
-	// corrupt what others see. nil means V needs no copy (a value type, or
-	// documented immutable).
+	// Clone copies a value. It is applied when a value is stored and (unless
+	// Shared) to every value handed to a caller, so neither the upstream nor
+	// any caller can corrupt what others see. nil means V needs no copy (a
+	// value type, or documented immutable).
 	Clone func(V) V
+	// Shared hands callers the stored copy itself (and a fetch's leader and
+	// joiners the fetched value) instead of a Clone each: for values that
+	// callers are documented to treat as read-only. Clone still copies what
+	// is stored, so the upstream cannot change it afterwards.
+	Shared bool
 	// KeyString renders a key for in-flight de-duplication; two keys that are
 	// not == must render differently. nil uses fmt's %#v, which is
 	// injective for strings and structs of strings.
@@ -255,7 +260,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 					continue // the leader gave up; our context is still live
 				}
 			}
-			return c.clone(fr.value), fr.err
+			return c.out(fr.value), fr.err
 		}
 	}
 }
@@ -270,14 +275,14 @@ func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
 	}
 	if e.negative {
 		c.obs.NegativeHit(c.cfg.Name)
-		return c.clone(e.value), e.err, true
+		return c.out(e.value), e.err, true
 	}
 	if e.err != nil {
 		c.obs.NegativeHit(c.cfg.Name)
 		return value, e.err, true
 	}
 	c.obs.Hit(c.cfg.Name)
-	return c.clone(e.value), nil, true
+	return c.out(e.value), nil, true
 }
 
 // Peek returns the fresh entry for key without fetching: its value, or its
@@ -291,7 +296,7 @@ func (c *Cache[K, V]) Peek(key K) (value V, err error, ok bool) {
 	if e.err != nil {
 		return value, e.err, true
 	}
-	return c.clone(e.value), nil, true
+	return c.out(e.value), nil, true
 }
 
 // Stale returns the positive entry for key if it was stored at most maxAge
@@ -315,7 +320,7 @@ func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 	if !now.Before(e.fresh) {
 		c.obs.StaleServed(c.cfg.Name)
 	}
-	return c.clone(e.value), true
+	return c.out(e.value), true
 }
 
 // Put stores a fresh positive answer for key, as if a fetch had returned it
@@ -471,6 +476,14 @@ func (c *Cache[K, V]) evicted(evicted bool) {
 	if evicted {
 		c.obs.Evicted(c.cfg.Name)
 	}
+}
+
+// out is a value as handed to a caller.
+func (c *Cache[K, V]) out(v V) V {
+	if c.cfg.Shared {
+		return v
+	}
+	return c.clone(v)
 }
 
 func (c *Cache[K, V]) clone(v V) V {

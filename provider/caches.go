@@ -25,7 +25,7 @@ func (g *gate) buildCaches() (err error) {
 	}
 	g.inst.exists = newCache(g, &err, g.m.instanceExists, nk{keyString: nodeKeyString, negativeValue: notExists, shortLived: byName})
 	g.inst.shutdown = newCache(g, &err, g.m.instanceShutdown, nk{keyString: nodeKeyString, shortLived: byName})
-	g.inst.metadata = newCache(g, &err, g.m.instanceMetadata, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKeyString, shortLived: byName})
+	g.inst.metadata = newCache(g, &err, g.m.instanceMetadata, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, shared: true, keyString: nodeKeyString, shortLived: byName})
 	g.inst.nodeAddresses = newCache(g, &err, g.m.nodeAddresses, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
 	g.inst.nodeAddressesByProviderID = newCache(g, &err, g.m.nodeAddressesByProviderID, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
 	g.inst.instanceID = newCache(g, &err, g.m.instanceID, byNameStr())

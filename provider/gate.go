@@ -54,7 +54,7 @@ type gate struct {
 	// same by name (for tests and by-name lookups outside the hot path).
 	m       methodSet
 	methods map[string]*method
-	caches   []cacheState
+	caches  []cacheState
 
 	inst instanceCaches
 	lb   lbCaches
@@ -270,7 +270,9 @@ func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
 
 // cacheOpts are the per-method parts of a cache's configuration.
 type cacheOpts[K comparable, V any] struct {
-	clone     func(V) V
+	clone func(V) V
+	// shared: callers get the stored copy itself (see immutable_test.go).
+	shared    bool
 	keyString func(K) string
 	// negativeValue: a value that says "does not exist" (InstanceExists
 	// false): negativeTTL, never stale.
@@ -298,6 +300,7 @@ func newCache[K comparable, V any](g *gate, errp *error, m *method, o cacheOpts[
 		NegativeValue: o.negativeValue,
 		ShortLived:    o.shortLived,
 		Clone:         o.clone,
+		Shared:        o.shared,
 		KeyString:     o.keyString,
 		Hash:          keyHash[K](),
 		Clock:         g.clock,

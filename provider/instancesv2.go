@@ -105,4 +105,6 @@ func existsOf(st InstanceStatus) (bool, error) {
 
 func shutdownOf(st InstanceStatus) (bool, error) { return st.Shutdown, st.Err }
 
-func metadataOf(st InstanceStatus) (*cloudprovider.InstanceMetadata, error) { return st.Metadata, st.Err }
+func metadataOf(st InstanceStatus) (*cloudprovider.InstanceMetadata, error) {
+	return st.Metadata, st.Err
+}

@@ -65,11 +65,16 @@ func keyHash[K comparable]() func(maphash.Seed, K) uint64 {
 	return h.(func(maphash.Seed, K) uint64)
 }
 
-// Clones: values leave the caches only as copies, so a caller that mutates
-// what it was given cannot corrupt what other callers see.
+// Clones: what the caches store is a copy, so the upstream cannot change it
+// afterwards; values leave the caches as copies too, so a caller that
+// mutates what it was given cannot corrupt what other callers see — except
+// InstanceMetadata, the hot path, whose one stored copy every caller shares
+// read-only (see immutable_test.go).
 
 // metadataWithAddresses is an InstanceMetadata and room for its addresses
-// in one allocation: the copy made on every cached InstanceMetadata hit.
+// in one allocation. The addresses get no spare capacity, so that a reader
+// appending to them (the cloud-node controller adds the kubelet's
+// hostname) reallocates instead of writing where other readers read.
 type metadataWithAddresses struct {
 	md    cloudprovider.InstanceMetadata
 	addrs [inlineAddresses]v1.NodeAddress
@@ -92,7 +97,10 @@ func cloneMetadata(m *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMet
 	} else {
 		c = new(cloudprovider.InstanceMetadata)
 		*c = *m
-		c.NodeAddresses = slices.Clone(m.NodeAddresses)
+		if m.NodeAddresses != nil {
+			c.NodeAddresses = make([]v1.NodeAddress, len(m.NodeAddresses))
+			copy(c.NodeAddresses, m.NodeAddresses)
+		}
 	}
 	c.AdditionalLabels = maps.Clone(m.AdditionalLabels)
 	return c
