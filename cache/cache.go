@@ -23,35 +23,36 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Observer receives cache events; the metrics package implements it. Methods
-// must be cheap and safe for concurrent use.
+// Observer receives one cache's events (Config.Observer: one observer per
+// cache, as workqueue's MetricsProvider hands out one metric per queue).
+// Methods must be cheap and safe for concurrent use.
 type Observer interface {
-	// Hit: a fresh positive entry answered a Get.
-	Hit(cache string)
-	// NegativeHit: a fresh negative entry answered a Get with its error.
-	NegativeHit(cache string)
+	// Hit: a fresh positive entry answered a Get or Fresh.
+	Hit()
+	// NegativeHit: a fresh negative entry answered a Get or Fresh.
+	NegativeHit()
 	// Miss: a Get found no fresh entry and joined or started a fetch.
-	Miss(cache string)
+	Miss()
 	// Deduplicated: a Get was answered by a fetch another caller started.
-	Deduplicated(cache string)
+	Deduplicated()
 	// StaleServed: Stale answered with an entry past its TTL.
-	StaleServed(cache string)
+	StaleServed()
 	// Evicted: an entry was dropped to make room (capacity, not expiry).
-	Evicted(cache string)
+	Evicted()
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Hit(string)          {}
-func (nopObserver) NegativeHit(string)  {}
-func (nopObserver) Miss(string)         {}
-func (nopObserver) Deduplicated(string) {}
-func (nopObserver) StaleServed(string)  {}
-func (nopObserver) Evicted(string)      {}
+func (nopObserver) Hit()          {}
+func (nopObserver) NegativeHit()  {}
+func (nopObserver) Miss()         {}
+func (nopObserver) Deduplicated() {}
+func (nopObserver) StaleServed()  {}
+func (nopObserver) Evicted()      {}
 
 // Config configures a Cache. Zero values are documented per field.
 type Config[K comparable, V any] struct {
-	// Name identifies the cache in observer events and errors.
+	// Name identifies the cache in errors.
 	Name string
 	// Size is the maximum number of entries (>= 1); the least recently used
 	// entry is evicted to make room.
@@ -225,7 +226,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 	if v, err, ok := c.Fresh(key); ok {
 		return v, err
 	}
-	c.obs.Miss(c.cfg.Name)
+	c.obs.Miss()
 	keyString := c.cfg.KeyString(key)
 	s := c.shard(key)
 	for {
@@ -255,7 +256,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 		case r := <-results:
 			fr, _ := r.Val.(flightResult[V])
 			if !led {
-				c.obs.Deduplicated(c.cfg.Name)
+				c.obs.Deduplicated()
 				if fr.leaderGone {
 					continue // the leader gave up; our context is still live
 				}
@@ -274,14 +275,14 @@ func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
 		return value, nil, false
 	}
 	if e.negative {
-		c.obs.NegativeHit(c.cfg.Name)
+		c.obs.NegativeHit()
 		return c.out(e.value), e.err, true
 	}
 	if e.err != nil {
-		c.obs.NegativeHit(c.cfg.Name)
+		c.obs.NegativeHit()
 		return value, e.err, true
 	}
-	c.obs.Hit(c.cfg.Name)
+	c.obs.Hit()
 	return c.out(e.value), nil, true
 }
 
@@ -318,7 +319,7 @@ func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 		return zero, false
 	}
 	if !now.Before(e.fresh) {
-		c.obs.StaleServed(c.cfg.Name)
+		c.obs.StaleServed()
 	}
 	return c.out(e.value), true
 }
@@ -474,7 +475,7 @@ func (c *Cache[K, V]) addLocked(s *shard[K, V], key K, e *entry[V]) bool {
 
 func (c *Cache[K, V]) evicted(evicted bool) {
 	if evicted {
-		c.obs.Evicted(c.cfg.Name)
+		c.obs.Evicted()
 	}
 }
 

@@ -23,12 +23,12 @@ type counts struct {
 	hit, neg, miss, dedup, stale, evicted int
 }
 
-func (c *counts) Hit(string)          { c.Lock(); c.hit++; c.Unlock() }
-func (c *counts) NegativeHit(string)  { c.Lock(); c.neg++; c.Unlock() }
-func (c *counts) Miss(string)         { c.Lock(); c.miss++; c.Unlock() }
-func (c *counts) Deduplicated(string) { c.Lock(); c.dedup++; c.Unlock() }
-func (c *counts) StaleServed(string)  { c.Lock(); c.stale++; c.Unlock() }
-func (c *counts) Evicted(string)      { c.Lock(); c.evicted++; c.Unlock() }
+func (c *counts) Hit()          { c.Lock(); c.hit++; c.Unlock() }
+func (c *counts) NegativeHit()  { c.Lock(); c.neg++; c.Unlock() }
+func (c *counts) Miss()         { c.Lock(); c.miss++; c.Unlock() }
+func (c *counts) Deduplicated() { c.Lock(); c.dedup++; c.Unlock() }
+func (c *counts) StaleServed()  { c.Lock(); c.stale++; c.Unlock() }
+func (c *counts) Evicted()      { c.Lock(); c.evicted++; c.Unlock() }
 
 func newTestCache(t *testing.T, mutate func(*Config[string, []string])) (*Cache[string, []string], *clocktesting.FakeClock, *counts) {
 	t.Helper()

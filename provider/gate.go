@@ -187,7 +187,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 			MinOpenTimeout:   cfg.Breaker.MinOpenTimeout.Duration,
 			HalfOpenRequests: cfg.Breaker.HalfOpenRequests,
 			Clock:            g.clock,
-		}, g.notACloudFailure, g.rec)
+		}, g.notACloudFailure, g.rec.BreakerObserver(f.name))
 		if err != nil {
 			return nil, fmt.Errorf("cloudgate config: breaker: %w", err)
 		}
@@ -248,7 +248,7 @@ func (g *gate) newFamilyLimiter(family string, b BucketConfig) (limiter.Admitter
 	l, err := g.fleet.Limiter(family, b.QPS, limiter.BucketConfig{
 		QPS: b.QPS, Burst: b.Burst, Adaptive: b.Adaptive == nil || *b.Adaptive,
 		MaxRetryAfter: g.cfg.Throttle.MaxRetryAfter.Duration,
-	}, g.rec)
+	}, g.rec.BucketObserver(family))
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
 	bucket, err := limiter.NewBucket(name, limiter.BucketConfig{
 		QPS: b.QPS, Burst: b.Burst, Adaptive: b.Adaptive == nil || *b.Adaptive,
 		MaxRetryAfter: g.cfg.Throttle.MaxRetryAfter.Duration,
-	}, g.clock, g.rec)
+	}, g.clock, g.rec.BucketObserver(name))
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ type Limiter struct {
 	decrease float64 // AIMD, as fractions of the quota
 	minFrac  float64
 	recFrac  float64
-	bobs     limiter.Observer
+	bobs     limiter.BucketObserver
 	keys     [numKeys]string
 
 	mu       sync.Mutex
@@ -119,7 +119,7 @@ const (
 // share of quota (QPS and Burst scaled by the share). obs receives the
 // bucket events (WaitDone, Throttled, RateChanged) under the name family, as
 // a limiter.Bucket's would; nil discards them.
-func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig, obs limiter.Observer) (*Limiter, error) {
+func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig, obs limiter.BucketObserver) (*Limiter, error) {
 	if family == "" {
 		return nil, errors.New("cloudgate: fleet limiter: family name is empty")
 	}
@@ -279,7 +279,7 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 }
 
 func (l *Limiter) done1(p limiter.Priority, start time.Time, err error) error {
-	l.bobs.WaitDone(l.family, p, time.Since(start), err)
+	l.bobs.WaitDone(p, time.Since(start), err)
 	return err
 }
 
@@ -338,14 +338,14 @@ func (l *Limiter) OnThrottled(retryAfter time.Duration) {
 	fb, closed := l.fb, l.closed
 	l.mu.Unlock()
 	if closed {
-		l.bobs.Throttled(l.family, retryAfter)
+		l.bobs.Throttled(retryAfter)
 		return
 	}
 	if fb != nil {
 		fb.OnThrottled(retryAfter) // reports Throttled
 		return
 	}
-	l.bobs.Throttled(l.family, retryAfter)
+	l.bobs.Throttled(retryAfter)
 	factor := l.decrease
 	if !l.adaptive {
 		factor = 1
@@ -386,7 +386,7 @@ func (l *Limiter) reportRate(force bool) {
 	}
 	l.mu.Unlock()
 	if send {
-		l.bobs.RateChanged(l.family, r*l.quota)
+		l.bobs.RateChanged(r * l.quota)
 	}
 }
 
@@ -648,9 +648,8 @@ func (l *Limiter) admit(cls, n int) (got int, retry time.Duration, err error) {
 // nopBucketObserver discards bucket events.
 type nopBucketObserver struct{}
 
-func (nopBucketObserver) WaitDone(string, limiter.Priority, time.Duration, error)  {}
-func (nopBucketObserver) Throttled(string, time.Duration)                          {}
-func (nopBucketObserver) RateChanged(string, float64)                              {}
-func (nopBucketObserver) BreakerStateChanged(string, limiter.State, limiter.State) {}
+func (nopBucketObserver) WaitDone(limiter.Priority, time.Duration, error) {}
+func (nopBucketObserver) Throttled(time.Duration)                         {}
+func (nopBucketObserver) RateChanged(float64)                             {}
 
 var _ limiter.Admitter = (*Limiter)(nil)
