@@ -51,6 +51,9 @@ methods:
 		{name: "both upstream configs", yaml: "upstream: {name: aws, config: x, configFile: /y}\n", wantErr: "not both"},
 		{name: "self as upstream", yaml: "upstream: {name: cloudgate}\n", wantErr: "upstream.name: cannot be"},
 		{name: "failure ratio", yaml: "upstream: {name: aws}\nbreaker: {failureRatio: 1.5}\n", wantErr: "breaker.failureRatio must be in (0, 1]"},
+		{name: "method burst without qps", yaml: "upstream: {name: aws}\nmethods:\n  ListRoutes: {burst: 3}\n", wantErr: "methods.ListRoutes.qps must be > 0"},
+		{name: "method qps without burst", yaml: "upstream: {name: aws}\nmethods:\n  ListRoutes: {qps: 3}\n", wantErr: "methods.ListRoutes.burst must be >= 1"},
+		{name: "min open timeout", yaml: "upstream: {name: aws}\nbreaker: {openTimeout: 1m, minOpenTimeout: 2m}\n", wantErr: "breaker.minOpenTimeout must be in [0, openTimeout=1m0s]"},
 		{name: "malformed", yaml: "upstream: [\n", wantErr: "cloudgate config"},
 		{name: "empty", yaml: "  \n", wantErr: "empty"},
 	} {
