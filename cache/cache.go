@@ -286,20 +286,6 @@ func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
 	return c.out(e.value), nil, true
 }
 
-// Peek returns the fresh entry for key without fetching: its value, or its
-// error for a negative entry. ok is false when there is no fresh entry.
-// Peek does not count as a hit or miss.
-func (c *Cache[K, V]) Peek(key K) (value V, err error, ok bool) {
-	e, ok := c.lookup(c.shard(key), key, c.clock.Now())
-	if !ok {
-		return value, nil, false
-	}
-	if e.err != nil {
-		return value, e.err, true
-	}
-	return c.out(e.value), nil, true
-}
-
 // Stale returns the positive entry for key if it was stored at most maxAge
 // ago, fresh or not (bounded by TTL+MaxStale, how long entries are kept).
 // Negative entries — errors, NegativeValues — and ShortLived keys are never

@@ -275,7 +275,7 @@ func TestInvalidateDropsEntryAndInFlightStore(t *testing.T) {
 	c.Invalidate("lb") // the write lands while the read is in flight
 	close(finish)
 	<-done
-	if _, _, ok := c.Peek("lb"); ok {
+	if _, _, ok := c.Fresh("lb"); ok {
 		t.Fatalf("an answer fetched before the invalidation was stored")
 	}
 }
@@ -285,7 +285,7 @@ func TestStaleBounds(t *testing.T) {
 	f := &fetcher{value: []string{"v"}}
 	_, _ = c.Get(context.Background(), "k", f.fetch)
 	clk.Step(2 * time.Minute) // past TTL (1m), within MaxStale (5m)
-	if _, _, ok := c.Peek("k"); ok {
+	if _, _, ok := c.Fresh("k"); ok {
 		t.Fatal("expired entry reported fresh")
 	}
 	if _, ok := c.Stale("k", 90*time.Second); ok {
