@@ -67,7 +67,7 @@ type gate struct {
 	// publishes batch and lister.
 	batchMu      sync.Mutex
 	batchDecided atomic.Bool
-	batch        *batcher       // nil without batching
+	batch        *nodeBatcher   // nil without batching
 	lister       InstanceLister // nil without list prefetch
 
 	// The list prefetch loop: one at a time (see start).
@@ -227,6 +227,24 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 	g.rec.SetSource(g)
 	ok = true
 	return g, nil
+}
+
+// close ends the prefetch loop and waits for it and for batches in flight.
+func (g *gate) close() {
+	g.loopMu.Lock()
+	g.closed = true
+	if g.loopQuit != nil {
+		close(g.loopQuit)
+		g.loopQuit = nil
+	}
+	g.loopMu.Unlock()
+	g.loopWG.Wait()
+	if b := g.batcher(); b != nil {
+		b.Wait()
+	}
+	if g.fleet != nil {
+		g.fleet.Close() // deregisters this member; its limiters then fall back to local buckets
+	}
 }
 
 // newFamilyLimiter builds a family's limiter: this process's own bucket, or

@@ -78,7 +78,7 @@ func nodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *cache.Ca
 	prio := nodePriority(node, m.priority)
 	return read(ctx, i.g, m, c, key, func(ctx context.Context) (V, error) {
 		if b := i.g.batcher(); b != nil && key.id != "" {
-			st, err := b.lookup(ctx, node, prio)
+			st, err := b.Add(ctx, nodeRequest{node, prio})
 			if err != nil {
 				var zero V
 				return zero, err
