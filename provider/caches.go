@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
@@ -55,4 +57,50 @@ func putNegative[K comparable, V any](c *cache.Cache[K, V], key K, err error) {
 	if c != nil {
 		c.PutNegative(key, err)
 	}
+}
+
+// cacheOpts are the per-method parts of a cache's configuration.
+type cacheOpts[K comparable, V any] struct {
+	clone func(V) V
+	// shared: callers get the stored copy itself (see immutable_test.go).
+	shared    bool
+	keyString func(K) string
+	// negativeValue: a value that says "does not exist" (InstanceExists
+	// false): negativeTTL, never stale.
+	negativeValue func(V) bool
+	// shortLived: keys (node names) that a re-created instance may reuse;
+	// their answers live at most negativeTTL and are never served stale.
+	shortLived func(K) bool
+}
+
+// newCache builds the cache of read method m, or returns nil when the
+// method's TTL turns caching off. The first error is kept in *errp, so a
+// caller can build every cache and check once.
+func newCache[K comparable, V any](g *gate, errp *error, m *method, o cacheOpts[K, V]) *cache.Cache[K, V] {
+	name, ttl := m.name, m.ttl
+	if ttl <= 0 || *errp != nil {
+		return nil
+	}
+	c, err := cache.New(cache.Config[K, V]{
+		Name:          name,
+		Size:          g.cfg.Cache.Size,
+		TTL:           ttl,
+		NegativeTTL:   g.cfg.Cache.NegativeTTL.Duration,
+		MaxStale:      g.cfg.Cache.StaleIfError.Duration,
+		IsNegative:    func(err error) bool { return err == cloudprovider.InstanceNotFound },
+		NegativeValue: o.negativeValue,
+		ShortLived:    o.shortLived,
+		Clone:         o.clone,
+		Shared:        o.shared,
+		KeyString:     o.keyString,
+		Hash:          keyHash[K](),
+		Clock:         g.clock,
+		Observer:      g.rec.CacheObserver(name),
+	})
+	if err != nil {
+		*errp = fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
+		return nil
+	}
+	g.caches = append(g.caches, c)
+	return c
 }

@@ -20,17 +20,6 @@ type instances struct {
 
 var _ cloudprovider.Instances = (*instances)(nil)
 
-// cachedRead is the common shape of the Instances reads: one key, one call.
-func cachedRead[V any](ctx context.Context, g *gate, m *method, c *cache.Cache[string, V], key string, call func(context.Context) (V, error)) (V, error) {
-	return cachedReadPrio(ctx, g, m, c, key, m.priority, call)
-}
-
-func cachedReadPrio[V any](ctx context.Context, g *gate, m *method, c *cache.Cache[string, V], key string, prio limiter.Priority, call func(context.Context) (V, error)) (V, error) {
-	return read(ctx, g, m, c, key, func(ctx context.Context) (V, error) {
-		return invoke(ctx, g, m, prio, call)
-	})
-}
-
 // firstSight raises a v1 NodeAddresses* read above the periodic resync
 // when cloudgate holds nothing for its key: the v1 calls carry no Node whose
 // uninitialized taint could say so, and a node never seen is most likely
@@ -40,16 +29,6 @@ func firstSight[V any](c *cache.Cache[string, V], key string, fallback limiter.P
 		return limiter.PriorityCritical
 	}
 	return fallback
-}
-
-// keyed returns c, or nil when key is empty: an empty provider ID or node
-// name identifies nothing, so such calls are neither cached nor merged
-// (every node without a provider ID would share one answer).
-func keyed[V any](c *cache.Cache[string, V], key string) *cache.Cache[string, V] {
-	if key == "" {
-		return nil
-	}
-	return c
 }
 
 func (i *instances) NodeAddresses(ctx context.Context, name types.NodeName) ([]v1.NodeAddress, error) {
