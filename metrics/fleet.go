@@ -9,8 +9,8 @@ import (
 // Fallback-transition directions (the to label of
 // cloudgate_fleet_fallback_transitions_total).
 const (
-	FleetToFallback = "fallback"
-	FleetToShared   = "shared"
+	fleetToFallback = "fallback"
+	fleetToShared   = "shared"
 )
 
 // fleetMetrics are the collectors of the fleet-wide quota (package
@@ -80,7 +80,7 @@ func (m *Metrics) Fleet(provider string) *FleetRecorder {
 	r := &FleetRecorder{m: m.fleet, provider: provider}
 	r.m.fallback.WithLabelValues(provider).Set(0)
 	r.m.members.WithLabelValues(provider).Set(0)
-	for _, to := range []string{FleetToFallback, FleetToShared} {
+	for _, to := range []string{fleetToFallback, fleetToShared} {
 		r.m.transitions.WithLabelValues(provider, to)
 	}
 	return r
@@ -90,8 +90,8 @@ func (m *Metrics) Fleet(provider string) *FleetRecorder {
 // and increase() see their first event.
 func (r *FleetRecorder) Init(families []string) {
 	for _, f := range families {
-		r.m.admissions.WithLabelValues(r.provider, f, FleetToShared)
-		r.m.admissions.WithLabelValues(r.provider, f, FleetToFallback)
+		r.m.admissions.WithLabelValues(r.provider, f, fleetToShared)
+		r.m.admissions.WithLabelValues(r.provider, f, fleetToFallback)
 	}
 }
 
@@ -102,9 +102,9 @@ func (r *FleetRecorder) RedisAdmission(family string, took time.Duration) {
 
 // Admitted implements fleet.Observer.
 func (r *FleetRecorder) Admitted(family string, fallback bool) {
-	mode := FleetToShared
+	mode := fleetToShared
 	if fallback {
-		mode = FleetToFallback
+		mode = fleetToFallback
 	}
 	r.m.admissions.WithLabelValues(r.provider, family, mode).Inc()
 }
@@ -113,11 +113,11 @@ func (r *FleetRecorder) Admitted(family string, fallback bool) {
 func (r *FleetRecorder) FallbackChanged(fallback bool) {
 	if fallback {
 		r.m.fallback.WithLabelValues(r.provider).Set(1)
-		r.m.transitions.WithLabelValues(r.provider, FleetToFallback).Inc()
+		r.m.transitions.WithLabelValues(r.provider, fleetToFallback).Inc()
 		return
 	}
 	r.m.fallback.WithLabelValues(r.provider).Set(0)
-	r.m.transitions.WithLabelValues(r.provider, FleetToShared).Inc()
+	r.m.transitions.WithLabelValues(r.provider, fleetToShared).Inc()
 }
 
 // ShareChanged implements fleet.Observer.
