@@ -129,7 +129,7 @@ type Breaker struct {
 
 // errReleased frees a probe slot taken by an Allow that raced with the
 // breaker opening: excluded, neither success nor failure.
-var errReleased = errors.New("cloudgate: breaker slot released")
+var errReleased = errors.New("limiter: breaker slot released")
 
 // NewBreaker returns a closed breaker named name (the name appears in
 // errors and OpenError). The outcome err passed to done counts as:

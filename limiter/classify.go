@@ -48,13 +48,13 @@ func NewThrottleClassifier(extraPatterns []string) (*ThrottleClassifier, error) 
 	all = append(all, extraPatterns...)
 	for i, p := range all {
 		if _, err := regexp.Compile(p); err != nil {
-			return nil, fmt.Errorf("cloudgate: throttle pattern %q: %w", p, err)
+			return nil, fmt.Errorf("limiter: throttle pattern %q: %w", p, err)
 		}
 		all[i] = "(?:" + p + ")"
 	}
 	re, err := regexp.Compile(strings.Join(all, "|"))
 	if err != nil { // not expected once each part compiled
-		return nil, fmt.Errorf("cloudgate: throttle patterns: %w", err)
+		return nil, fmt.Errorf("limiter: throttle patterns: %w", err)
 	}
 	return &ThrottleClassifier{re: re}, nil
 }
