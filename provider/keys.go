@@ -71,37 +71,38 @@ func keyHash[K comparable]() func(maphash.Seed, K) uint64 {
 // InstanceMetadata, the hot path, whose one stored copy every caller shares
 // read-only (see immutable_test.go).
 
-// metadataWithAddresses is an InstanceMetadata and room for its addresses
-// in one allocation. The addresses get no spare capacity, so that a reader
-// appending to them (the cloud-node controller adds the kubelet's
-// hostname) reallocates instead of writing where other readers read.
-type metadataWithAddresses struct {
+// metadataWith is an InstanceMetadata and room for its addresses in one
+// allocation, sized for two (internal IP and host name, the common case)
+// or four. The addresses get no spare capacity, so that a reader appending
+// to them (the cloud-node controller adds the kubelet's hostname)
+// reallocates instead of writing where other readers read.
+type metadataWith[A any] struct {
 	md    cloudprovider.InstanceMetadata
-	addrs [inlineAddresses]v1.NodeAddress
+	addrs A
 }
-
-// inlineAddresses covers what clouds report (internal and external IP,
-// host and DNS names).
-const inlineAddresses = 4
 
 func cloneMetadata(m *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
 	if m == nil {
 		return nil
 	}
 	var c *cloudprovider.InstanceMetadata
-	if n := len(m.NodeAddresses); n > 0 && n <= inlineAddresses {
-		b := &metadataWithAddresses{md: *m}
+	switch n := len(m.NodeAddresses); {
+	case n > 0 && n <= 2:
+		b := &metadataWith[[2]v1.NodeAddress]{md: *m}
 		b.md.NodeAddresses = b.addrs[:n:n]
-		copy(b.md.NodeAddresses, m.NodeAddresses)
 		c = &b.md
-	} else {
+	case n > 2 && n <= 4:
+		b := &metadataWith[[4]v1.NodeAddress]{md: *m}
+		b.md.NodeAddresses = b.addrs[:n:n]
+		c = &b.md
+	default:
 		c = new(cloudprovider.InstanceMetadata)
 		*c = *m
 		if m.NodeAddresses != nil {
-			c.NodeAddresses = make([]v1.NodeAddress, len(m.NodeAddresses))
-			copy(c.NodeAddresses, m.NodeAddresses)
+			c.NodeAddresses = make([]v1.NodeAddress, n)
 		}
 	}
+	copy(c.NodeAddresses, m.NodeAddresses)
 	c.AdditionalLabels = maps.Clone(m.AdditionalLabels)
 	return c
 }

@@ -10,9 +10,10 @@ import (
 )
 
 // TestCloneMetadataIsDeep checks the copy shares nothing a caller could
-// write through, for address counts inside and beyond the inline room.
+// write through and leaves no room to append in place, for address counts
+// inside and beyond the inline room.
 func TestCloneMetadataIsDeep(t *testing.T) {
-	for _, n := range []int{-1, 0, 1, inlineAddresses, inlineAddresses + 1} {
+	for _, n := range []int{-1, 0, 1, 2, 3, 4, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			m := &cloudprovider.InstanceMetadata{ProviderID: "p", Zone: "z", AdditionalLabels: map[string]string{"k": "v"}}
 			if n >= 0 {
@@ -24,6 +25,9 @@ func TestCloneMetadataIsDeep(t *testing.T) {
 			c := cloneMetadata(m)
 			if !reflect.DeepEqual(c, m) {
 				t.Fatalf("clone %+v differs from %+v", c, m)
+			}
+			if cap(c.NodeAddresses) != len(c.NodeAddresses) {
+				t.Fatalf("clone has room to append in place: len %d cap %d", len(c.NodeAddresses), cap(c.NodeAddresses))
 			}
 			c.AdditionalLabels["k"] = "changed"
 			for i := range c.NodeAddresses {
