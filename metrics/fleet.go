@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cloudgate/cloudgate/limiter/fleet"
 )
 
 // Fallback-transition directions (the to label of
@@ -95,20 +97,6 @@ func (r *FleetRecorder) Init(families []string) {
 	}
 }
 
-// RedisAdmission implements fleet.Observer.
-func (r *FleetRecorder) RedisAdmission(family string, took time.Duration) {
-	r.m.latency.WithLabelValues(r.provider, family).Observe(took.Seconds())
-}
-
-// Admitted implements fleet.Observer.
-func (r *FleetRecorder) Admitted(family string, fallback bool) {
-	mode := fleetToShared
-	if fallback {
-		mode = fleetToFallback
-	}
-	r.m.admissions.WithLabelValues(r.provider, family, mode).Inc()
-}
-
 // FallbackChanged implements fleet.Observer.
 func (r *FleetRecorder) FallbackChanged(fallback bool) {
 	if fallback {
@@ -120,14 +108,43 @@ func (r *FleetRecorder) FallbackChanged(fallback bool) {
 	r.m.transitions.WithLabelValues(r.provider, fleetToShared).Inc()
 }
 
-// ShareChanged implements fleet.Observer.
-func (r *FleetRecorder) ShareChanged(family string, shareQPS float64, members int) {
-	r.m.share.WithLabelValues(r.provider, family).Set(shareQPS)
-	r.m.members.WithLabelValues(r.provider).Set(float64(members))
+// Family implements fleet.Observer: the observer of one family, its series
+// resolved once (an admission is on the hot path).
+func (r *FleetRecorder) Family(family string) fleet.FamilyObserver {
+	return &fleetFamily{
+		latency:  r.m.latency.WithLabelValues(r.provider, family),
+		shared:   r.m.admissions.WithLabelValues(r.provider, family, fleetToShared),
+		fallback: r.m.admissions.WithLabelValues(r.provider, family, fleetToFallback),
+		share:    r.m.share.WithLabelValues(r.provider, family),
+		members:  r.m.members.WithLabelValues(r.provider),
+		rate:     r.m.rate.WithLabelValues(r.provider, family),
+		usage:    r.m.usage.WithLabelValues(r.provider, family),
+	}
 }
 
-// FleetState implements fleet.Observer.
-func (r *FleetRecorder) FleetState(family string, _, rateQPS, usage float64) {
-	r.m.rate.WithLabelValues(r.provider, family).Set(rateQPS)
-	r.m.usage.WithLabelValues(r.provider, family).Set(usage)
+// fleetFamily records one family's fleet events.
+type fleetFamily struct {
+	latency                     prometheus.Observer
+	shared, fallback            prometheus.Counter
+	share, members, rate, usage prometheus.Gauge
+}
+
+func (o *fleetFamily) RedisAdmission(took time.Duration) { o.latency.Observe(took.Seconds()) }
+
+func (o *fleetFamily) Admitted(fallback bool) {
+	if fallback {
+		o.fallback.Inc()
+		return
+	}
+	o.shared.Inc()
+}
+
+func (o *fleetFamily) ShareChanged(shareQPS float64, members int) {
+	o.share.Set(shareQPS)
+	o.members.Set(float64(members))
+}
+
+func (o *fleetFamily) FleetState(_, rateQPS, usage float64) {
+	o.rate.Set(rateQPS)
+	o.usage.Set(usage)
 }

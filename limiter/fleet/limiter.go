@@ -67,6 +67,7 @@ type Limiter struct {
 	minFrac  float64
 	recFrac  float64
 	bobs     limiter.BucketObserver
+	fobs     FamilyObserver
 	keys     [numKeys]string
 
 	mu       sync.Mutex
@@ -145,6 +146,7 @@ func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig
 		minFrac:  0.01,
 		recFrac:  1.0 / 30,
 		bobs:     obs,
+		fobs:     f.obs.Family(family),
 		rate:     1,
 		reported: 1,
 		wake:     make(chan struct{}, 1),
@@ -244,7 +246,7 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 		return l.waitFallback(ctx, fb, p)
 	case l.takeCreditLocked(cls, start):
 		l.mu.Unlock()
-		l.f.obs.Admitted(l.family, false)
+		l.fobs.Admitted(false)
 		return l.done1(p, start, nil)
 	}
 	w := &waiter{class: cls, prio: prioIndex(p), done: make(chan struct{})}
@@ -269,7 +271,7 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 	}
 	switch w.state {
 	case granted:
-		l.f.obs.Admitted(l.family, false)
+		l.fobs.Admitted(false)
 		return l.done1(p, start, nil)
 	case toFallback:
 		return l.waitFallback(ctx, w.fb, p)
@@ -287,7 +289,7 @@ func (l *Limiter) done1(p limiter.Priority, start time.Time, err error) error {
 func (l *Limiter) waitFallback(ctx context.Context, fb *limiter.Bucket, p limiter.Priority) error {
 	err := fb.Wait(ctx, p)
 	if err == nil {
-		l.f.obs.Admitted(l.family, true)
+		l.fobs.Admitted(true)
 	}
 	return err
 }
@@ -489,7 +491,7 @@ func (l *Limiter) setShare(fraction float64, members int) {
 	l.fraction, l.members = fraction, members
 	l.mu.Unlock()
 	if changed {
-		l.f.obs.ShareChanged(l.family, fraction*l.quota, members)
+		l.fobs.ShareChanged(fraction*l.quota, members)
 	}
 }
 
@@ -511,7 +513,7 @@ func (l *Limiter) heartbeat(now time.Time, fraction float64, members int, count,
 	}
 	l.mu.Unlock()
 	l.reportRate(false)
-	l.f.obs.FleetState(l.family, l.quota, rate*l.quota, usage)
+	l.fobs.FleetState(l.quota, rate*l.quota, usage)
 }
 
 // run is the dispatcher: it asks Redis for tokens for the queued waiters,
@@ -632,7 +634,7 @@ func (l *Limiter) admit(cls, n int) (got int, retry time.Duration, err error) {
 	if len(v) != 4 {
 		return 0, 0, fmt.Errorf("admit: unexpected reply %v", v)
 	}
-	l.f.obs.RedisAdmission(l.family, took)
+	l.fobs.RedisAdmission(took)
 	g, _ := v[0].(int64)
 	ra, err1 := strconv.ParseFloat(fmt.Sprint(v[1]), 64)
 	rate, err2 := strconv.ParseFloat(fmt.Sprint(v[2]), 64)
