@@ -62,10 +62,11 @@ type Config[K comparable, V any] struct {
 	// NegativeTTL is how long a negative answer (see IsNegative) is fresh.
 	// 0 disables negative caching.
 	NegativeTTL time.Duration
-	// MaxStale is how long past its TTL a positive entry is kept so that
-	// Stale can serve it while the upstream is failing. 0 keeps nothing past
-	// TTL. Stale's maxAge is bounded by TTL+MaxStale.
-	MaxStale time.Duration
+	// StaleIfError (as HTTP's stale-if-error) is how long past its TTL a
+	// positive entry is kept so that Stale can serve it while the upstream
+	// is failing. 0 keeps nothing past TTL. Stale's maxAge is bounded by
+	// TTL+StaleIfError.
+	StaleIfError time.Duration
 	// IsNegative reports whether a fetch error is an answer to cache (e.g.
 	// "instance not found"). The error value itself is cached and returned
 	// unchanged, so callers may compare it with ==. nil: no error is cached.
@@ -165,17 +166,28 @@ type flightResult[V any] struct {
 	leaderGone bool
 }
 
-// New returns an empty cache, or an error naming the invalid field.
-func New[K comparable, V any](cfg Config[K, V]) (*Cache[K, V], error) {
+// Validate reports the first invalid field of c, by its name in
+// lowerCamelCase (as a YAML path's last element), e.g. "size must be >= 1
+// (got 0)".
+func (c Config[K, V]) Validate() error {
 	switch {
-	case cfg.Size < 1:
-		return nil, fmt.Errorf("cache %q: size must be >= 1 (got %d)", cfg.Name, cfg.Size)
-	case cfg.TTL <= 0:
-		return nil, fmt.Errorf("cache %q: ttl must be > 0 (got %s)", cfg.Name, cfg.TTL)
-	case cfg.NegativeTTL < 0:
-		return nil, fmt.Errorf("cache %q: negativeTTL must be >= 0 (got %s)", cfg.Name, cfg.NegativeTTL)
-	case cfg.MaxStale < 0:
-		return nil, fmt.Errorf("cache %q: maxStale must be >= 0 (got %s)", cfg.Name, cfg.MaxStale)
+	case c.Size < 1:
+		return fmt.Errorf("size must be >= 1 (got %d)", c.Size)
+	case c.TTL <= 0:
+		return fmt.Errorf("ttl must be > 0 (got %s)", c.TTL)
+	case c.NegativeTTL < 0:
+		return fmt.Errorf("negativeTTL must be >= 0 (got %s)", c.NegativeTTL)
+	case c.StaleIfError < 0:
+		return fmt.Errorf("staleIfError must be >= 0 (got %s)", c.StaleIfError)
+	}
+	return nil
+}
+
+// New returns an empty cache, or an error wrapping Config.Validate's
+// naming the cache, e.g. `cache "InstanceMetadata": size must be >= 1 (got 0)`.
+func New[K comparable, V any](cfg Config[K, V]) (*Cache[K, V], error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cache %q: %w", cfg.Name, err)
 	}
 	n := 1
 	for n < maxShards && cfg.Size/(2*n) >= minShardSize {
@@ -287,7 +299,7 @@ func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
 }
 
 // Stale returns the positive entry for key if it was stored at most maxAge
-// ago, fresh or not (bounded by TTL+MaxStale, how long entries are kept).
+// ago, fresh or not (bounded by TTL+StaleIfError, how long entries are kept).
 // Negative entries — errors, NegativeValues — and ShortLived keys are never
 // served stale: a stale "does not exist" could make a caller delete
 // something that exists.
@@ -427,7 +439,7 @@ func (c *Cache[K, V]) newEntry(key K, v V, err error, now time.Time) *entry[V] {
 		e.keep = e.fresh
 	default:
 		e.fresh = now.Add(c.cfg.TTL)
-		e.keep = e.fresh.Add(c.cfg.MaxStale)
+		e.keep = e.fresh.Add(c.cfg.StaleIfError)
 	}
 	return e
 }

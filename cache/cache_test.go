@@ -36,7 +36,7 @@ func newTestCache(t *testing.T, mutate func(*Config[string, []string])) (*Cache[
 	obs := &counts{}
 	cfg := Config[string, []string]{
 		Name: "test", Size: 4096, TTL: time.Minute, // 16 shards
-		NegativeTTL: 10 * time.Second, MaxStale: 5 * time.Minute,
+		NegativeTTL: 10 * time.Second, StaleIfError: 5 * time.Minute,
 		IsNegative: func(err error) bool { return err == errNotFound },
 		Clone:      func(v []string) []string { return append([]string(nil), v...) },
 		Clock:      clk, Observer: obs,
@@ -75,7 +75,7 @@ func TestNewValidates(t *testing.T) {
 		{"size", Config[string, int]{Name: "x", TTL: time.Second}, "size must be >= 1"},
 		{"ttl", Config[string, int]{Name: "x", Size: 1}, "ttl must be > 0"},
 		{"negative ttl", Config[string, int]{Name: "x", Size: 1, TTL: 1, NegativeTTL: -1}, "negativeTTL must be >= 0"},
-		{"stale", Config[string, int]{Name: "x", Size: 1, TTL: 1, MaxStale: -1}, "maxStale must be >= 0"},
+		{"stale", Config[string, int]{Name: "x", Size: 1, TTL: 1, StaleIfError: -1}, "staleIfError must be >= 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
@@ -284,7 +284,7 @@ func TestStaleBounds(t *testing.T) {
 	c, clk, obs := newTestCache(t, nil)
 	f := &fetcher{value: []string{"v"}}
 	_, _ = c.Get(context.Background(), "k", f.fetch)
-	clk.Step(2 * time.Minute) // past TTL (1m), within MaxStale (5m)
+	clk.Step(2 * time.Minute) // past TTL (1m), within StaleIfError (5m)
 	if _, _, ok := c.Fresh("k"); ok {
 		t.Fatal("expired entry reported fresh")
 	}
@@ -294,9 +294,9 @@ func TestStaleBounds(t *testing.T) {
 	if v, ok := c.Stale("k", 3*time.Minute); !ok || v[0] != "v" || obs.stale != 1 {
 		t.Fatalf("Stale = %v, %v (stale served %d)", v, ok, obs.stale)
 	}
-	clk.Step(5 * time.Minute) // past TTL+MaxStale: gone whatever maxAge says
+	clk.Step(5 * time.Minute) // past TTL+StaleIfError: gone whatever maxAge says
 	if _, ok := c.Stale("k", time.Hour); ok {
-		t.Fatal("served an entry past TTL+MaxStale")
+		t.Fatal("served an entry past TTL+StaleIfError")
 	}
 }
 

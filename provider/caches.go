@@ -86,7 +86,7 @@ func newCache[K comparable, V any](g *gate, errp *error, m *method, o cacheOpts[
 		Size:          g.cfg.Cache.Size,
 		TTL:           ttl,
 		NegativeTTL:   g.cfg.Cache.NegativeTTL.Duration,
-		MaxStale:      g.cfg.Cache.StaleIfError.Duration,
+		StaleIfError:  g.cfg.Cache.StaleIfError.Duration,
 		IsNegative:    func(err error) bool { return err == cloudprovider.InstanceNotFound },
 		NegativeValue: o.negativeValue,
 		ShortLived:    o.shortLived,

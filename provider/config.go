@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloudgate/cloudgate/cache"
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/metrics"
@@ -244,14 +245,11 @@ func (c *Config) Validate() error {
 			bad("%v", err) // names limits.shared.<field> and the fix
 		}
 	}
-	if c.Cache.Size < 1 {
-		bad("cache.size must be >= 1 (got %d)", c.Cache.Size)
-	}
-	if c.Cache.NegativeTTL.Duration < 0 {
-		bad("cache.negativeTTL must be >= 0 (got %s)", c.Cache.NegativeTTL)
-	}
-	if c.Cache.StaleIfError.Duration < 0 {
-		bad("cache.staleIfError must be >= 0 (got %s)", c.Cache.StaleIfError)
+	if err := (cache.Config[string, struct{}]{
+		Size: c.Cache.Size, NegativeTTL: c.Cache.NegativeTTL.Duration, StaleIfError: c.Cache.StaleIfError.Duration,
+		TTL: time.Hour, // each method's own TTL is checked under methods.*
+	}).Validate(); err != nil {
+		bad("cache.%v", err)
 	}
 	for _, name := range []string{familyRead, familyWrite} {
 		b := c.Limits.Read

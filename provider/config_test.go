@@ -47,6 +47,8 @@ methods:
 		{name: "zero burst", yaml: "upstream: {name: aws}\nlimits:\n  read: {burst: 0}\n", wantErr: "limits.read.burst must be >= 1"},
 		{name: "unknown method", yaml: "upstream: {name: aws}\nmethods:\n  InstanceMetdata: {ttl: 1m}\n", wantErr: "methods.InstanceMetdata: unknown method"},
 		{name: "ttl on a write", yaml: "upstream: {name: aws}\nmethods:\n  CreateRoute: {ttl: 1m}\n", wantErr: "writes are never cached"},
+		{name: "zero cache size", yaml: "upstream: {name: aws}\ncache: {size: 0}\n", wantErr: "cache.size must be >= 1"},
+		{name: "negative staleIfError", yaml: "upstream: {name: aws}\ncache: {staleIfError: -1s}\n", wantErr: "cache.staleIfError must be >= 0"},
 		{name: "bad duration", yaml: "upstream: {name: aws}\ncache: {negativeTTL: 30}\n", wantErr: "duration string"},
 		{name: "both upstream configs", yaml: "upstream: {name: aws, config: x, configFile: /y}\n", wantErr: "not both"},
 		{name: "self as upstream", yaml: "upstream: {name: cloudgate}\n", wantErr: "upstream.name: cannot be"},
