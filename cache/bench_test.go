@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"hash/maphash"
 	"strconv"
 	"testing"
 	"time"
@@ -12,8 +13,12 @@ type nodeKey struct {
 	id           string
 }
 
+func hashNodeKey(s maphash.Seed, k nodeKey) uint64 { return maphash.String(s, k.id) }
+
+// BenchmarkCacheHit is a fresh hit on a node key, hashed as the provider
+// hashes it (by its string), from one goroutine.
 func BenchmarkCacheHit(b *testing.B) {
-	c, err := New(Config[nodeKey, int]{Name: "bench", Size: 1024, TTL: time.Hour})
+	c, err := New(Config[nodeKey, int]{Name: "bench", Size: 1024, TTL: time.Hour, Hash: hashNodeKey})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,6 +74,35 @@ func BenchmarkCacheParallelMixed(b *testing.B) {
 			i = (i*7 + 13) % keys
 			if _, err := c.Get(ctx, names[i], fetch); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkCacheHitParallel: fresh hits on 1,024 keys from all Ps; run
+// with -cpu 1,2 to see how reads scale.
+func BenchmarkCacheHitParallel(b *testing.B) {
+	const keys = 1024
+	c, err := New(Config[string, int]{Name: "bench", Size: keys, TTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, keys)
+	ctx := context.Background()
+	fetch := func(context.Context) (int, error) { return 1, nil }
+	for i := range names {
+		names[i] = "node-" + strconv.Itoa(i)
+		_, _ = c.Get(ctx, names[i], fetch)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i = (i + 7) % keys
+			if _, err := c.Get(ctx, names[i], fetch); err != nil {
+				b.Error(err)
+				return
 			}
 		}
 	})

@@ -12,8 +12,10 @@ package cache
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -21,35 +23,36 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Observer receives cache events; the metrics package implements it. Methods
-// must be cheap and safe for concurrent use.
+// Observer receives one cache's events (Config.Observer: one observer per
+// cache, as workqueue's MetricsProvider hands out one metric per queue).
+// Methods must be cheap and safe for concurrent use.
 type Observer interface {
-	// Hit: a fresh positive entry answered a Get.
-	Hit(cache string)
-	// NegativeHit: a fresh negative entry answered a Get with its error.
-	NegativeHit(cache string)
+	// Hit: a fresh positive entry answered a Get or Fresh.
+	Hit()
+	// NegativeHit: a fresh negative entry answered a Get or Fresh.
+	NegativeHit()
 	// Miss: a Get found no fresh entry and joined or started a fetch.
-	Miss(cache string)
+	Miss()
 	// Deduplicated: a Get was answered by a fetch another caller started.
-	Deduplicated(cache string)
+	Deduplicated()
 	// StaleServed: Stale answered with an entry past its TTL.
-	StaleServed(cache string)
+	StaleServed()
 	// Evicted: an entry was dropped to make room (capacity, not expiry).
-	Evicted(cache string)
+	Evicted()
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Hit(string)          {}
-func (nopObserver) NegativeHit(string)  {}
-func (nopObserver) Miss(string)         {}
-func (nopObserver) Deduplicated(string) {}
-func (nopObserver) StaleServed(string)  {}
-func (nopObserver) Evicted(string)      {}
+func (nopObserver) Hit()          {}
+func (nopObserver) NegativeHit()  {}
+func (nopObserver) Miss()         {}
+func (nopObserver) Deduplicated() {}
+func (nopObserver) StaleServed()  {}
+func (nopObserver) Evicted()      {}
 
 // Config configures a Cache. Zero values are documented per field.
 type Config[K comparable, V any] struct {
-	// Name identifies the cache in observer events and errors.
+	// Name identifies the cache in errors.
 	Name string
 	// Size is the maximum number of entries (>= 1); the least recently used
 	// entry is evicted to make room.
@@ -59,10 +62,11 @@ type Config[K comparable, V any] struct {
 	// NegativeTTL is how long a negative answer (see IsNegative) is fresh.
 	// 0 disables negative caching.
 	NegativeTTL time.Duration
-	// MaxStale is how long past its TTL a positive entry is kept so that
-	// Stale can serve it while the upstream is failing. 0 keeps nothing past
-	// TTL. Stale's maxAge is bounded by TTL+MaxStale.
-	MaxStale time.Duration
+	// StaleIfError (as HTTP's stale-if-error) is how long past its TTL a
+	// positive entry is kept so that Stale can serve it while the upstream
+	// is failing. 0 keeps nothing past TTL. Stale's maxAge is bounded by
+	// TTL+StaleIfError.
+	StaleIfError time.Duration
 	// IsNegative reports whether a fetch error is an answer to cache (e.g.
 	// "instance not found"). The error value itself is cached and returned
 	// unchanged, so callers may compare it with ==. nil: no error is cached.
@@ -77,15 +81,24 @@ type Config[K comparable, V any] struct {
 	// name something else (a node name reused by a re-created instance).
 	// nil: none.
 	ShortLived func(K) bool
-	// Clone copies a value. It is applied when a value is stored and to every
-	// value handed to a caller, so neither the upstream nor any caller can
-	// corrupt what others see. nil means V needs no copy (a value type, or
-	// documented immutable).
+	// Clone copies a value. It is applied when a value is stored and (unless
+	// Shared) to every value handed to a caller, so neither the upstream nor
+	// any caller can corrupt what others see. nil means V needs no copy (a
+	// value type, or documented immutable).
 	Clone func(V) V
+	// Shared hands callers the stored copy itself (and a fetch's leader and
+	// joiners the fetched value) instead of a Clone each: for values that
+	// callers are documented to treat as read-only. Clone still copies what
+	// is stored, so the upstream cannot change it afterwards.
+	Shared bool
 	// KeyString renders a key for in-flight de-duplication; two keys that are
 	// not == must render differently. nil uses fmt's %#v, which is
 	// injective for strings and structs of strings.
 	KeyString func(K) string
+	// Hash spreads keys over the cache's shards (see Cache); keys that are
+	// == must hash alike. nil uses hash/maphash.Comparable, which is correct
+	// for any key but slower than hashing a key's string field.
+	Hash func(maphash.Seed, K) uint64
 	// Clock is the time source; nil is the real clock.
 	Clock clock.PassiveClock
 	// Observer receives events; nil discards them.
@@ -102,22 +115,47 @@ type entry[V any] struct {
 }
 
 // Cache is a bounded LRU+TTL read-through cache, safe for concurrent use.
+//
+// A large cache is split by key hash into shards, each an LRU of its own
+// behind its own lock, so that reads of different keys from several CPUs do
+// not queue on one lock (an LRU read moves the entry, so it cannot share a
+// read lock). Recency is per shard: when the cache holds Size entries, a
+// store evicts the least recently used entry of the key's own shard. A shard
+// with nothing else to evict lets the cache hold one more until a store in
+// another shard evicts it. A cache of fewer than 256 entries has one shard,
+// an exact LRU.
 type Cache[K comparable, V any] struct {
 	cfg     Config[K, V]
 	flights singleflight.Group
 	clock   clock.PassiveClock
 	obs     Observer
+	seed    maphash.Seed
+	shards  []shard[K, V]
+	mask    uint64
+	// count is the number of entries over all shards, changed under the
+	// lock of the shard changed.
+	count atomic.Int64
+}
 
+// shard is one LRU with its lock and invalidation epoch.
+type shard[K comparable, V any] struct {
 	// mu guards the LRU and the epoch together (golang-lru's own pattern: a
 	// lock around simplelru), so an invalidation cannot land between a
 	// fetch's epoch check and its store.
 	mu      sync.Mutex
 	entries *simplelru.LRU[K, *entry[V]]
-	// epoch counts invalidations: a fetch that started before an
-	// invalidation must not store its (possibly pre-write) answer, and a Get
-	// that starts after one must not join its flight.
+	// epoch counts invalidations of the shard's keys: a fetch that started
+	// before an invalidation must not store its (possibly pre-write)
+	// answer, and a Get that starts after one must not join its flight.
 	epoch uint64
+	_     [40]byte // keeps shards' locks on separate cache lines
 }
+
+// maxShards bounds the shard count; minShardSize keeps small caches whole.
+const (
+	maxShards    = 16
+	minShardSize = 128
+)
 
 // flightResult is what a flight hands its callers.
 type flightResult[V any] struct {
@@ -128,23 +166,46 @@ type flightResult[V any] struct {
 	leaderGone bool
 }
 
-// New returns an empty cache, or an error naming the invalid field.
-func New[K comparable, V any](cfg Config[K, V]) (*Cache[K, V], error) {
+// Validate reports the first invalid field of c, by its name in
+// lowerCamelCase (as a YAML path's last element), e.g. "size must be >= 1
+// (got 0)".
+func (c Config[K, V]) Validate() error {
 	switch {
-	case cfg.Size < 1:
-		return nil, fmt.Errorf("cache %q: size must be >= 1 (got %d)", cfg.Name, cfg.Size)
-	case cfg.TTL <= 0:
-		return nil, fmt.Errorf("cache %q: ttl must be > 0 (got %s)", cfg.Name, cfg.TTL)
-	case cfg.NegativeTTL < 0:
-		return nil, fmt.Errorf("cache %q: negativeTTL must be >= 0 (got %s)", cfg.Name, cfg.NegativeTTL)
-	case cfg.MaxStale < 0:
-		return nil, fmt.Errorf("cache %q: maxStale must be >= 0 (got %s)", cfg.Name, cfg.MaxStale)
+	case c.Size < 1:
+		return fmt.Errorf("size must be >= 1 (got %d)", c.Size)
+	case c.TTL <= 0:
+		return fmt.Errorf("ttl must be > 0 (got %s)", c.TTL)
+	case c.NegativeTTL < 0:
+		return fmt.Errorf("negativeTTL must be >= 0 (got %s)", c.NegativeTTL)
+	case c.StaleIfError < 0:
+		return fmt.Errorf("staleIfError must be >= 0 (got %s)", c.StaleIfError)
 	}
-	entries, err := simplelru.NewLRU[K, *entry[V]](cfg.Size, nil)
-	if err != nil {
+	return nil
+}
+
+// New returns an empty cache, or an error wrapping Config.Validate's
+// naming the cache, e.g. `cache "InstanceMetadata": size must be >= 1 (got 0)`.
+func New[K comparable, V any](cfg Config[K, V]) (*Cache[K, V], error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cache %q: %w", cfg.Name, err)
 	}
-	c := &Cache[K, V]{cfg: cfg, entries: entries, clock: cfg.Clock, obs: cfg.Observer}
+	n := 1
+	for n < maxShards && cfg.Size/(2*n) >= minShardSize {
+		n *= 2
+	}
+	c := &Cache[K, V]{cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, seed: maphash.MakeSeed(),
+		shards: make([]shard[K, V], n), mask: uint64(n - 1)}
+	for i := range c.shards {
+		// Each shard may hold up to Size; addLocked keeps the total there.
+		entries, err := simplelru.NewLRU[K, *entry[V]](cfg.Size, nil)
+		if err != nil {
+			return nil, fmt.Errorf("cache %q: %w", cfg.Name, err)
+		}
+		c.shards[i].entries = entries
+	}
+	if c.cfg.Hash == nil {
+		c.cfg.Hash = maphash.Comparable[K]
+	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
@@ -177,28 +238,27 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 	if v, err, ok := c.Fresh(key); ok {
 		return v, err
 	}
-	c.obs.Miss(c.cfg.Name)
+	c.obs.Miss()
 	keyString := c.cfg.KeyString(key)
+	s := c.shard(key)
 	for {
 		if err := ctx.Err(); err != nil {
 			var zero V
 			return zero, err
 		}
-		c.mu.Lock()
-		epoch := c.epoch
-		c.mu.Unlock()
+		s.mu.Lock()
+		epoch := s.epoch
+		s.mu.Unlock()
 		led := false
 		results := c.flights.DoChan(keyString+"\x00"+strconv.FormatUint(epoch, 10), func() (any, error) {
 			led = true
 			// A flight that just finished may have stored a fresh answer.
-			c.mu.Lock()
-			e, ok := c.lookupLocked(key, c.clock.Now())
-			c.mu.Unlock()
+			e, ok := c.lookup(s, key, c.clock.Now())
 			if ok {
 				return flightResult[V]{value: e.value, err: e.err}, nil
 			}
 			v, err := fetch(ctx)
-			c.store(key, epoch, v, err)
+			c.store(s, key, epoch, v, err)
 			return flightResult[V]{value: v, err: err, leaderGone: err != nil && ctx.Err() != nil}, nil
 		})
 		select {
@@ -208,12 +268,12 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 		case r := <-results:
 			fr, _ := r.Val.(flightResult[V])
 			if !led {
-				c.obs.Deduplicated(c.cfg.Name)
+				c.obs.Deduplicated()
 				if fr.leaderGone {
 					continue // the leader gave up; our context is still live
 				}
 			}
-			return c.clone(fr.value), fr.err
+			return c.out(fr.value), fr.err
 		}
 	}
 }
@@ -222,47 +282,34 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 // ok is false (nothing counted) when Get would have to fetch. It lets a
 // caller skip building its fetch function on the hot path.
 func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
-	e, ok := c.lookup(key, c.clock.Now())
+	e, ok := c.lookup(c.shard(key), key, c.clock.Now())
 	if !ok {
 		return value, nil, false
 	}
 	if e.negative {
-		c.obs.NegativeHit(c.cfg.Name)
-		return c.clone(e.value), e.err, true
+		c.obs.NegativeHit()
+		return c.out(e.value), e.err, true
 	}
 	if e.err != nil {
-		c.obs.NegativeHit(c.cfg.Name)
+		c.obs.NegativeHit()
 		return value, e.err, true
 	}
-	c.obs.Hit(c.cfg.Name)
-	return c.clone(e.value), nil, true
-}
-
-// Peek returns the fresh entry for key without fetching: its value, or its
-// error for a negative entry. ok is false when there is no fresh entry.
-// Peek does not count as a hit or miss.
-func (c *Cache[K, V]) Peek(key K) (value V, err error, ok bool) {
-	e, ok := c.lookup(key, c.clock.Now())
-	if !ok {
-		return value, nil, false
-	}
-	if e.err != nil {
-		return value, e.err, true
-	}
-	return c.clone(e.value), nil, true
+	c.obs.Hit()
+	return c.out(e.value), nil, true
 }
 
 // Stale returns the positive entry for key if it was stored at most maxAge
-// ago, fresh or not (bounded by TTL+MaxStale, how long entries are kept).
+// ago, fresh or not (bounded by TTL+StaleIfError, how long entries are kept).
 // Negative entries — errors, NegativeValues — and ShortLived keys are never
 // served stale: a stale "does not exist" could make a caller delete
 // something that exists.
 func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 	var zero V
 	now := c.clock.Now()
-	c.mu.Lock()
-	e, ok := c.entries.Peek(key)
-	c.mu.Unlock()
+	s := c.shard(key)
+	s.mu.Lock()
+	e, ok := s.entries.Peek(key)
+	s.mu.Unlock()
 	if !ok || e.negative {
 		return zero, false
 	}
@@ -270,18 +317,20 @@ func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 		return zero, false
 	}
 	if !now.Before(e.fresh) {
-		c.obs.StaleServed(c.cfg.Name)
+		c.obs.StaleServed()
 	}
-	return c.clone(e.value), true
+	return c.out(e.value), true
 }
 
 // Put stores a fresh positive answer for key, as if a fetch had returned it
 // (used to fill the cache from batch and list calls). A NegativeValue is
 // stored as a negative answer.
 func (c *Cache[K, V]) Put(key K, value V) {
-	c.mu.Lock()
-	evicted := c.addLocked(key, c.newEntry(key, c.clone(value), nil, c.clock.Now()))
-	c.mu.Unlock()
+	e := c.newEntry(key, c.clone(value), nil, c.clock.Now())
+	s := c.shard(key)
+	s.mu.Lock()
+	evicted := c.addLocked(s, key, e)
+	s.mu.Unlock()
 	c.evicted(evicted)
 }
 
@@ -290,9 +339,11 @@ func (c *Cache[K, V]) PutNegative(key K, err error) {
 	if err == nil {
 		return
 	}
-	c.mu.Lock()
-	evicted := c.addLocked(key, c.newEntry(key, *new(V), err, c.clock.Now()))
-	c.mu.Unlock()
+	e := c.newEntry(key, *new(V), err, c.clock.Now())
+	s := c.shard(key)
+	s.mu.Lock()
+	evicted := c.addLocked(s, key, e)
+	s.mu.Unlock()
 	c.evicted(evicted)
 }
 
@@ -300,52 +351,55 @@ func (c *Cache[K, V]) PutNegative(key K, err error) {
 // storing an answer it may have read before the change that caused this,
 // and makes later Gets start a fetch of their own.
 func (c *Cache[K, V]) Invalidate(key K) {
-	c.mu.Lock()
-	c.epoch++
-	c.entries.Remove(key)
-	c.mu.Unlock()
+	s := c.shard(key)
+	s.mu.Lock()
+	s.epoch++
+	if s.entries.Remove(key) {
+		c.count.Add(-1)
+	}
+	s.mu.Unlock()
 }
 
 // Has reports whether key has an entry, fresh or kept for Stale. It does
 // not count as a hit or miss, nor change the entry's recency.
 func (c *Cache[K, V]) Has(key K) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.entries.Contains(key)
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.entries.Contains(key)
 }
 
 // Len returns the number of entries held, fresh or kept for Stale.
-func (c *Cache[K, V]) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.entries.Len()
+func (c *Cache[K, V]) Len() int { return int(c.count.Load()) }
+
+func (c *Cache[K, V]) shard(key K) *shard[K, V] {
+	if c.mask == 0 {
+		return &c.shards[0]
+	}
+	return &c.shards[c.cfg.Hash(c.seed, key)&c.mask]
 }
 
-func (c *Cache[K, V]) lookup(key K, now time.Time) (*entry[V], bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lookupLocked(key, now)
-}
-
-// lookupLocked returns key's entry if it is fresh at now, and drops it if
-// it is past the time it is kept.
-func (c *Cache[K, V]) lookupLocked(key K, now time.Time) (*entry[V], bool) {
-	e, ok := c.entries.Get(key)
+// lookup returns key's entry if it is fresh at now, and drops it if it is
+// past the time it is kept.
+func (c *Cache[K, V]) lookup(s *shard[K, V], key K, now time.Time) (*entry[V], bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries.Get(key)
 	if !ok {
 		return nil, false
 	}
 	if now.Before(e.fresh) {
 		return e, true
 	}
-	if !now.Before(e.keep) {
-		c.entries.Remove(key)
+	if !now.Before(e.keep) && s.entries.Remove(key) {
+		c.count.Add(-1)
 	}
 	return nil, false
 }
 
 // store adds a fetch's answer unless an invalidation happened since the
 // fetch started (epoch), checked under the same lock as the add.
-func (c *Cache[K, V]) store(key K, epoch uint64, v V, err error) {
+func (c *Cache[K, V]) store(s *shard[K, V], key K, epoch uint64, v V, err error) {
 	if err != nil && (c.cfg.IsNegative == nil || !c.cfg.IsNegative(err)) {
 		return
 	}
@@ -354,13 +408,13 @@ func (c *Cache[K, V]) store(key K, epoch uint64, v V, err error) {
 	} else {
 		v = *new(V)
 	}
-	now := c.clock.Now()
-	c.mu.Lock()
+	e := c.newEntry(key, v, err, c.clock.Now())
+	s.mu.Lock()
 	evicted := false
-	if c.epoch == epoch {
-		evicted = c.addLocked(key, c.newEntry(key, v, err, now))
+	if s.epoch == epoch {
+		evicted = c.addLocked(s, key, e)
 	}
-	c.mu.Unlock()
+	s.mu.Unlock()
 	c.evicted(evicted)
 }
 
@@ -385,25 +439,50 @@ func (c *Cache[K, V]) newEntry(key K, v V, err error, now time.Time) *entry[V] {
 		e.keep = e.fresh
 	default:
 		e.fresh = now.Add(c.cfg.TTL)
-		e.keep = e.fresh.Add(c.cfg.MaxStale)
+		e.keep = e.fresh.Add(c.cfg.StaleIfError)
 	}
 	return e
 }
 
-// addLocked adds e (nil: nothing to cache, and key's old entry is dropped)
-// and reports whether another entry was evicted to make room.
-func (c *Cache[K, V]) addLocked(key K, e *entry[V]) bool {
+// addLocked adds e to s, key's shard (nil: nothing to cache, and key's old
+// entry is dropped), and reports whether another entry was evicted to make
+// room. The caller holds s.mu.
+func (c *Cache[K, V]) addLocked(s *shard[K, V], key K, e *entry[V]) bool {
 	if e == nil {
-		c.entries.Remove(key)
+		if s.entries.Remove(key) {
+			c.count.Add(-1)
+		}
 		return false
 	}
-	return c.entries.Add(key, e)
+	if s.entries.Contains(key) {
+		s.entries.Add(key, e) // a replacement: the count stays
+		return false
+	}
+	if s.entries.Add(key, e) {
+		return true // one shard, full: it evicted its oldest itself
+	}
+	c.count.Add(1)
+	evicted := false
+	for c.count.Load() > int64(c.cfg.Size) && s.entries.Len() > 1 {
+		s.entries.RemoveOldest()
+		c.count.Add(-1)
+		evicted = true
+	}
+	return evicted
 }
 
 func (c *Cache[K, V]) evicted(evicted bool) {
 	if evicted {
-		c.obs.Evicted(c.cfg.Name)
+		c.obs.Evicted()
 	}
+}
+
+// out is a value as handed to a caller.
+func (c *Cache[K, V]) out(v V) V {
+	if c.cfg.Shared {
+		return v
+	}
+	return c.clone(v)
 }
 
 func (c *Cache[K, V]) clone(v V) V {

@@ -23,19 +23,20 @@ type counts struct {
 	hit, neg, miss, dedup, stale, evicted int
 }
 
-func (c *counts) Hit(string)          { c.Lock(); c.hit++; c.Unlock() }
-func (c *counts) NegativeHit(string)  { c.Lock(); c.neg++; c.Unlock() }
-func (c *counts) Miss(string)         { c.Lock(); c.miss++; c.Unlock() }
-func (c *counts) Deduplicated(string) { c.Lock(); c.dedup++; c.Unlock() }
-func (c *counts) StaleServed(string)  { c.Lock(); c.stale++; c.Unlock() }
-func (c *counts) Evicted(string)      { c.Lock(); c.evicted++; c.Unlock() }
+func (c *counts) Hit()          { c.Lock(); c.hit++; c.Unlock() }
+func (c *counts) NegativeHit()  { c.Lock(); c.neg++; c.Unlock() }
+func (c *counts) Miss()         { c.Lock(); c.miss++; c.Unlock() }
+func (c *counts) Deduplicated() { c.Lock(); c.dedup++; c.Unlock() }
+func (c *counts) StaleServed()  { c.Lock(); c.stale++; c.Unlock() }
+func (c *counts) Evicted()      { c.Lock(); c.evicted++; c.Unlock() }
 
 func newTestCache(t *testing.T, mutate func(*Config[string, []string])) (*Cache[string, []string], *clocktesting.FakeClock, *counts) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	obs := &counts{}
 	cfg := Config[string, []string]{
-		Name: "test", Size: 100, TTL: time.Minute, NegativeTTL: 10 * time.Second, MaxStale: 5 * time.Minute,
+		Name: "test", Size: 4096, TTL: time.Minute, // 16 shards
+		NegativeTTL: 10 * time.Second, StaleIfError: 5 * time.Minute,
 		IsNegative: func(err error) bool { return err == errNotFound },
 		Clone:      func(v []string) []string { return append([]string(nil), v...) },
 		Clock:      clk, Observer: obs,
@@ -74,7 +75,7 @@ func TestNewValidates(t *testing.T) {
 		{"size", Config[string, int]{Name: "x", TTL: time.Second}, "size must be >= 1"},
 		{"ttl", Config[string, int]{Name: "x", Size: 1}, "ttl must be > 0"},
 		{"negative ttl", Config[string, int]{Name: "x", Size: 1, TTL: 1, NegativeTTL: -1}, "negativeTTL must be >= 0"},
-		{"stale", Config[string, int]{Name: "x", Size: 1, TTL: 1, MaxStale: -1}, "maxStale must be >= 0"},
+		{"stale", Config[string, int]{Name: "x", Size: 1, TTL: 1, StaleIfError: -1}, "staleIfError must be >= 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
@@ -274,7 +275,7 @@ func TestInvalidateDropsEntryAndInFlightStore(t *testing.T) {
 	c.Invalidate("lb") // the write lands while the read is in flight
 	close(finish)
 	<-done
-	if _, _, ok := c.Peek("lb"); ok {
+	if _, _, ok := c.Fresh("lb"); ok {
 		t.Fatalf("an answer fetched before the invalidation was stored")
 	}
 }
@@ -283,8 +284,8 @@ func TestStaleBounds(t *testing.T) {
 	c, clk, obs := newTestCache(t, nil)
 	f := &fetcher{value: []string{"v"}}
 	_, _ = c.Get(context.Background(), "k", f.fetch)
-	clk.Step(2 * time.Minute) // past TTL (1m), within MaxStale (5m)
-	if _, _, ok := c.Peek("k"); ok {
+	clk.Step(2 * time.Minute) // past TTL (1m), within StaleIfError (5m)
+	if _, _, ok := c.Fresh("k"); ok {
 		t.Fatal("expired entry reported fresh")
 	}
 	if _, ok := c.Stale("k", 90*time.Second); ok {
@@ -293,9 +294,9 @@ func TestStaleBounds(t *testing.T) {
 	if v, ok := c.Stale("k", 3*time.Minute); !ok || v[0] != "v" || obs.stale != 1 {
 		t.Fatalf("Stale = %v, %v (stale served %d)", v, ok, obs.stale)
 	}
-	clk.Step(5 * time.Minute) // past TTL+MaxStale: gone whatever maxAge says
+	clk.Step(5 * time.Minute) // past TTL+StaleIfError: gone whatever maxAge says
 	if _, ok := c.Stale("k", time.Hour); ok {
-		t.Fatal("served an entry past TTL+MaxStale")
+		t.Fatal("served an entry past TTL+StaleIfError")
 	}
 }
 

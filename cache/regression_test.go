@@ -81,7 +81,7 @@ func TestRegression_NegativeValueIsNegative(t *testing.T) {
 	f := &fetcher{value: []string{}}
 	_, _ = c.Get(ctx, "k", f.fetch)
 	clk.Step(11 * time.Second) // past NegativeTTL (10s), within TTL (1m)
-	if _, _, ok := c.Peek("k"); ok {
+	if _, _, ok := c.Fresh("k"); ok {
 		t.Fatal("a negative value was fresh past NegativeTTL")
 	}
 	if _, ok := c.Stale("k", time.Hour); ok {
@@ -102,13 +102,13 @@ func TestRegression_ShortLivedKeys(t *testing.T) {
 	_, _ = c.Get(context.Background(), "name", f.fetch)
 	_, _ = c.Get(context.Background(), "id", f.fetch)
 	clk.Step(11 * time.Second)
-	if _, _, ok := c.Peek("name"); ok {
+	if _, _, ok := c.Fresh("name"); ok {
 		t.Fatal("a short-lived key outlived NegativeTTL")
 	}
 	if _, ok := c.Stale("name", time.Hour); ok {
 		t.Fatal("a short-lived key was served stale")
 	}
-	if _, _, ok := c.Peek("id"); !ok {
+	if _, _, ok := c.Fresh("id"); !ok {
 		t.Fatal("an ordinary key expired early")
 	}
 }

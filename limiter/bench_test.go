@@ -87,10 +87,9 @@ func BenchmarkBreakerAllow(b *testing.B) {
 	}
 }
 
-// recorderNoAlloc is an Observer that only counts, like a metrics counter.
+// recorderNoAlloc is a BucketObserver that only counts, like a metrics counter.
 type recorderNoAlloc struct{ waits int64 }
 
-func (r *recorderNoAlloc) WaitDone(string, Priority, time.Duration, error) { r.waits++ }
-func (*recorderNoAlloc) Throttled(string, time.Duration)                   {}
-func (*recorderNoAlloc) RateChanged(string, float64)                       {}
-func (*recorderNoAlloc) BreakerStateChanged(string, State, State)          {}
+func (r *recorderNoAlloc) WaitDone(Priority, time.Duration, error) { r.waits++ }
+func (*recorderNoAlloc) Throttled(time.Duration)                   {}
+func (*recorderNoAlloc) RateChanged(float64)                       {}

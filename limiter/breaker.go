@@ -114,7 +114,7 @@ type Breaker struct {
 	minOpen     time.Duration
 	openTimeout time.Duration
 	isExcluded  func(error) bool
-	obs         Observer
+	obs         BreakerObserver
 	clock       clock.PassiveClock
 	cb          *gobreaker.TwoStepCircuitBreaker[struct{}]
 
@@ -129,19 +129,19 @@ type Breaker struct {
 
 // errReleased frees a probe slot taken by an Allow that raced with the
 // breaker opening: excluded, neither success nor failure.
-var errReleased = errors.New("cloudgate: breaker slot released")
+var errReleased = errors.New("limiter: breaker slot released")
 
 // NewBreaker returns a closed breaker named name (the name appears in
-// OpenError and Observer events). The outcome err passed to done counts as:
+// errors and OpenError). The outcome err passed to done counts as:
 // excluded — neither success nor failure — when isExcluded(err) is true (the
 // provider passes InstanceNotFound, NotImplemented, a caller that gave up,
 // throttling and per-request answers such as *api.RetryError and 4xx;
 // isExcluded may be nil); success when err is nil; failure otherwise. obs
 // nil discards events. If cfg is invalid it returns an error wrapping
 // cfg.Validate's.
-func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs Observer) (*Breaker, error) {
+func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs BreakerObserver) (*Breaker, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("cloudgate: breaker %q: %w", name, err)
+		return nil, fmt.Errorf("limiter: breaker %q: %w", name, err)
 	}
 	if isExcluded == nil {
 		isExcluded = func(error) bool { return false }
@@ -151,8 +151,11 @@ func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs
 		minOpen:     cfg.MinOpenTimeout,
 		openTimeout: cfg.OpenTimeout,
 		isExcluded:  isExcluded,
-		obs:         observerOrNop(obs),
+		obs:         obs,
 		clock:       cfg.Clock,
+	}
+	if b.obs == nil {
+		b.obs = nopObserver{}
 	}
 	if b.minOpen == 0 {
 		b.minOpen = max(cfg.OpenTimeout/30, time.Nanosecond)
@@ -192,7 +195,7 @@ func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs
 				b.streak = 0
 			}
 			b.mu.Unlock()
-			b.obs.BreakerStateChanged(name, stateOf(from), stateOf(to))
+			b.obs.StateChanged(stateOf(from), stateOf(to))
 		},
 	})
 	return b, nil

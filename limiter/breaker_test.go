@@ -18,7 +18,7 @@ func isNotFoundOrCanceled(err error) bool {
 	return errors.Is(err, errNotFound) || errors.Is(err, context.Canceled)
 }
 
-func newTestBreaker(t *testing.T, cfg BreakerConfig, obs Observer) *Breaker {
+func newTestBreaker(t *testing.T, cfg BreakerConfig, obs BreakerObserver) *Breaker {
 	t.Helper()
 	b, err := NewBreaker("read", cfg, isNotFoundOrCanceled, obs)
 	if err != nil {

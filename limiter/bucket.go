@@ -102,7 +102,7 @@ func (c BucketConfig) withDefaults() BucketConfig {
 type Bucket struct {
 	name  string
 	clk   clock.Clock
-	obs   Observer
+	obs   BucketObserver
 	qps   float64
 	burst int
 	base  time.Time // origin of fastUntil and of the bucket's times (see now)
@@ -119,7 +119,7 @@ type Bucket struct {
 	mu       sync.Mutex
 	closed   bool
 	policy   aimd
-	reported float64 // last rate sent to Observer.RateChanged
+	reported float64 // last rate sent to BucketObserver.RateChanged
 	queue    waitQueue
 	// res is the token reserved for whoever is at the head of the queue
 	// when it is due; nil if none. A higher-priority arrival takes it over.
@@ -129,11 +129,10 @@ type Bucket struct {
 	watcher *waiter // the waiter told to receive from timer
 }
 
-// NewBucket returns a full bucket named name (the name appears in errors and
-// Observer events). clk nil means the real clock; obs nil discards events.
+// NewBucket returns a full bucket named name (the name appears in errors). clk nil means the real clock; obs nil discards events.
 // If cfg is invalid it returns an error wrapping cfg.Validate's, e.g.
 // `limiter: bucket "read": qps must be > 0 (got 0)`.
-func NewBucket(name string, cfg BucketConfig, clk clock.Clock, obs Observer) (*Bucket, error) {
+func NewBucket(name string, cfg BucketConfig, clk clock.Clock, obs BucketObserver) (*Bucket, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("limiter: bucket %q: %w", name, err)
 	}
@@ -144,13 +143,16 @@ func NewBucket(name string, cfg BucketConfig, clk clock.Clock, obs Observer) (*B
 	b := &Bucket{
 		name:     name,
 		clk:      clk,
-		obs:      observerOrNop(obs),
+		obs:      obs,
 		qps:      cfg.QPS,
 		burst:    cfg.Burst,
 		base:     clk.Now(),
 		lim:      rate.NewLimiter(rate.Limit(cfg.QPS), cfg.Burst),
 		policy:   newAIMD(cfg),
 		reported: cfg.QPS,
+	}
+	if b.obs == nil {
+		b.obs = nopObserver{}
 	}
 	b.fastUntil.Store(math.MaxInt64)
 	return b, nil
@@ -212,12 +214,12 @@ func (b *Bucket) Waiting() int {
 func (b *Bucket) Wait(ctx context.Context, p Priority) error {
 	if err := ctx.Err(); err != nil {
 		err = b.ctxError(ctx, err)
-		b.obs.WaitDone(b.name, p, 0, err)
+		b.obs.WaitDone(p, 0, err)
 		return err
 	}
 	sinceBase := b.clk.Since(b.base)
 	if sinceBase < time.Duration(b.fastUntil.Load()) && b.lim.AllowN(b.base.Add(sinceBase), 1) {
-		b.obs.WaitDone(b.name, p, 0, nil)
+		b.obs.WaitDone(p, 0, nil)
 		return nil
 	}
 	return b.waitSlow(ctx, p)
@@ -241,7 +243,7 @@ func (b *Bucket) waitSlow(ctx context.Context, p Priority) error {
 		b.dispatchLocked(start)
 		err = b.await(ctx, w) // unlocks b.mu
 	}
-	b.obs.WaitDone(b.name, p, b.now().Sub(start), err)
+	b.obs.WaitDone(p, b.now().Sub(start), err)
 	return err
 }
 
@@ -269,13 +271,13 @@ func (b *Bucket) OnThrottled(retryAfter time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		b.obs.Throttled(b.name, min(max(retryAfter, 0), b.policy.maxPause))
+		b.obs.Throttled(min(max(retryAfter, 0), b.policy.maxPause))
 		return
 	}
 	now := b.now()
 	b.syncLocked(now)
 	honoured, reset := b.policy.throttled(now, retryAfter)
-	b.obs.Throttled(b.name, honoured)
+	b.obs.Throttled(honoured)
 	if reset {
 		b.fastUntil.Store(0)
 		b.releaseLocked(now)
@@ -394,6 +396,6 @@ func (b *Bucket) updateFastLocked() {
 func (b *Bucket) reportLocked() {
 	if r := b.policy.rate; r != b.reported {
 		b.reported = r
-		b.obs.RateChanged(b.name, r)
+		b.obs.RateChanged(r)
 	}
 }

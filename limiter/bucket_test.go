@@ -18,7 +18,7 @@ import (
 
 var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func newTestBucket(t *testing.T, cfg BucketConfig, obs Observer) (*Bucket, *clocktesting.FakeClock) {
+func newTestBucket(t *testing.T, cfg BucketConfig, obs BucketObserver) (*Bucket, *clocktesting.FakeClock) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
 	b, err := NewBucket("read", cfg, clk, obs)
@@ -125,8 +125,8 @@ func TestBucketBurstThenWait(t *testing.T) {
 		if i == 3 {
 			wantWaited = 100 * time.Millisecond
 		}
-		if w.bucket != "read" || w.p != PriorityNormal || w.err != nil || w.waited != wantWaited {
-			t.Errorf("WaitDone #%d = %+v, want read/normal/nil/%v", i, w, wantWaited)
+		if w.p != PriorityNormal || w.err != nil || w.waited != wantWaited {
+			t.Errorf("WaitDone #%d = %+v, want normal/nil/%v", i, w, wantWaited)
 		}
 	}
 }

@@ -14,7 +14,7 @@ type RetryAfterer interface {
 	RetryAfter() (d time.Duration, ok bool)
 }
 
-// DefaultThrottlePatterns are the regular expressions (Go syntax) that
+// defaultThrottlePatterns are the regular expressions (Go syntax) that
 // NewThrottleClassifier always uses: HTTP 429 and the throttling error codes
 // of the major clouds.
 //
@@ -23,7 +23,7 @@ type RetryAfterer interface {
 // "status 429."). So "HTTP 429", "code=429" and "(429)" match while
 // "node-429", "node-1429", "10.4.29.1", "1.429s" and "i-0429ab" do not; a
 // plain `\b429\b` would wrongly match numbered node names like "node-429".
-var DefaultThrottlePatterns = []string{
+var defaultThrottlePatterns = []string{
 	`(?:^|[^\w.-])429(?:\.?(?:[^\w.-]|$))`,
 	`\bRequestLimitExceeded\b`, // AWS EC2
 	`\bThrottling`,             // AWS "Throttling", "ThrottlingException"
@@ -39,22 +39,22 @@ type ThrottleClassifier struct {
 	re *regexp.Regexp // all patterns, alternated
 }
 
-// NewThrottleClassifier returns a classifier matching DefaultThrottlePatterns
+// NewThrottleClassifier returns a classifier matching defaultThrottlePatterns
 // plus extraPatterns (Go regexps, matched anywhere in the error message). A
 // pattern that does not compile is reported in the error, quoted.
 func NewThrottleClassifier(extraPatterns []string) (*ThrottleClassifier, error) {
-	all := make([]string, 0, len(DefaultThrottlePatterns)+len(extraPatterns))
-	all = append(all, DefaultThrottlePatterns...)
+	all := make([]string, 0, len(defaultThrottlePatterns)+len(extraPatterns))
+	all = append(all, defaultThrottlePatterns...)
 	all = append(all, extraPatterns...)
 	for i, p := range all {
 		if _, err := regexp.Compile(p); err != nil {
-			return nil, fmt.Errorf("cloudgate: throttle pattern %q: %w", p, err)
+			return nil, fmt.Errorf("limiter: throttle pattern %q: %w", p, err)
 		}
 		all[i] = "(?:" + p + ")"
 	}
 	re, err := regexp.Compile(strings.Join(all, "|"))
 	if err != nil { // not expected once each part compiled
-		return nil, fmt.Errorf("cloudgate: throttle patterns: %w", err)
+		return nil, fmt.Errorf("limiter: throttle patterns: %w", err)
 	}
 	return &ThrottleClassifier{re: re}, nil
 }

@@ -15,8 +15,9 @@
 //     github.com/sony/gobreaker/v2, whose rejections ([OpenError]) carry the
 //     last upstream failure and the time until the next probe.
 //
-// Events (waits, throttles, rate changes, breaker transitions) are reported
-// to an [Observer]; the metrics package implements it.
+// Events are reported to one observer per bucket ([BucketObserver]: waits,
+// throttles, rate changes) and per breaker ([BreakerObserver]:
+// transitions); the metrics package implements them.
 //
 // The token arithmetic is x/time/rate's: a [Bucket] keeps a rate.Limiter and
 // adds only what it lacks, one concern per file: the priority wait queue

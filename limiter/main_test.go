@@ -27,7 +27,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// recorder is an Observer that records every event.
+// recorder is a BucketObserver and BreakerObserver that records every event.
 type recorder struct {
 	mu          sync.Mutex
 	waits       []waitEvent
@@ -37,31 +37,30 @@ type recorder struct {
 }
 
 type waitEvent struct {
-	bucket string
 	p      Priority
 	waited time.Duration
 	err    error
 }
 
-func (r *recorder) WaitDone(bucket string, p Priority, waited time.Duration, err error) {
+func (r *recorder) WaitDone(p Priority, waited time.Duration, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.waits = append(r.waits, waitEvent{bucket, p, waited, err})
+	r.waits = append(r.waits, waitEvent{p, waited, err})
 }
 
-func (r *recorder) Throttled(_ string, retryAfter time.Duration) {
+func (r *recorder) Throttled(retryAfter time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.throttles = append(r.throttles, retryAfter)
 }
 
-func (r *recorder) RateChanged(_ string, qps float64) {
+func (r *recorder) RateChanged(qps float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rates = append(r.rates, qps)
 }
 
-func (r *recorder) BreakerStateChanged(_ string, from, to State) {
+func (r *recorder) StateChanged(from, to State) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.transitions = append(r.transitions, [2]State{from, to})

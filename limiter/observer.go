@@ -2,46 +2,44 @@ package limiter
 
 import "time"
 
-// Observer receives limiter events; the metrics package implements it.
+// BucketObserver receives one bucket's events (NewBucket's obs); the
+// metrics package implements it, one per bucket, as workqueue's
+// MetricsProvider hands out one metric per queue.
 //
-// All methods must be cheap and must not block. RateChanged, Throttled and
-// BreakerStateChanged may be called while the Bucket's or Breaker's internal
-// lock is held (so that events about one bucket or breaker arrive in the
-// order they happened); they must not call back into the Bucket or Breaker
-// that reported them. WaitDone is called without any lock held.
+// All methods must be cheap and must not block. RateChanged and Throttled
+// may be called while the Bucket's internal lock is held (so that events
+// arrive in the order they happened); they must not call back into the
+// Bucket. WaitDone is called without any lock held.
 //
-// A nil Observer passed to a constructor means "discard all events".
-type Observer interface {
+// A nil BucketObserver passed to a constructor means "discard all events".
+type BucketObserver interface {
 	// WaitDone is called once per Bucket.Wait with how long the caller
 	// waited (measured with the bucket's clock; 0 when a token was
 	// available at once) and the result: nil, or the error Wait returned.
-	WaitDone(bucket string, p Priority, waited time.Duration, err error)
+	WaitDone(p Priority, waited time.Duration, err error)
 	// Throttled is called once per Bucket.OnThrottled with the Retry-After
 	// honoured (0 if none).
-	Throttled(bucket string, retryAfter time.Duration)
-	// RateChanged is called when a bucket's effective rate changes (AIMD):
+	Throttled(retryAfter time.Duration)
+	// RateChanged is called when the bucket's effective rate changes (AIMD):
 	// on every multiplicative decrease that changes the rate, and during
 	// recovery each time the bucket notices (lazily, when it is used or
 	// queried) that one or more recovery steps have raised it, the last
 	// time with the configured QPS.
-	RateChanged(bucket string, qps float64)
-	// BreakerStateChanged is called on every breaker transition.
-	BreakerStateChanged(breaker string, from, to State)
+	RateChanged(qps float64)
+}
+
+// BreakerObserver receives one breaker's transitions (NewBreaker's obs).
+// StateChanged is called on every transition, possibly with the breaker's
+// lock held; it must be cheap and must not call back into the Breaker. A
+// nil BreakerObserver means "discard all events".
+type BreakerObserver interface {
+	StateChanged(from, to State)
 }
 
 // nopObserver discards all events.
 type nopObserver struct{}
 
-func (nopObserver) WaitDone(string, Priority, time.Duration, error) {}
-func (nopObserver) Throttled(string, time.Duration)                 {}
-func (nopObserver) RateChanged(string, float64)                     {}
-func (nopObserver) BreakerStateChanged(string, State, State)        {}
-
-// observerOrNop returns obs, or an Observer that discards events when obs is
-// nil.
-func observerOrNop(obs Observer) Observer {
-	if obs == nil {
-		return nopObserver{}
-	}
-	return obs
-}
+func (nopObserver) WaitDone(Priority, time.Duration, error) {}
+func (nopObserver) Throttled(time.Duration)                 {}
+func (nopObserver) RateChanged(float64)                     {}
+func (nopObserver) StateChanged(State, State)               {}

@@ -4,13 +4,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cloudgate/cloudgate/limiter/fleet"
 )
 
 // Fallback-transition directions (the to label of
 // cloudgate_fleet_fallback_transitions_total).
 const (
-	FleetToFallback = "fallback"
-	FleetToShared   = "shared"
+	fleetToFallback = "fallback"
+	fleetToShared   = "shared"
 )
 
 // fleetMetrics are the collectors of the fleet-wide quota (package
@@ -80,7 +82,7 @@ func (m *Metrics) Fleet(provider string) *FleetRecorder {
 	r := &FleetRecorder{m: m.fleet, provider: provider}
 	r.m.fallback.WithLabelValues(provider).Set(0)
 	r.m.members.WithLabelValues(provider).Set(0)
-	for _, to := range []string{FleetToFallback, FleetToShared} {
+	for _, to := range []string{fleetToFallback, fleetToShared} {
 		r.m.transitions.WithLabelValues(provider, to)
 	}
 	return r
@@ -90,44 +92,59 @@ func (m *Metrics) Fleet(provider string) *FleetRecorder {
 // and increase() see their first event.
 func (r *FleetRecorder) Init(families []string) {
 	for _, f := range families {
-		r.m.admissions.WithLabelValues(r.provider, f, FleetToShared)
-		r.m.admissions.WithLabelValues(r.provider, f, FleetToFallback)
+		r.m.admissions.WithLabelValues(r.provider, f, fleetToShared)
+		r.m.admissions.WithLabelValues(r.provider, f, fleetToFallback)
 	}
-}
-
-// RedisAdmission implements fleet.Observer.
-func (r *FleetRecorder) RedisAdmission(family string, took time.Duration) {
-	r.m.latency.WithLabelValues(r.provider, family).Observe(took.Seconds())
-}
-
-// Admitted implements fleet.Observer.
-func (r *FleetRecorder) Admitted(family string, fallback bool) {
-	mode := FleetToShared
-	if fallback {
-		mode = FleetToFallback
-	}
-	r.m.admissions.WithLabelValues(r.provider, family, mode).Inc()
 }
 
 // FallbackChanged implements fleet.Observer.
 func (r *FleetRecorder) FallbackChanged(fallback bool) {
 	if fallback {
 		r.m.fallback.WithLabelValues(r.provider).Set(1)
-		r.m.transitions.WithLabelValues(r.provider, FleetToFallback).Inc()
+		r.m.transitions.WithLabelValues(r.provider, fleetToFallback).Inc()
 		return
 	}
 	r.m.fallback.WithLabelValues(r.provider).Set(0)
-	r.m.transitions.WithLabelValues(r.provider, FleetToShared).Inc()
+	r.m.transitions.WithLabelValues(r.provider, fleetToShared).Inc()
 }
 
-// ShareChanged implements fleet.Observer.
-func (r *FleetRecorder) ShareChanged(family string, shareQPS float64, members int) {
-	r.m.share.WithLabelValues(r.provider, family).Set(shareQPS)
-	r.m.members.WithLabelValues(r.provider).Set(float64(members))
+// Family implements fleet.Observer: the observer of one family, its series
+// resolved once (an admission is on the hot path).
+func (r *FleetRecorder) Family(family string) fleet.FamilyObserver {
+	return &fleetFamily{
+		latency:  r.m.latency.WithLabelValues(r.provider, family),
+		shared:   r.m.admissions.WithLabelValues(r.provider, family, fleetToShared),
+		fallback: r.m.admissions.WithLabelValues(r.provider, family, fleetToFallback),
+		share:    r.m.share.WithLabelValues(r.provider, family),
+		members:  r.m.members.WithLabelValues(r.provider),
+		rate:     r.m.rate.WithLabelValues(r.provider, family),
+		usage:    r.m.usage.WithLabelValues(r.provider, family),
+	}
 }
 
-// FleetState implements fleet.Observer.
-func (r *FleetRecorder) FleetState(family string, _, rateQPS, usage float64) {
-	r.m.rate.WithLabelValues(r.provider, family).Set(rateQPS)
-	r.m.usage.WithLabelValues(r.provider, family).Set(usage)
+// fleetFamily records one family's fleet events.
+type fleetFamily struct {
+	latency                     prometheus.Observer
+	shared, fallback            prometheus.Counter
+	share, members, rate, usage prometheus.Gauge
+}
+
+func (o *fleetFamily) RedisAdmission(took time.Duration) { o.latency.Observe(took.Seconds()) }
+
+func (o *fleetFamily) Admitted(fallback bool) {
+	if fallback {
+		o.fallback.Inc()
+		return
+	}
+	o.shared.Inc()
+}
+
+func (o *fleetFamily) ShareChanged(shareQPS float64, members int) {
+	o.share.Set(shareQPS)
+	o.members.Set(float64(members))
+}
+
+func (o *fleetFamily) FleetState(_, rateQPS, usage float64) {
+	o.rate.Set(rateQPS)
+	o.usage.Set(usage)
 }

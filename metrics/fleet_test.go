@@ -21,15 +21,16 @@ func TestFleetRecorder(t *testing.T) {
 	}
 	r := m.Fleet("simcloud")
 	r.Init([]string{"read"})
-	r.ShareChanged("read", 25, 4)
-	r.FleetState("read", 100, 50, 0.75)
-	r.Admitted("read", false)
-	r.Admitted("read", false)
-	r.Admitted("read", true)
+	read := r.Family("read")
+	read.ShareChanged(25, 4)
+	read.FleetState(100, 50, 0.75)
+	read.Admitted(false)
+	read.Admitted(false)
+	read.Admitted(true)
 	r.FallbackChanged(true)
 	r.FallbackChanged(false)
 	r.FallbackChanged(true)
-	r.RedisAdmission("read", 300*time.Microsecond)
+	read.RedisAdmission(300 * time.Microsecond)
 
 	expect := `
 # HELP cloudgate_fleet_admissions_total Calls this member admitted, from the fleet's shared budget (mode shared) or from its local fallback share (mode fallback).

@@ -28,12 +28,13 @@ func TestRecorderExportsEventsAndState(t *testing.T) {
 		Buckets:  []BucketState{{Name: "read", ConfiguredQPS: 1, EffectiveQPS: 0.5, Tokens: 3, Waiting: 2}},
 		Breakers: []BreakerState{{Family: "read", State: limiter.StateOpen}},
 	})
+	read := r.BucketObserver("read")
 	for range 30 {
-		r.WaitDone("read", limiter.PriorityNormal, time.Millisecond, nil) // 30 tokens granted this minute
+		read.WaitDone(limiter.PriorityNormal, time.Millisecond, nil) // 30 tokens granted this minute
 	}
-	r.Hit("InstanceMetadata")
+	r.CacheObserver("InstanceMetadata").Hit()
 	r.UpstreamCall("read", "InstanceMetadata", ResultThrottled, time.Millisecond)
-	r.Throttled("read", 2*time.Second)
+	read.Throttled(2 * time.Second)
 	r.Requests("InstanceMetadata").Observe(nil)
 
 	expect := `

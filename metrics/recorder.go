@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cloudgate/cloudgate/cache"
 	"github.com/cloudgate/cloudgate/limiter"
 )
 
@@ -47,13 +48,11 @@ type BreakerState struct {
 }
 
 // Recorder records the events of one cloudgate instance under its provider
-// label. It implements cache.Observer and limiter.Observer, and the
-// provider's call, request and batch hooks.
+// label: it hands out one observer per cache, bucket and breaker, and
+// records the provider's calls, requests and batches.
 type Recorder struct {
 	m        *Metrics
 	provider string
-
-	caches sync.Map // cache name -> *cacheCounters
 
 	mu      sync.Mutex
 	windows map[string]*windowCounter // granted tokens per bucket, for quota utilisation
@@ -87,89 +86,95 @@ func (r *Recorder) Batch(size int, reason string) {
 	r.m.batchFlushes.WithLabelValues(r.provider, reason).Inc()
 }
 
-// cacheCounters are one cache's counters, resolved once: a cache hit is on
-// the hot path and WithLabelValues hashes its labels on every call.
-type cacheCounters struct {
-	hits, negativeHits, misses, deduplicated, staleServed, evictions prometheus.Counter
-}
-
-func (r *Recorder) cache(name string) *cacheCounters {
-	if c, ok := r.caches.Load(name); ok {
-		return c.(*cacheCounters)
-	}
+// CacheObserver returns the observer of the cache named name, its
+// counters resolved once: a hit is on the hot path and WithLabelValues
+// hashes its labels on every call.
+func (r *Recorder) CacheObserver(name string) cache.Observer {
 	m := r.m
-	c, _ := r.caches.LoadOrStore(name, &cacheCounters{
+	return &cacheCounters{
 		hits:         m.cacheHits.WithLabelValues(r.provider, name),
 		negativeHits: m.cacheNegativeHits.WithLabelValues(r.provider, name),
 		misses:       m.cacheMisses.WithLabelValues(r.provider, name),
 		deduplicated: m.cacheDeduplicated.WithLabelValues(r.provider, name),
 		staleServed:  m.cacheStaleServed.WithLabelValues(r.provider, name),
 		evictions:    m.cacheEvictions.WithLabelValues(r.provider, name),
-	})
-	return c.(*cacheCounters)
+	}
 }
 
-// CacheObserver returns an observer bound to one cache's counters, for the
-// hot path: it skips the by-name lookup of the Recorder's own methods.
-func (r *Recorder) CacheObserver(name string) *CacheCounters {
-	return &CacheCounters{r.cache(name)}
+// cacheCounters counts one cache's events.
+type cacheCounters struct {
+	hits, negativeHits, misses, deduplicated, staleServed, evictions prometheus.Counter
 }
-
-// CacheCounters implements cache.Observer for one cache; the cache-name
-// arguments are ignored.
-type CacheCounters struct{ c *cacheCounters }
-
-func (o *CacheCounters) Hit(string)          { o.c.hits.Inc() }
-func (o *CacheCounters) NegativeHit(string)  { o.c.negativeHits.Inc() }
-func (o *CacheCounters) Miss(string)         { o.c.misses.Inc() }
-func (o *CacheCounters) Deduplicated(string) { o.c.deduplicated.Inc() }
-func (o *CacheCounters) StaleServed(string)  { o.c.staleServed.Inc() }
-func (o *CacheCounters) Evicted(string)      { o.c.evictions.Inc() }
 
 // Hit implements cache.Observer.
-func (r *Recorder) Hit(cache string) { r.cache(cache).hits.Inc() }
+func (o *cacheCounters) Hit() { o.hits.Inc() }
 
 // NegativeHit implements cache.Observer.
-func (r *Recorder) NegativeHit(cache string) { r.cache(cache).negativeHits.Inc() }
+func (o *cacheCounters) NegativeHit() { o.negativeHits.Inc() }
 
 // Miss implements cache.Observer.
-func (r *Recorder) Miss(cache string) { r.cache(cache).misses.Inc() }
+func (o *cacheCounters) Miss() { o.misses.Inc() }
 
 // Deduplicated implements cache.Observer.
-func (r *Recorder) Deduplicated(cache string) { r.cache(cache).deduplicated.Inc() }
+func (o *cacheCounters) Deduplicated() { o.deduplicated.Inc() }
 
 // StaleServed implements cache.Observer.
-func (r *Recorder) StaleServed(cache string) { r.cache(cache).staleServed.Inc() }
+func (o *cacheCounters) StaleServed() { o.staleServed.Inc() }
 
 // Evicted implements cache.Observer.
-func (r *Recorder) Evicted(cache string) { r.cache(cache).evictions.Inc() }
+func (o *cacheCounters) Evicted() { o.evictions.Inc() }
 
-// WaitDone implements limiter.Observer.
-func (r *Recorder) WaitDone(bucket string, p limiter.Priority, waited time.Duration, err error) {
-	r.m.limiterWait.WithLabelValues(r.provider, bucket, p.String()).Observe(waited.Seconds())
+// BucketObserver returns the observer of the token bucket named name: its
+// waits, the throttling it was told of, its rate changes, and the tokens it
+// granted (for cloudgate_quota_utilization_ratio).
+func (r *Recorder) BucketObserver(name string) limiter.BucketObserver {
+	return &bucketObserver{
+		r: r, name: name, window: r.window(name),
+		cancelled:   r.m.limiterCancelled.WithLabelValues(r.provider, name),
+		throttled:   r.m.throttled.WithLabelValues(r.provider, name),
+		retryAfter:  r.m.retryAfter.WithLabelValues(r.provider, name),
+		rateChanges: r.m.rateChanges.WithLabelValues(r.provider, name),
+	}
+}
+
+type bucketObserver struct {
+	r                                 *Recorder
+	name                              string
+	window                            *windowCounter
+	cancelled, throttled, rateChanges prometheus.Counter
+	retryAfter                        prometheus.Observer
+}
+
+func (o *bucketObserver) WaitDone(p limiter.Priority, waited time.Duration, err error) {
+	o.r.m.limiterWait.WithLabelValues(o.r.provider, o.name, p.String()).Observe(waited.Seconds())
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			r.m.limiterCancelled.WithLabelValues(r.provider, bucket).Inc()
+			o.cancelled.Inc()
 		}
 		return
 	}
-	r.window(bucket).add(time.Now())
+	o.window.add(time.Now())
 }
 
-// Throttled implements limiter.Observer.
-func (r *Recorder) Throttled(bucket string, retryAfter time.Duration) {
-	r.m.throttled.WithLabelValues(r.provider, bucket).Inc()
-	r.m.retryAfter.WithLabelValues(r.provider, bucket).Observe(retryAfter.Seconds())
+func (o *bucketObserver) Throttled(retryAfter time.Duration) {
+	o.throttled.Inc()
+	o.retryAfter.Observe(retryAfter.Seconds())
 }
 
-// RateChanged implements limiter.Observer.
-func (r *Recorder) RateChanged(bucket string, _ float64) {
-	r.m.rateChanges.WithLabelValues(r.provider, bucket).Inc()
+func (o *bucketObserver) RateChanged(float64) { o.rateChanges.Inc() }
+
+// BreakerObserver returns the observer of the circuit breaker of family.
+func (r *Recorder) BreakerObserver(family string) limiter.BreakerObserver {
+	return breakerObserver{r: r, family: family}
 }
 
-// BreakerStateChanged implements limiter.Observer.
-func (r *Recorder) BreakerStateChanged(breaker string, from, to limiter.State) {
-	r.m.breakerTransitions.WithLabelValues(r.provider, breaker, from.String(), to.String()).Inc()
+type breakerObserver struct {
+	r      *Recorder
+	family string
+}
+
+func (o breakerObserver) StateChanged(from, to limiter.State) {
+	o.r.m.breakerTransitions.WithLabelValues(o.r.provider, o.family, from.String(), to.String()).Inc()
 }
 
 func (r *Recorder) window(bucket string) *windowCounter {
@@ -231,7 +236,7 @@ func newStateCollector() *stateCollector {
 		cacheEntries:   desc("cache_entries", "Entries held by a cache (fresh, or kept for stale-if-error).", "provider", "cache"),
 		configuredRate: desc("limiter_configured_rate", "Configured sustained rate of a token bucket, in calls per second.", "provider", "bucket"),
 		effectiveRate:  desc("limiter_effective_rate", "Current rate of a token bucket after adaptive decreases, in calls per second.", "provider", "bucket"),
-		tokens:         desc("limiter_tokens", "Tokens available in a bucket now (negative when reserved ahead).", "provider", "bucket"),
+		tokens:         desc("limiter_tokens", "Tokens available in a bucket now (0 while callers are queued for the next one).", "provider", "bucket"),
 		waiting:        desc("limiter_waiting", "Callers queued for a token.", "provider", "bucket"),
 		breakerState:   desc("breaker_state", "Circuit-breaker state: 0 closed, 1 half-open, 2 open.", "provider", "family"),
 		quota: desc("quota_utilization_ratio",

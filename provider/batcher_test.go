@@ -105,9 +105,7 @@ func TestBatchCoalescesBySizeAndTime(t *testing.T) {
 	// Two full batches go at once; the last five wait for maxWait.
 	waitUntil(t, "two full batches", func() bool { return len(up.batchSizes()) == 2 })
 	waitUntil(t, "five queued", func() bool {
-		g.batch.mu.Lock()
-		defer g.batch.mu.Unlock()
-		return g.batch.open != nil && len(g.batch.open.nodes) == 5
+		return g.batch.Pending() == 5
 	})
 	step(100 * time.Millisecond)
 	seen := map[string]bool{}
@@ -140,9 +138,7 @@ func TestBatchPerNodeErrorsAndCacheFill(t *testing.T) {
 	go func() { defer wg.Done(); shutdownStopped, _ = i.InstanceShutdown(ctx, testNode("stopped", "")) }()
 	// Two nodes, below maxSize: sent at maxWait.
 	waitUntil(t, "two nodes queued", func() bool {
-		g.batch.mu.Lock()
-		defer g.batch.mu.Unlock()
-		return g.batch.open != nil && len(g.batch.open.nodes) == 2
+		return g.batch.Pending() == 2
 	})
 	step(100 * time.Millisecond)
 	wg.Wait()
@@ -186,9 +182,7 @@ func TestBatchCallerCancellationLeavesBatchForOthers(t *testing.T) {
 		stayer <- err
 	}()
 	waitUntil(t, "both queued", func() bool {
-		g.batch.mu.Lock()
-		defer g.batch.mu.Unlock()
-		return g.batch.open != nil && len(g.batch.open.nodes) == 2
+		return g.batch.Pending() == 2
 	})
 	cancel()
 	if err := <-leaver; !errors.Is(err, context.Canceled) {

@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
@@ -23,24 +25,24 @@ func (g *gate) buildCaches() (err error) {
 	byNameStr := func() cacheOpts[string, string] {
 		return cacheOpts[string, string]{keyString: stringKey, shortLived: always}
 	}
-	g.inst.exists = newCache(g, &err, "InstanceExists", nk{keyString: nodeKeyString, negativeValue: notExists, shortLived: byName})
-	g.inst.shutdown = newCache(g, &err, "InstanceShutdown", nk{keyString: nodeKeyString, shortLived: byName})
-	g.inst.metadata = newCache(g, &err, "InstanceMetadata", cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKeyString, shortLived: byName})
-	g.inst.nodeAddresses = newCache(g, &err, "NodeAddresses", cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
-	g.inst.nodeAddressesByProviderID = newCache(g, &err, "NodeAddressesByProviderID", cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
-	g.inst.instanceID = newCache(g, &err, "InstanceID", byNameStr())
-	g.inst.instanceType = newCache(g, &err, "InstanceType", byNameStr())
-	g.inst.instanceTypeByProviderID = newCache(g, &err, "InstanceTypeByProviderID", str())
-	g.inst.currentNodeName = newCache(g, &err, "CurrentNodeName", cacheOpts[string, types.NodeName]{keyString: stringKey})
-	g.inst.existsByProviderID = newCache(g, &err, "InstanceExistsByProviderID", cacheOpts[string, bool]{keyString: stringKey, negativeValue: notExists})
-	g.inst.shutdownByProviderID = newCache(g, &err, "InstanceShutdownByProviderID", cacheOpts[string, bool]{keyString: stringKey})
-	g.zn.local = newCache(g, &err, "GetZone", zone)
-	g.zn.byProviderID = newCache(g, &err, "GetZoneByProviderID", zone)
-	g.zn.byNodeName = newCache(g, &err, "GetZoneByNodeName", cacheOpts[string, cloudprovider.Zone]{keyString: stringKey, shortLived: always})
-	g.lb.get = newCache(g, &err, "GetLoadBalancer", cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: func(k lbKey) string { return k.String() }})
-	g.rt.list = newCache(g, &err, "ListRoutes", cacheOpts[string, []*cloudprovider.Route]{clone: cloneRoutes, keyString: stringKey})
-	g.cl.list = newCache(g, &err, "ListClusters", cacheOpts[string, []string]{clone: cloneStrings, keyString: stringKey})
-	g.cl.master = newCache(g, &err, "Master", str())
+	g.inst.exists = newCache(g, &err, g.m.instanceExists, nk{keyString: nodeKeyString, negativeValue: notExists, shortLived: byName})
+	g.inst.shutdown = newCache(g, &err, g.m.instanceShutdown, nk{keyString: nodeKeyString, shortLived: byName})
+	g.inst.metadata = newCache(g, &err, g.m.instanceMetadata, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, shared: true, keyString: nodeKeyString, shortLived: byName})
+	g.inst.nodeAddresses = newCache(g, &err, g.m.nodeAddresses, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
+	g.inst.nodeAddressesByProviderID = newCache(g, &err, g.m.nodeAddressesByProviderID, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
+	g.inst.instanceID = newCache(g, &err, g.m.instanceID, byNameStr())
+	g.inst.instanceType = newCache(g, &err, g.m.instanceType, byNameStr())
+	g.inst.instanceTypeByProviderID = newCache(g, &err, g.m.instanceTypeByProviderID, str())
+	g.inst.currentNodeName = newCache(g, &err, g.m.currentNodeName, cacheOpts[string, types.NodeName]{keyString: stringKey})
+	g.inst.existsByProviderID = newCache(g, &err, g.m.instanceExistsByProviderID, cacheOpts[string, bool]{keyString: stringKey, negativeValue: notExists})
+	g.inst.shutdownByProviderID = newCache(g, &err, g.m.instanceShutdownByProviderID, cacheOpts[string, bool]{keyString: stringKey})
+	g.zn.local = newCache(g, &err, g.m.getZone, zone)
+	g.zn.byProviderID = newCache(g, &err, g.m.getZoneByProviderID, zone)
+	g.zn.byNodeName = newCache(g, &err, g.m.getZoneByNodeName, cacheOpts[string, cloudprovider.Zone]{keyString: stringKey, shortLived: always})
+	g.lb.get = newCache(g, &err, g.m.getLoadBalancer, cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: func(k lbKey) string { return k.String() }})
+	g.rt.list = newCache(g, &err, g.m.listRoutes, cacheOpts[string, []*cloudprovider.Route]{clone: cloneRoutes, keyString: stringKey})
+	g.cl.list = newCache(g, &err, g.m.listClusters, cacheOpts[string, []string]{clone: cloneStrings, keyString: stringKey})
+	g.cl.master = newCache(g, &err, g.m.master, str())
 	return err
 }
 
@@ -55,4 +57,50 @@ func putNegative[K comparable, V any](c *cache.Cache[K, V], key K, err error) {
 	if c != nil {
 		c.PutNegative(key, err)
 	}
+}
+
+// cacheOpts are the per-method parts of a cache's configuration.
+type cacheOpts[K comparable, V any] struct {
+	clone func(V) V
+	// shared: callers get the stored copy itself (see immutable_test.go).
+	shared    bool
+	keyString func(K) string
+	// negativeValue: a value that says "does not exist" (InstanceExists
+	// false): negativeTTL, never stale.
+	negativeValue func(V) bool
+	// shortLived: keys (node names) that a re-created instance may reuse;
+	// their answers live at most negativeTTL and are never served stale.
+	shortLived func(K) bool
+}
+
+// newCache builds the cache of read method m, or returns nil when the
+// method's TTL turns caching off. The first error is kept in *errp, so a
+// caller can build every cache and check once.
+func newCache[K comparable, V any](g *gate, errp *error, m *method, o cacheOpts[K, V]) *cache.Cache[K, V] {
+	name, ttl := m.name, m.ttl
+	if ttl <= 0 || *errp != nil {
+		return nil
+	}
+	c, err := cache.New(cache.Config[K, V]{
+		Name:          name,
+		Size:          g.cfg.Cache.Size,
+		TTL:           ttl,
+		NegativeTTL:   g.cfg.Cache.NegativeTTL.Duration,
+		StaleIfError:  g.cfg.Cache.StaleIfError.Duration,
+		IsNegative:    func(err error) bool { return err == cloudprovider.InstanceNotFound },
+		NegativeValue: o.negativeValue,
+		ShortLived:    o.shortLived,
+		Clone:         o.clone,
+		Shared:        o.shared,
+		KeyString:     o.keyString,
+		Hash:          keyHash[K](),
+		Clock:         g.clock,
+		Observer:      g.rec.CacheObserver(name),
+	})
+	if err != nil {
+		*errp = fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
+		return nil
+	}
+	g.caches = append(g.caches, c)
+	return c
 }

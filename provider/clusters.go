@@ -22,11 +22,11 @@ type clusters struct {
 var _ cloudprovider.Clusters = (*clusters)(nil)
 
 func (c *clusters) ListClusters(ctx context.Context) ([]string, error) {
-	return cachedRead(ctx, c.g, "ListClusters", c.g.cl.list, "", c.up.ListClusters)
+	return cachedRead(ctx, c.g, c.g.m.listClusters, c.g.cl.list, "", c.up.ListClusters)
 }
 
 func (c *clusters) Master(ctx context.Context, clusterName string) (string, error) {
-	return cachedRead(ctx, c.g, "Master", c.g.cl.master, clusterName, func(ctx context.Context) (string, error) {
+	return cachedRead(ctx, c.g, c.g.m.master, c.g.cl.master, clusterName, func(ctx context.Context) (string, error) {
 		return c.up.Master(ctx, clusterName)
 	})
 }

@@ -13,6 +13,8 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/metrics"
 )
@@ -243,41 +245,26 @@ func (c *Config) Validate() error {
 			bad("%v", err) // names limits.shared.<field> and the fix
 		}
 	}
-	if c.Cache.Size < 1 {
-		bad("cache.size must be >= 1 (got %d)", c.Cache.Size)
+	if err := (cache.Config[string, struct{}]{
+		Size: c.Cache.Size, NegativeTTL: c.Cache.NegativeTTL.Duration, StaleIfError: c.Cache.StaleIfError.Duration,
+		TTL: time.Hour, // each method's own TTL is checked under methods.*
+	}).Validate(); err != nil {
+		bad("cache.%v", err)
 	}
-	if c.Cache.NegativeTTL.Duration < 0 {
-		bad("cache.negativeTTL must be >= 0 (got %s)", c.Cache.NegativeTTL)
-	}
-	if c.Cache.StaleIfError.Duration < 0 {
-		bad("cache.staleIfError must be >= 0 (got %s)", c.Cache.StaleIfError)
-	}
-	for name, b := range map[string]BucketConfig{"read": c.Limits.Read, "write": c.Limits.Write} {
-		if !(b.QPS > 0) {
-			bad("limits.%s.qps must be > 0 (got %v): set the calls per second cloudgate may send", name, b.QPS)
+	for _, name := range []string{familyRead, familyWrite} {
+		b := c.Limits.Read
+		if name == familyWrite {
+			b = c.Limits.Write
 		}
-		if b.Burst < 1 {
-			bad("limits.%s.burst must be >= 1 (got %d)", name, b.Burst)
+		if err := b.limiterConfig(c.Throttle.MaxRetryAfter.Duration).Validate(); err != nil {
+			bad("limits.%s.%v", name, err)
 		}
 		if b.WaitTimeout.Duration < 0 {
 			bad("limits.%s.waitTimeout must be >= 0 (got %s; 0 waits as long as the caller's context allows)", name, b.WaitTimeout)
 		}
 	}
-	br := c.Breaker
-	if !(br.FailureRatio > 0 && br.FailureRatio <= 1) {
-		bad("breaker.failureRatio must be in (0, 1] (got %v)", br.FailureRatio)
-	}
-	if br.Interval.Duration <= 0 {
-		bad("breaker.interval must be > 0 (got %s)", br.Interval)
-	}
-	if br.OpenTimeout.Duration <= 0 {
-		bad("breaker.openTimeout must be > 0 (got %s)", br.OpenTimeout)
-	}
-	if br.MinOpenTimeout.Duration < 0 || br.MinOpenTimeout.Duration > br.OpenTimeout.Duration {
-		bad("breaker.minOpenTimeout must be in [0, breaker.openTimeout=%s] (got %s; 0 means openTimeout/30)", br.OpenTimeout, br.MinOpenTimeout)
-	}
-	if br.HalfOpenRequests < 1 {
-		bad("breaker.halfOpenRequests must be >= 1 (got %d)", br.HalfOpenRequests)
+	if err := c.Breaker.limiterConfig(nil).Validate(); err != nil {
+		bad("breaker.%v", err)
 	}
 	names := make([]string, 0, len(c.Methods))
 	for n := range c.Methods {
@@ -301,11 +288,11 @@ func (c *Config) Validate() error {
 				bad("methods.%s.ttl: %s is not cached (it answers without a cloud read)", n, n)
 			}
 		}
-		if m.QPS < 0 || (m.QPS == 0 && m.Burst != 0) {
-			bad("methods.%s.qps must be > 0 when burst is set (got %v)", n, m.QPS)
-		}
-		if m.QPS > 0 && m.Burst < 1 {
-			bad("methods.%s.burst must be >= 1 with qps set (got %d)", n, m.Burst)
+		if m.QPS != 0 || m.Burst != 0 { // a bucket of its own
+			b := BucketConfig{QPS: m.QPS, Burst: m.Burst}
+			if err := b.limiterConfig(c.Throttle.MaxRetryAfter.Duration).Validate(); err != nil {
+				bad("methods.%s.%v", n, err)
+			}
 		}
 	}
 	if c.Batch.MaxSize < 1 {
@@ -324,6 +311,27 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("cloudgate config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// limiterConfig is b as the limiter takes it.
+func (b BucketConfig) limiterConfig(maxRetryAfter time.Duration) limiter.BucketConfig {
+	return limiter.BucketConfig{
+		QPS: b.QPS, Burst: b.Burst, Adaptive: b.Adaptive == nil || *b.Adaptive,
+		MaxRetryAfter: maxRetryAfter,
+	}
+}
+
+// limiterConfig is br as the limiter takes it.
+func (br BreakerConfig) limiterConfig(clk clock.PassiveClock) limiter.BreakerConfig {
+	return limiter.BreakerConfig{
+		FailureRatio:     br.FailureRatio,
+		MinRequests:      br.MinRequests,
+		Interval:         br.Interval.Duration,
+		OpenTimeout:      br.OpenTimeout.Duration,
+		MinOpenTimeout:   br.MinOpenTimeout.Duration,
+		HalfOpenRequests: br.HalfOpenRequests,
+		Clock:            clk,
+	}
 }
 
 // ttl returns a read method's effective TTL (0: not cached).

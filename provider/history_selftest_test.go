@@ -27,7 +27,7 @@ func TestHistoryCheckerDetects(t *testing.T) {
 		facts       []fact
 		ops         []*opRec
 		receipts    []writeReceipt
-		batches     []batchCall
+		batches     []upstreamBatch
 		transitions []breakerTransition
 	}
 	read := func(method, key string, s, e int64, sAt time.Duration, val string) *opRec {
@@ -105,7 +105,7 @@ func TestHistoryCheckerDetects(t *testing.T) {
 			ops:   []*opRec{withErr(read("InstanceMetadata", node, 2, 3, 0, ""), upErr)},
 		}},
 		{"batch above MaxBatchSize", invBatch, "", setup{
-			batches: []batchCall{{seq: 1, at: t0, size: 4}},
+			batches: []upstreamBatch{{seq: 1, at: t0, size: 4}},
 		}},
 		{"write sent twice", invWriteOnce, "", setup{
 			ops: []*opRec{{method: "EnsureLoadBalancer", family: familyWrite, key: lbKey, write: true, reqID: "r1", sseq: 1, eseq: 4}},

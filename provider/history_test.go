@@ -192,14 +192,15 @@ type history struct {
 
 // breakerTee passes breaker events to the metrics and records transitions.
 type breakerTee struct {
-	*metrics.Recorder
-	h *history
+	limiter.BreakerObserver
+	h      *history
+	family string
 }
 
-func (b breakerTee) BreakerStateChanged(name string, from, to limiter.State) {
-	b.Recorder.BreakerStateChanged(name, from, to)
+func (b breakerTee) StateChanged(from, to limiter.State) {
+	b.BreakerObserver.StateChanged(from, to)
 	b.h.mu.Lock()
-	b.h.transitions = append(b.h.transitions, breakerTransition{seq: b.h.seq.Add(1), at: b.h.clk.Now(), family: name, from: from, to: to})
+	b.h.transitions = append(b.h.transitions, breakerTransition{seq: b.h.seq.Add(1), at: b.h.clk.Now(), family: b.family, from: from, to: to})
 	b.h.mu.Unlock()
 }
 
@@ -234,7 +235,7 @@ func (h *history) teeBreakers() {
 			FailureRatio: bc.FailureRatio, MinRequests: bc.MinRequests, Interval: bc.Interval.Duration,
 			OpenTimeout: bc.OpenTimeout.Duration, MinOpenTimeout: bc.MinOpenTimeout.Duration,
 			HalfOpenRequests: bc.HalfOpenRequests, Clock: h.g.clock,
-		}, h.g.notACloudFailure, breakerTee{h.g.rec, h})
+		}, h.g.notACloudFailure, breakerTee{h.g.rec.BreakerObserver(fam), h, fam})
 		if err != nil {
 			h.t.Fatal(err)
 		}

@@ -144,13 +144,13 @@ type simCloud struct {
 	errs      map[error]bool
 	receipts  map[string][]writeReceipt
 	events    []scriptEvent
-	batches   []batchCall
+	batches   []upstreamBatch
 	callCount map[string]int
 	nextErr   int
 	pending   []fact // facts of the call being answered (s.mu held)
 }
 
-type batchCall struct {
+type upstreamBatch struct {
 	seq  int64
 	at   time.Time
 	size int
@@ -419,7 +419,7 @@ func (b *simBatch) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) ([
 	s := b.simCloud
 	s.mu.Lock()
 	seq, at := s.stamp()
-	s.batches = append(s.batches, batchCall{seq: seq, at: at, size: len(nodes)})
+	s.batches = append(s.batches, upstreamBatch{seq: seq, at: at, size: len(nodes)})
 	s.mu.Unlock()
 	if err := s.call(ctx, "BatchInstanceStatus", true); err != nil {
 		s.mu.Lock()

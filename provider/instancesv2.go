@@ -50,82 +50,61 @@ type instancesV2 struct {
 var _ cloudprovider.InstancesV2 = (*instancesV2)(nil)
 
 func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
-	const name = "InstanceExists"
-	key := keyOfNode(node)
-	c := i.g.inst.exists
-	if key.id == "" {
-		c = nil // no identity: neither cached nor merged
-	}
-	if v, err, ok := fresh(i.g, name, c, key); ok {
-		return v, err
-	}
-	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, c, key, func(ctx context.Context) (bool, error) {
-		if b := i.g.batcher(); b != nil && key.id != "" {
-			st, err := b.lookup(ctx, node, prio)
-			if err != nil {
-				return false, err
-			}
-			switch {
-			case st.Err == cloudprovider.InstanceNotFound:
-				return false, nil
-			case st.Err != nil:
-				return false, st.Err
-			}
-			return !st.Deleted, nil
-		}
-		return invoke(ctx, i.g, i.g.methods[name], prio, func(ctx context.Context) (bool, error) {
-			return i.up.InstanceExists(ctx, node)
-		})
-	})
+	return nodeRead(ctx, i, i.g.m.instanceExists, i.g.inst.exists, node, existsOf, cloudprovider.InstancesV2.InstanceExists)
 }
 
 func (i *instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
-	const name = "InstanceShutdown"
+	return nodeRead(ctx, i, i.g.m.instanceShutdown, i.g.inst.shutdown, node, shutdownOf, cloudprovider.InstancesV2.InstanceShutdown)
+}
+
+func (i *instancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	return nodeRead(ctx, i, i.g.m.instanceMetadata, i.g.inst.metadata, node, metadataOf, cloudprovider.InstancesV2.InstanceMetadata)
+}
+
+// nodeRead is the shape of the three InstancesV2 reads: keyed by the node's
+// instance, answered from the cache, else from a batch (of picks the
+// method's answer from the node's InstanceStatus), else by a call of its
+// own. of and call are static functions, so a cache hit allocates nothing
+// but the caller's copy.
+func nodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *cache.Cache[nodeKey, V], node *v1.Node,
+	of func(InstanceStatus) (V, error), call func(cloudprovider.InstancesV2, context.Context, *v1.Node) (V, error)) (V, error) {
 	key := keyOfNode(node)
-	c := i.g.inst.shutdown
 	if key.id == "" {
 		c = nil // no identity: neither cached nor merged
 	}
-	if v, err, ok := fresh(i.g, name, c, key); ok {
+	if v, err, ok := fresh(m, c, key); ok {
 		return v, err
 	}
-	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, c, key, func(ctx context.Context) (bool, error) {
+	prio := nodePriority(node, m.priority)
+	return read(ctx, i.g, m, c, key, func(ctx context.Context) (V, error) {
 		if b := i.g.batcher(); b != nil && key.id != "" {
-			st, err := b.lookup(ctx, node, prio)
+			st, err := b.Add(ctx, nodeRequest{node, prio})
 			if err != nil {
-				return false, err
+				var zero V
+				return zero, err
 			}
-			return st.Shutdown, st.Err
+			return of(st)
 		}
-		return invoke(ctx, i.g, i.g.methods[name], prio, func(ctx context.Context) (bool, error) {
-			return i.up.InstanceShutdown(ctx, node)
+		return invoke(ctx, i.g, m, prio, func(ctx context.Context) (V, error) {
+			return call(i.up, ctx, node)
 		})
 	})
 }
 
-func (i *instancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
-	const name = "InstanceMetadata"
-	key := keyOfNode(node)
-	c := i.g.inst.metadata
-	if key.id == "" {
-		c = nil // no identity: neither cached nor merged
+// existsOf, shutdownOf and metadataOf answer each InstancesV2 method from a
+// node's batched InstanceStatus as the upstream's own method would.
+func existsOf(st InstanceStatus) (bool, error) {
+	switch {
+	case st.Err == cloudprovider.InstanceNotFound:
+		return false, nil
+	case st.Err != nil:
+		return false, st.Err
 	}
-	if v, err, ok := fresh(i.g, name, c, key); ok {
-		return v, err
-	}
-	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, c, key, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
-		if b := i.g.batcher(); b != nil && key.id != "" {
-			st, err := b.lookup(ctx, node, prio)
-			if err != nil {
-				return nil, err
-			}
-			return st.Metadata, st.Err
-		}
-		return invoke(ctx, i.g, i.g.methods[name], prio, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
-			return i.up.InstanceMetadata(ctx, node)
-		})
-	})
+	return !st.Deleted, nil
+}
+
+func shutdownOf(st InstanceStatus) (bool, error) { return st.Shutdown, st.Err }
+
+func metadataOf(st InstanceStatus) (*cloudprovider.InstanceMetadata, error) {
+	return st.Metadata, st.Err
 }

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strconv"
@@ -48,17 +49,62 @@ func (k lbKey) String() string {
 
 func stringKey(s string) string { return s }
 
-// Clones: values leave the caches only as copies, so a caller that mutates
-// what it was given cannot corrupt what other callers see.
+// keyHash returns the cache shard hash of the key types that have a
+// cheaper one than maphash.Comparable (nil: the cache's default).
+func keyHash[K comparable]() func(maphash.Seed, K) uint64 {
+	var h any
+	switch any(*new(K)).(type) {
+	case string:
+		h = maphash.String
+	case nodeKey:
+		// Keys differing only in byProviderID may share a shard.
+		h = func(s maphash.Seed, k nodeKey) uint64 { return maphash.String(s, k.id) }
+	default:
+		return nil
+	}
+	return h.(func(maphash.Seed, K) uint64)
+}
+
+// Clones: what the caches store is a copy, so the upstream cannot change it
+// afterwards; values leave the caches as copies too, so a caller that
+// mutates what it was given cannot corrupt what other callers see — except
+// InstanceMetadata, the hot path, whose one stored copy every caller shares
+// read-only (see immutable_test.go).
+
+// metadataWith is an InstanceMetadata and room for its addresses in one
+// allocation, sized for two (internal IP and host name, the common case)
+// or four. The addresses get no spare capacity, so that a reader appending
+// to them (the cloud-node controller adds the kubelet's hostname)
+// reallocates instead of writing where other readers read.
+type metadataWith[A any] struct {
+	md    cloudprovider.InstanceMetadata
+	addrs A
+}
 
 func cloneMetadata(m *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
 	if m == nil {
 		return nil
 	}
-	c := *m
-	c.NodeAddresses = slices.Clone(m.NodeAddresses)
+	var c *cloudprovider.InstanceMetadata
+	switch n := len(m.NodeAddresses); {
+	case n > 0 && n <= 2:
+		b := &metadataWith[[2]v1.NodeAddress]{md: *m}
+		b.md.NodeAddresses = b.addrs[:n:n]
+		c = &b.md
+	case n > 2 && n <= 4:
+		b := &metadataWith[[4]v1.NodeAddress]{md: *m}
+		b.md.NodeAddresses = b.addrs[:n:n]
+		c = &b.md
+	default:
+		c = new(cloudprovider.InstanceMetadata)
+		*c = *m
+		if m.NodeAddresses != nil {
+			c.NodeAddresses = make([]v1.NodeAddress, n)
+		}
+	}
+	copy(c.NodeAddresses, m.NodeAddresses)
 	c.AdditionalLabels = maps.Clone(m.AdditionalLabels)
-	return &c
+	return c
 }
 
 func cloneAddresses(a []v1.NodeAddress) []v1.NodeAddress { return slices.Clone(a) }

@@ -24,9 +24,8 @@ type loadBalancer struct {
 var _ cloudprovider.LoadBalancer = (*loadBalancer)(nil)
 
 func (l *loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, service *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
-	const name = "GetLoadBalancer"
-	m := l.g.methods[name]
-	a, err := read(ctx, l.g, name, l.g.lb.get, keyOfService(clusterName, service), func(ctx context.Context) (lbAnswer, error) {
+	m := l.g.m.getLoadBalancer
+	a, err := read(ctx, l.g, m, l.g.lb.get, keyOfService(clusterName, service), func(ctx context.Context) (lbAnswer, error) {
 		return invoke(ctx, l.g, m, m.priority, func(ctx context.Context) (lbAnswer, error) {
 			status, exists, err := l.up.GetLoadBalancer(ctx, clusterName, service)
 			return lbAnswer{status: status, exists: exists}, err
@@ -43,7 +42,7 @@ func (l *loadBalancer) GetLoadBalancerName(ctx context.Context, clusterName stri
 
 func (l *loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
 	var status *v1.LoadBalancerStatus
-	err := write(ctx, l.g, "EnsureLoadBalancer", func(ctx context.Context) error {
+	err := write(ctx, l.g, l.g.m.ensureLoadBalancer, func(ctx context.Context) error {
 		var err error
 		status, err = l.up.EnsureLoadBalancer(ctx, clusterName, service, nodes)
 		return err
@@ -52,13 +51,13 @@ func (l *loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName strin
 }
 
 func (l *loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) error {
-	return write(ctx, l.g, "UpdateLoadBalancer", func(ctx context.Context) error {
+	return write(ctx, l.g, l.g.m.updateLoadBalancer, func(ctx context.Context) error {
 		return l.up.UpdateLoadBalancer(ctx, clusterName, service, nodes)
 	}, l.invalidate(clusterName, service))
 }
 
 func (l *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *v1.Service) error {
-	return write(ctx, l.g, "EnsureLoadBalancerDeleted", func(ctx context.Context) error {
+	return write(ctx, l.g, l.g.m.ensureLoadBalancerDeleted, func(ctx context.Context) error {
 		return l.up.EnsureLoadBalancerDeleted(ctx, clusterName, service)
 	}, l.invalidate(clusterName, service))
 }

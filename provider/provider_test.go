@@ -60,21 +60,34 @@ func TestPerMethodTTLOverride(t *testing.T) {
 	}
 }
 
-func TestResultsAreCopies(t *testing.T) {
+// TestCachedResultsAreSafe: the upstream cannot change a cached answer
+// after giving it; InstanceMetadata results are shared read-only (see
+// immutable_test.go), laid out so that an append reallocates instead of
+// writing where other callers read; other results are copies per caller.
+func TestCachedResultsAreSafe(t *testing.T) {
 	up := newCountingCloud()
 	up.AdditionalLabels = map[string]string{"k": "v"}
-	i := v2(t, mustNew(t, up, testConfig(newFakeClock())))
+	c := mustNew(t, up, testConfig(newFakeClock()))
+	i := v2(t, c)
 	n := testNode("a", "fake://a")
 	m1, _ := i.InstanceMetadata(context.Background(), n)
-	m1.NodeAddresses[0].Address = "corrupted"
-	m1.AdditionalLabels["k"] = "corrupted"
-	m1.Zone = "corrupted"
+	up.Addresses[0].Address = "changed by the upstream"
+	up.AdditionalLabels["k"] = "changed by the upstream"
 	m2, _ := i.InstanceMetadata(context.Background(), n)
-	if m2.NodeAddresses[0].Address != "10.0.0.1" || m2.AdditionalLabels["k"] != "v" || m2.Zone != "zone-a" {
-		t.Fatalf("a caller's mutation reached the cache: %+v", m2)
+	if m2.NodeAddresses[0].Address != "10.0.0.1" || m2.AdditionalLabels["k"] != "v" {
+		t.Fatalf("the upstream's later change reached the cache: %+v", m2)
 	}
-	if up.Addresses[0].Address != "10.0.0.1" {
-		t.Fatalf("a caller's mutation reached the upstream's data")
+	if len(m1.NodeAddresses) != cap(m1.NodeAddresses) {
+		t.Fatalf("shared addresses have room to append in place: len %d cap %d", len(m1.NodeAddresses), cap(m1.NodeAddresses))
+	}
+	_ = append(m1.NodeAddresses, v1.NodeAddress{Address: "appended"})
+
+	up.Addresses[0].Address = "10.0.0.1"
+	inst, _ := c.Instances()
+	a1, _ := inst.NodeAddresses(context.Background(), "a")
+	a1[0].Address = "corrupted"
+	if a2, _ := inst.NodeAddresses(context.Background(), "a"); a2[0].Address != "10.0.0.1" {
+		t.Fatalf("a caller's mutation reached the NodeAddresses cache: %+v", a2)
 	}
 }
 

@@ -39,7 +39,7 @@ func TestRegression_ListPrefetchWithoutBatching(t *testing.T) {
 	c.Initialize(nil, stop)
 	waitUntil(t, "a list call", func() bool { return up.lists.Load() >= 1 })
 	waitUntil(t, "the cache filled", func() bool {
-		_, _, ok := c.(*cloud).g.inst.metadata.Peek(nodeKey{byProviderID: true, id: "fake://a"})
+		_, _, ok := c.(*cloud).g.inst.metadata.Fresh(nodeKey{byProviderID: true, id: "fake://a"})
 		return ok
 	})
 	md, err := v2(t, c).InstanceMetadata(context.Background(), testNode("a", "fake://a"))

@@ -24,19 +24,19 @@ type routes struct {
 var _ cloudprovider.Routes = (*routes)(nil)
 
 func (r *routes) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
-	return cachedRead(ctx, r.g, "ListRoutes", r.g.rt.list, clusterName, func(ctx context.Context) ([]*cloudprovider.Route, error) {
+	return cachedRead(ctx, r.g, r.g.m.listRoutes, r.g.rt.list, clusterName, func(ctx context.Context) ([]*cloudprovider.Route, error) {
 		return r.up.ListRoutes(ctx, clusterName)
 	})
 }
 
 func (r *routes) CreateRoute(ctx context.Context, clusterName string, nameHint string, route *cloudprovider.Route) error {
-	return write(ctx, r.g, "CreateRoute", func(ctx context.Context) error {
+	return write(ctx, r.g, r.g.m.createRoute, func(ctx context.Context) error {
 		return r.up.CreateRoute(ctx, clusterName, nameHint, route)
 	}, r.invalidate(clusterName))
 }
 
 func (r *routes) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
-	return write(ctx, r.g, "DeleteRoute", func(ctx context.Context) error {
+	return write(ctx, r.g, r.g.m.deleteRoute, func(ctx context.Context) error {
 		return r.up.DeleteRoute(ctx, clusterName, route)
 	}, r.invalidate(clusterName))
 }

@@ -24,17 +24,17 @@ type zones struct {
 var _ cloudprovider.Zones = (*zones)(nil)
 
 func (z *zones) GetZone(ctx context.Context) (cloudprovider.Zone, error) {
-	return cachedRead(ctx, z.g, "GetZone", z.g.zn.local, "", z.up.GetZone)
+	return cachedRead(ctx, z.g, z.g.m.getZone, z.g.zn.local, "", z.up.GetZone)
 }
 
 func (z *zones) GetZoneByProviderID(ctx context.Context, providerID string) (cloudprovider.Zone, error) {
-	return cachedRead(ctx, z.g, "GetZoneByProviderID", keyed(z.g.zn.byProviderID, providerID), providerID, func(ctx context.Context) (cloudprovider.Zone, error) {
+	return cachedRead(ctx, z.g, z.g.m.getZoneByProviderID, keyed(z.g.zn.byProviderID, providerID), providerID, func(ctx context.Context) (cloudprovider.Zone, error) {
 		return z.up.GetZoneByProviderID(ctx, providerID)
 	})
 }
 
 func (z *zones) GetZoneByNodeName(ctx context.Context, nodeName types.NodeName) (cloudprovider.Zone, error) {
-	return cachedRead(ctx, z.g, "GetZoneByNodeName", keyed(z.g.zn.byNodeName, string(nodeName)), string(nodeName), func(ctx context.Context) (cloudprovider.Zone, error) {
+	return cachedRead(ctx, z.g, z.g.m.getZoneByNodeName, keyed(z.g.zn.byNodeName, string(nodeName)), string(nodeName), func(ctx context.Context) (cloudprovider.Zone, error) {
 		return z.up.GetZoneByNodeName(ctx, nodeName)
 	})
 }

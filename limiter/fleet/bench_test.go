@@ -116,7 +116,9 @@ type rtRecorder struct {
 	rt []time.Duration
 }
 
-func (r *rtRecorder) RedisAdmission(_ string, took time.Duration) {
+func (r *rtRecorder) Family(string) fleet.FamilyObserver { return r }
+
+func (r *rtRecorder) RedisAdmission(took time.Duration) {
 	r.mu.Lock()
 	r.rt = append(r.rt, took)
 	r.mu.Unlock()

@@ -31,7 +31,7 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// events is an Observer and a log sink that records what a member reports.
+// events is an Observer, its FamilyObserver and a log sink that records what a member reports.
 type events struct {
 	mu          sync.Mutex
 	shared      int
@@ -42,13 +42,15 @@ type events struct {
 	usage       float64 // last FleetState usage
 }
 
-func (e *events) RedisAdmission(string, time.Duration) {
+func (e *events) Family(string) fleet.FamilyObserver { return e }
+
+func (e *events) RedisAdmission(time.Duration) {
 	e.mu.Lock()
 	e.redisCalls++
 	e.mu.Unlock()
 }
 
-func (e *events) Admitted(_ string, fb bool) {
+func (e *events) Admitted(fb bool) {
 	e.mu.Lock()
 	if fb {
 		e.fallback++
@@ -64,8 +66,8 @@ func (e *events) FallbackChanged(fb bool) {
 	e.mu.Unlock()
 }
 
-func (e *events) ShareChanged(string, float64, int) {}
-func (e *events) FleetState(_ string, _, _, usage float64) {
+func (e *events) ShareChanged(float64, int) {}
+func (e *events) FleetState(_, _, usage float64) {
 	e.mu.Lock()
 	e.usage = usage
 	e.mu.Unlock()

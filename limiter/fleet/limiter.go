@@ -66,7 +66,8 @@ type Limiter struct {
 	decrease float64 // AIMD, as fractions of the quota
 	minFrac  float64
 	recFrac  float64
-	bobs     limiter.Observer
+	bobs     limiter.BucketObserver
+	fobs     FamilyObserver
 	keys     [numKeys]string
 
 	mu       sync.Mutex
@@ -119,7 +120,7 @@ const (
 // share of quota (QPS and Burst scaled by the share). obs receives the
 // bucket events (WaitDone, Throttled, RateChanged) under the name family, as
 // a limiter.Bucket's would; nil discards them.
-func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig, obs limiter.Observer) (*Limiter, error) {
+func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig, obs limiter.BucketObserver) (*Limiter, error) {
 	if family == "" {
 		return nil, errors.New("cloudgate: fleet limiter: family name is empty")
 	}
@@ -145,6 +146,7 @@ func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig
 		minFrac:  0.01,
 		recFrac:  1.0 / 30,
 		bobs:     obs,
+		fobs:     f.obs.Family(family),
 		rate:     1,
 		reported: 1,
 		wake:     make(chan struct{}, 1),
@@ -244,7 +246,7 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 		return l.waitFallback(ctx, fb, p)
 	case l.takeCreditLocked(cls, start):
 		l.mu.Unlock()
-		l.f.obs.Admitted(l.family, false)
+		l.fobs.Admitted(false)
 		return l.done1(p, start, nil)
 	}
 	w := &waiter{class: cls, prio: prioIndex(p), done: make(chan struct{})}
@@ -269,7 +271,7 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 	}
 	switch w.state {
 	case granted:
-		l.f.obs.Admitted(l.family, false)
+		l.fobs.Admitted(false)
 		return l.done1(p, start, nil)
 	case toFallback:
 		return l.waitFallback(ctx, w.fb, p)
@@ -279,7 +281,7 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 }
 
 func (l *Limiter) done1(p limiter.Priority, start time.Time, err error) error {
-	l.bobs.WaitDone(l.family, p, time.Since(start), err)
+	l.bobs.WaitDone(p, time.Since(start), err)
 	return err
 }
 
@@ -287,7 +289,7 @@ func (l *Limiter) done1(p limiter.Priority, start time.Time, err error) error {
 func (l *Limiter) waitFallback(ctx context.Context, fb *limiter.Bucket, p limiter.Priority) error {
 	err := fb.Wait(ctx, p)
 	if err == nil {
-		l.f.obs.Admitted(l.family, true)
+		l.fobs.Admitted(true)
 	}
 	return err
 }
@@ -338,14 +340,14 @@ func (l *Limiter) OnThrottled(retryAfter time.Duration) {
 	fb, closed := l.fb, l.closed
 	l.mu.Unlock()
 	if closed {
-		l.bobs.Throttled(l.family, retryAfter)
+		l.bobs.Throttled(retryAfter)
 		return
 	}
 	if fb != nil {
 		fb.OnThrottled(retryAfter) // reports Throttled
 		return
 	}
-	l.bobs.Throttled(l.family, retryAfter)
+	l.bobs.Throttled(retryAfter)
 	factor := l.decrease
 	if !l.adaptive {
 		factor = 1
@@ -386,7 +388,7 @@ func (l *Limiter) reportRate(force bool) {
 	}
 	l.mu.Unlock()
 	if send {
-		l.bobs.RateChanged(l.family, r*l.quota)
+		l.bobs.RateChanged(r * l.quota)
 	}
 }
 
@@ -489,7 +491,7 @@ func (l *Limiter) setShare(fraction float64, members int) {
 	l.fraction, l.members = fraction, members
 	l.mu.Unlock()
 	if changed {
-		l.f.obs.ShareChanged(l.family, fraction*l.quota, members)
+		l.fobs.ShareChanged(fraction*l.quota, members)
 	}
 }
 
@@ -511,7 +513,7 @@ func (l *Limiter) heartbeat(now time.Time, fraction float64, members int, count,
 	}
 	l.mu.Unlock()
 	l.reportRate(false)
-	l.f.obs.FleetState(l.family, l.quota, rate*l.quota, usage)
+	l.fobs.FleetState(l.quota, rate*l.quota, usage)
 }
 
 // run is the dispatcher: it asks Redis for tokens for the queued waiters,
@@ -632,7 +634,7 @@ func (l *Limiter) admit(cls, n int) (got int, retry time.Duration, err error) {
 	if len(v) != 4 {
 		return 0, 0, fmt.Errorf("admit: unexpected reply %v", v)
 	}
-	l.f.obs.RedisAdmission(l.family, took)
+	l.fobs.RedisAdmission(took)
 	g, _ := v[0].(int64)
 	ra, err1 := strconv.ParseFloat(fmt.Sprint(v[1]), 64)
 	rate, err2 := strconv.ParseFloat(fmt.Sprint(v[2]), 64)
@@ -648,9 +650,8 @@ func (l *Limiter) admit(cls, n int) (got int, retry time.Duration, err error) {
 // nopBucketObserver discards bucket events.
 type nopBucketObserver struct{}
 
-func (nopBucketObserver) WaitDone(string, limiter.Priority, time.Duration, error)  {}
-func (nopBucketObserver) Throttled(string, time.Duration)                          {}
-func (nopBucketObserver) RateChanged(string, float64)                              {}
-func (nopBucketObserver) BreakerStateChanged(string, limiter.State, limiter.State) {}
+func (nopBucketObserver) WaitDone(limiter.Priority, time.Duration, error) {}
+func (nopBucketObserver) Throttled(time.Duration)                         {}
+func (nopBucketObserver) RateChanged(float64)                             {}
 
 var _ limiter.Admitter = (*Limiter)(nil)

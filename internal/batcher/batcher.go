@@ -1,0 +1,212 @@
+// Package batcher coalesces concurrent requests into batch calls, after
+// the AWS cloud provider's batcher.Batcher: a batch is sent when it holds
+// MaxItems distinct requests, when IdleTimeout passed without a new one, or
+// MaxTimeout after its first, whichever comes first. Every caller gets the
+// answer to its own request. It knows nothing of what it batches.
+package batcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Options configures a Batcher. Zero values are documented per field.
+type Options[In, Out any] struct {
+	// Name identifies the batcher in errors.
+	Name string
+	// IdleTimeout sends the open batch when no request joined it for this
+	// long. 0: no idle flush.
+	IdleTimeout time.Duration
+	// MaxTimeout sends the open batch this long after its first request
+	// joined (> 0).
+	MaxTimeout time.Duration
+	// MaxItems sends the open batch when it holds this many distinct
+	// requests (>= 1); a batch never holds more.
+	MaxItems int
+	// RequestHasher names a request: requests with the same name are one
+	// request, sharing one slot in the batch and its answer. nil: every
+	// request is distinct.
+	RequestHasher func(In) string
+	// BatchExecutor answers a batch: one Out per request, in order. It runs
+	// on a goroutine of its own with a context that no caller can cancel
+	// (a batch outlives the callers that left it); reason is FlushFull,
+	// FlushIdle or FlushTimeout.
+	BatchExecutor func(ctx context.Context, items []In, reason string) []Out
+	// Clock is the time source of the timeouts; nil is the real clock. A
+	// clock that cannot schedule functions (clock.WithDelayedExecution)
+	// uses the real clock's timers.
+	Clock clock.Clock
+}
+
+// Why a batch was sent (BatchExecutor's reason).
+const (
+	FlushFull    = "size"
+	FlushIdle    = "idle"
+	FlushTimeout = "wait"
+)
+
+// Batcher coalesces requests into batches; safe for concurrent use.
+type Batcher[In, Out any] struct {
+	opts  Options[In, Out]
+	clock clock.Clock
+
+	mu   sync.Mutex
+	open *batch[In, Out]
+	wg   sync.WaitGroup // batches being sent
+}
+
+// batch is one batch being filled or sent.
+type batch[In, Out any] struct {
+	items   []In
+	index   map[string]int // slot of each named request
+	last    time.Time      // when a request last joined (IdleTimeout)
+	done    chan struct{}
+	results []Out
+}
+
+// New returns a Batcher, or an error naming the invalid option.
+func New[In, Out any](opts Options[In, Out]) (*Batcher[In, Out], error) {
+	switch {
+	case opts.MaxItems < 1:
+		return nil, fmt.Errorf("batcher %q: MaxItems must be >= 1 (got %d)", opts.Name, opts.MaxItems)
+	case opts.MaxTimeout <= 0:
+		return nil, fmt.Errorf("batcher %q: MaxTimeout must be > 0 (got %s)", opts.Name, opts.MaxTimeout)
+	case opts.IdleTimeout < 0:
+		return nil, fmt.Errorf("batcher %q: IdleTimeout must be >= 0 (got %s)", opts.Name, opts.IdleTimeout)
+	case opts.BatchExecutor == nil:
+		return nil, fmt.Errorf("batcher %q: BatchExecutor is nil", opts.Name)
+	}
+	b := &Batcher[In, Out]{opts: opts, clock: opts.Clock}
+	if b.clock == nil {
+		b.clock = clock.RealClock{}
+	}
+	return b, nil
+}
+
+// errShortAnswer is returned to callers whose slot the executor left
+// unanswered.
+var errShortAnswer = errors.New("batcher: the batch executor returned fewer answers than requests")
+
+// Add joins in to the open batch (opening one if none) and waits for its
+// answer. When ctx ends first, Add returns ctx's error and in stays in its
+// batch, which is sent for the others.
+func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
+	var zero Out
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	b.mu.Lock()
+	bt := b.open
+	opened := bt == nil
+	if opened {
+		bt = &batch[In, Out]{index: map[string]int{}, done: make(chan struct{})}
+		b.open = bt
+	}
+	slot, joined := -1, false
+	if b.opts.RequestHasher != nil {
+		slot, joined = bt.index[b.opts.RequestHasher(in)]
+	}
+	if !joined {
+		slot = len(bt.items)
+		bt.items = append(bt.items, in)
+		if b.opts.RequestHasher != nil {
+			bt.index[b.opts.RequestHasher(in)] = slot
+		}
+	}
+	bt.last = b.clock.Now()
+	// A full batch leaves b.open under the same lock that filled it, so no
+	// request can join it past MaxItems.
+	full := len(bt.items) >= b.opts.MaxItems
+	if full {
+		b.open = nil
+		b.wg.Add(1)
+	}
+	b.mu.Unlock()
+
+	// Timers are set, and never stopped, outside b.mu: a fake clock runs
+	// callbacks under its own lock, so its Step must not wait for b.mu. A
+	// timer firing for a batch already sent does nothing.
+	if opened && !full {
+		b.after(b.opts.MaxTimeout, func() { b.flush(bt, FlushTimeout) })
+		if b.opts.IdleTimeout > 0 {
+			b.after(b.opts.IdleTimeout, func() { b.idle(bt) })
+		}
+	}
+	if full {
+		go b.send(bt, FlushFull)
+	}
+	select {
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	case <-bt.done:
+		if slot >= len(bt.results) {
+			return zero, errShortAnswer
+		}
+		return bt.results[slot], nil
+	}
+}
+
+// Pending returns the number of distinct requests in the batch being
+// filled (0: none open).
+func (b *Batcher[In, Out]) Pending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open == nil {
+		return 0
+	}
+	return len(b.open.items)
+}
+
+// Wait waits for the batches being sent.
+func (b *Batcher[In, Out]) Wait() { b.wg.Wait() }
+
+// after runs f on its own goroutine after d on the batcher's clock.
+func (b *Batcher[In, Out]) after(d time.Duration, f func()) {
+	run := func() { go f() }
+	if c, ok := b.clock.(clock.WithDelayedExecution); ok {
+		c.AfterFunc(d, run)
+		return
+	}
+	time.AfterFunc(d, run)
+}
+
+// idle sends bt if no request joined it for IdleTimeout, else looks again
+// when that will be the case.
+func (b *Batcher[In, Out]) idle(bt *batch[In, Out]) {
+	b.mu.Lock()
+	if b.open != bt {
+		b.mu.Unlock()
+		return
+	}
+	wait := b.opts.IdleTimeout - b.clock.Since(bt.last)
+	b.mu.Unlock()
+	if wait > 0 {
+		b.after(wait, func() { b.idle(bt) })
+		return
+	}
+	b.flush(bt, FlushIdle)
+}
+
+// flush sends bt unless it was sent already.
+func (b *Batcher[In, Out]) flush(bt *batch[In, Out], reason string) {
+	b.mu.Lock()
+	if b.open != bt {
+		b.mu.Unlock()
+		return
+	}
+	b.open = nil
+	b.wg.Add(1)
+	b.mu.Unlock()
+	b.send(bt, reason)
+}
+
+func (b *Batcher[In, Out]) send(bt *batch[In, Out], reason string) {
+	defer b.wg.Done()
+	defer close(bt.done)
+	bt.results = b.opts.BatchExecutor(context.Background(), bt.items, reason)
+}

@@ -1,0 +1,225 @@
+package batcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder is a BatchExecutor answering each item with its own text and
+// recording the batches it got.
+type recorder struct {
+	mu      sync.Mutex
+	batches [][]string
+	reasons []string
+}
+
+func (r *recorder) exec(_ context.Context, items []string, reason string) []string {
+	r.mu.Lock()
+	r.batches = append(r.batches, append([]string(nil), items...))
+	r.reasons = append(r.reasons, reason)
+	r.mu.Unlock()
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = "answer " + it
+	}
+	return out
+}
+
+func (r *recorder) snapshot() ([][]string, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]string(nil), r.batches...), append([]string(nil), r.reasons...)
+}
+
+func newTest(t *testing.T, o Options[string, string]) (*Batcher[string, string], *clocktesting.FakeClock, *recorder) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	rec := &recorder{}
+	o.Clock, o.BatchExecutor = clk, rec.exec
+	if o.RequestHasher == nil {
+		o.RequestHasher = func(s string) string { return s }
+	}
+	b, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Wait)
+	return b, clk, rec
+}
+
+// waitFor polls cond (bounded; no timing assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 5000 {
+		if cond() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func add(b *Batcher[string, string], ctx context.Context, in string) chan error {
+	ch := make(chan error, 1)
+	go func() {
+		out, err := b.Add(ctx, in)
+		if err == nil && out != "answer "+in {
+			err = fmt.Errorf("%s got %q", in, out)
+		}
+		ch <- err
+	}()
+	return ch
+}
+
+func TestNeverAboveMaxItems(t *testing.T) {
+	b, _, rec := newTest(t, Options[string, string]{Name: "t", MaxItems: 4, MaxTimeout: time.Hour})
+	var chs []chan error
+	for i := range 12 {
+		chs = append(chs, add(b, context.Background(), fmt.Sprint("r", i)))
+	}
+	for _, ch := range chs {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	batches, reasons := rec.snapshot()
+	if len(batches) != 3 {
+		t.Fatalf("%d batches, want 3 full ones: %v", len(batches), batches)
+	}
+	for i, bt := range batches {
+		if len(bt) != 4 || reasons[i] != FlushFull {
+			t.Fatalf("batch %d: %v (%s), want 4 items sent full", i, bt, reasons[i])
+		}
+	}
+}
+
+func TestMaxTimeoutSendsWhatJoined(t *testing.T) {
+	b, clk, rec := newTest(t, Options[string, string]{Name: "t", MaxItems: 100, MaxTimeout: 100 * time.Millisecond})
+	a, c := add(b, context.Background(), "a"), add(b, context.Background(), "b")
+	waitFor(t, "two requests", func() bool { return b.Pending() == 2 && clk.HasWaiters() })
+	clk.Step(99 * time.Millisecond)
+	if b.Pending() != 2 {
+		t.Fatal("sent before MaxTimeout")
+	}
+	clk.Step(time.Millisecond)
+	for _, ch := range []chan error{a, c} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if batches, reasons := rec.snapshot(); len(batches) != 1 || reasons[0] != FlushTimeout {
+		t.Fatalf("batches %v %v, want one sent at MaxTimeout", batches, reasons)
+	}
+}
+
+func TestIdleTimeoutRestartsOnEachRequest(t *testing.T) {
+	b, clk, rec := newTest(t, Options[string, string]{Name: "t", MaxItems: 100, MaxTimeout: time.Hour, IdleTimeout: 10 * time.Millisecond})
+	a := add(b, context.Background(), "a")
+	waitFor(t, "a", func() bool { return b.Pending() == 1 && clk.HasWaiters() })
+	clk.Step(6 * time.Millisecond)
+	c := add(b, context.Background(), "b")
+	waitFor(t, "b", func() bool { return b.Pending() == 2 })
+	clk.Step(4 * time.Millisecond) // 10ms after a, 4ms after b: not idle yet
+	waitFor(t, "the idle timer re-armed", func() bool { return clk.Waiters() == 2 })
+	if b.Pending() != 2 {
+		t.Fatal("sent before IdleTimeout passed since the last request")
+	}
+	clk.Step(6 * time.Millisecond)
+	for _, ch := range []chan error{a, c} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if batches, reasons := rec.snapshot(); len(batches) != 1 || reasons[0] != FlushIdle {
+		t.Fatalf("batches %v %v, want one sent idle", batches, reasons)
+	}
+}
+
+func TestCancelledCallerLeavesTheBatch(t *testing.T) {
+	b, clk, rec := newTest(t, Options[string, string]{Name: "t", MaxItems: 100, MaxTimeout: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := add(b, ctx, "gone")
+	stays := add(b, context.Background(), "stays")
+	waitFor(t, "two requests", func() bool { return b.Pending() == 2 })
+	cancel()
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled caller got %v", err)
+	}
+	clk.Step(time.Second)
+	if err := <-stays; err != nil {
+		t.Fatal(err)
+	}
+	if batches, _ := rec.snapshot(); len(batches) != 1 || len(batches[0]) != 2 {
+		t.Fatalf("batches %v, want the batch sent with both", batches)
+	}
+}
+
+func TestSameRequestSharesASlot(t *testing.T) {
+	b, clk, rec := newTest(t, Options[string, string]{Name: "t", MaxItems: 2, MaxTimeout: time.Second})
+	x1, x2 := add(b, context.Background(), "x"), add(b, context.Background(), "x")
+	waitFor(t, "x twice", func() bool { return b.Pending() == 1 })
+	time.Sleep(5 * time.Millisecond) // let the second join (it may not have)
+	clk.Step(time.Second)
+	for _, ch := range []chan error{x1, x2} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bt := range func() [][]string { b, _ := rec.snapshot(); return b }() {
+		if len(bt) != 1 {
+			t.Fatalf("batch %v: the same request took two slots", bt)
+		}
+	}
+}
+
+// TestStepWhileAdding: the fake clock's Step runs timer callbacks under
+// its own lock while requests join; it must never deadlock.
+func TestStepWhileAdding(t *testing.T) {
+	b, clk, _ := newTest(t, Options[string, string]{Name: "t", MaxItems: 3, MaxTimeout: time.Millisecond, IdleTimeout: time.Millisecond})
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			if _, err := b.Add(context.Background(), fmt.Sprint(i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+			clk.Step(time.Millisecond)
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	exec := func(context.Context, []int, string) []int { return nil }
+	for _, tc := range []struct {
+		o    Options[int, int]
+		want string
+	}{
+		{Options[int, int]{MaxTimeout: 1, BatchExecutor: exec}, "MaxItems"},
+		{Options[int, int]{MaxItems: 1, BatchExecutor: exec}, "MaxTimeout"},
+		{Options[int, int]{MaxItems: 1, MaxTimeout: 1, IdleTimeout: -1, BatchExecutor: exec}, "IdleTimeout"},
+		{Options[int, int]{MaxItems: 1, MaxTimeout: 1}, "BatchExecutor"},
+	} {
+		if _, err := New(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want an error naming %s", tc.o, err, tc.want)
+		}
+	}
+}

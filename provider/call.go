@@ -1,0 +1,174 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/utils/clock"
+
+	"github.com/cloudgate/cloudgate/limiter"
+	"github.com/cloudgate/cloudgate/metrics"
+)
+
+// One upstream call: breaker, token, call, and what the outcome tells the
+// breaker, the limiter and the metrics.
+
+// notACloudFailure says which outcomes must not count against the breaker:
+// answers (not found, not implemented, an *api.RetryError such as "load
+// balancer still provisioning", a per-request 4xx), a caller that gave up (callerGone,
+// set by invoke: a context error while the caller's context is live — an
+// HTTP client timeout, cloudgate's own batch timeout — is a hung cloud and
+// counts), and throttling (adaptive limiting handles that; tripping on it
+// would turn quota pressure into an outage).
+func (g *gate) notACloudFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	var gone callerGone
+	var retry *cloudproviderapi.RetryError
+	if errors.As(err, &gone) || errors.Is(err, cloudprovider.InstanceNotFound) ||
+		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) ||
+		errors.As(err, &retry) || limiter.IsClientError(err) {
+		return true
+	}
+	throttled, _ := g.throttle.Classify(err)
+	return throttled
+}
+
+// answered reports whether an outcome shows the cloud answering: a
+// success, or an answer that is not a cloud failure (not found, a 4xx,
+// throttling), but not a caller that gave up.
+func (g *gate) answered(outcome error) bool {
+	if outcome == nil {
+		return true
+	}
+	var gone callerGone
+	return !errors.As(outcome, &gone) && g.notACloudFailure(outcome)
+}
+
+// callerGone marks the outcome of a call whose caller's context ended:
+// whatever the upstream said then, it is no verdict on the cloud.
+type callerGone struct{ error }
+
+func (e callerGone) Unwrap() error { return e.error }
+
+// errCallTimeout is the cause of cloudgate's own call timeouts (batch and
+// list calls): a call cut short by it hung, and counts as a cloud failure.
+var errCallTimeout = errors.New("cloudgate: upstream call timed out")
+
+// breakerOutcome is what the breaker is told about a call that ended with
+// err: callerGone when ctx ended (unless by cloudgate's own call timeout).
+func breakerOutcome(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) != errCallTimeout {
+		return callerGone{err}
+	}
+	return err
+}
+
+// invoke sends one call upstream: ask the breaker (an open breaker answers
+// at once: no token spent, no queueing, so read can serve a stale answer),
+// wait for a token, call, then tell the limiter and the metrics how it
+// went. fn's result and error are returned unchanged.
+func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	done, err := m.breaker.Allow()
+	if err != nil {
+		return zero, g.openRetry(err)
+	}
+	if err := g.wait(ctx, m, prio); err != nil {
+		done(callerGone{err}) // nothing was sent: no verdict on the cloud
+		return zero, err
+	}
+	start := g.clock.Now()
+	v, err := fn(ctx)
+	outcome := breakerOutcome(ctx, err)
+	done(outcome)
+	if g.answered(outcome) {
+		// The cloud answers: an open breaker of the other family probes now.
+		for _, br := range g.breakers {
+			br.CloudAnswered()
+		}
+	}
+	g.rec.UpstreamCall(m.family, m.name, g.result(m, err), g.clock.Since(start))
+	return v, err
+}
+
+// breakerOpenError is a breaker's rejection as cloudgate returns it: the
+// *limiter.OpenError, and an *api.RetryError retrying when the breaker next
+// probes, so the service controller requeues then instead of after an
+// exponential backoff that grew through the outage.
+type breakerOpenError struct {
+	open  error
+	retry *cloudproviderapi.RetryError
+}
+
+func (e *breakerOpenError) Error() string   { return e.open.Error() }
+func (e *breakerOpenError) Unwrap() []error { return []error{e.open, e.retry} }
+
+func (g *gate) openRetry(err error) error {
+	var oe *limiter.OpenError
+	if !errors.As(err, &oe) {
+		return err
+	}
+	first := g.cfg.Breaker.MinOpenTimeout.Duration
+	if first <= 0 {
+		first = g.cfg.Breaker.OpenTimeout.Duration / 30
+	}
+	return &breakerOpenError{open: err, retry: cloudproviderapi.NewRetryError(err.Error(), max(oe.RetryIn, first))}
+}
+
+// errWaitTimeout is the cause with which wait gives up.
+var errWaitTimeout = errors.New("cloudgate: token wait timed out")
+
+// wait waits for m's token for at most m.waitTimeout (on the gate's clock).
+// Running out of it is a retryable *api.RetryError, so the service
+// controller requeues instead of parking a worker; the caller's own context
+// ending is the bucket's error, as before.
+func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority) error {
+	if m.waitTimeout <= 0 {
+		return m.bucket.Wait(ctx, prio)
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t := stoppableAfterFunc(g.clock, m.waitTimeout, func() { cancel(errWaitTimeout) })
+	err := m.bucket.Wait(wctx, prio)
+	t()
+	if err != nil && ctx.Err() == nil && context.Cause(wctx) == errWaitTimeout {
+		return cloudproviderapi.NewRetryError(fmt.Sprintf(
+			"cloudgate: no %q token within %s (limits.%s.waitTimeout): the cloud API quota is exhausted; retry later",
+			m.bucketName, m.waitTimeout, m.family), min(m.waitTimeout, 30*time.Second))
+	}
+	return err
+}
+
+// stoppableAfterFunc runs f after d on clk (the real and fake clocks can
+// delay execution; any other clock uses the real one) and returns a stop
+// function. stop must not be called with a lock f takes.
+func stoppableAfterFunc(clk clock.Clock, d time.Duration, f func()) (stop func()) {
+	if c, ok := clk.(clock.WithDelayedExecution); ok {
+		t := c.AfterFunc(d, f)
+		return func() { t.Stop() }
+	}
+	t := time.AfterFunc(d, f)
+	return func() { t.Stop() }
+}
+
+// result classifies an upstream outcome for metrics, and feeds throttling
+// back to the method's bucket.
+func (g *gate) result(m *method, err error) string {
+	switch {
+	case err == nil:
+		return metrics.ResultOK
+	case errors.Is(err, cloudprovider.InstanceNotFound):
+		return metrics.ResultNotFound
+	}
+	if throttled, retryAfter := g.throttle.Classify(err); throttled {
+		m.bucket.OnThrottled(retryAfter)
+		return metrics.ResultThrottled
+	}
+	return metrics.ResultError
+}

@@ -1,0 +1,82 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/limiter"
+)
+
+// The read and write pipelines every wrapped method is built from.
+
+// read answers a read method from its cache (nil: uncached), calling fetch
+// (which goes upstream through invoke, or through the batcher) on a miss.
+// While the family's breaker is open it serves a positive answer the
+// upstream gave at most TTL+cache.staleIfError ago, else the breaker's
+// error. Negative answers are never served stale.
+func read[K comparable, V any](ctx context.Context, g *gate, m *method, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
+	if c == nil {
+		v, err := fetch(ctx)
+		m.requests.Observe(err)
+		return v, err
+	}
+	v, err := c.Get(ctx, key, fetch)
+	if err != nil && limiter.IsOpen(err) {
+		if stale, ok := c.Stale(key, m.ttl+g.cfg.Cache.StaleIfError.Duration); ok {
+			m.requests.Observe(nil)
+			return stale, nil
+		}
+	}
+	m.requests.Observe(err)
+	return v, err
+}
+
+// fresh answers a read from a fresh cache entry, if there is one. Methods
+// call it before building their fetch closure, which would otherwise be
+// allocated on every call, hits included.
+func fresh[K comparable, V any](m *method, c *cache.Cache[K, V], key K) (V, error, bool) {
+	if c == nil {
+		var zero V
+		return zero, nil, false
+	}
+	v, err, ok := c.Fresh(key)
+	if ok {
+		m.requests.Observe(err)
+	}
+	return v, err, ok
+}
+
+// write sends a write upstream: never cached, never de-duplicated, always
+// sent or answered with an error. invalidate runs after the call whatever
+// its outcome (a failed write may have changed state too).
+func write(ctx context.Context, g *gate, m *method, fn func(context.Context) error, invalidate func()) error {
+	_, err := invoke(ctx, g, m, m.priority, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, fn(ctx)
+	})
+	if invalidate != nil {
+		invalidate()
+	}
+	m.requests.Observe(err)
+	return err
+}
+
+// cachedRead is the common shape of the Instances reads: one key, one call.
+func cachedRead[V any](ctx context.Context, g *gate, m *method, c *cache.Cache[string, V], key string, call func(context.Context) (V, error)) (V, error) {
+	return cachedReadPrio(ctx, g, m, c, key, m.priority, call)
+}
+
+func cachedReadPrio[V any](ctx context.Context, g *gate, m *method, c *cache.Cache[string, V], key string, prio limiter.Priority, call func(context.Context) (V, error)) (V, error) {
+	return read(ctx, g, m, c, key, func(ctx context.Context) (V, error) {
+		return invoke(ctx, g, m, prio, call)
+	})
+}
+
+// keyed returns c, or nil when key is empty: an empty provider ID or node
+// name identifies nothing, so such calls are neither cached nor merged
+// (every node without a provider ID would share one answer).
+func keyed[V any](c *cache.Cache[string, V], key string) *cache.Cache[string, V] {
+	if key == "" {
+		return nil
+	}
+	return c
+}
