@@ -263,16 +263,6 @@ func clientTimeout(f float64) time.Duration {
 	return max(scale(10*time.Second, f), time.Second)
 }
 
-// defaultTTLs mirrors the default TTLs of provider/methods.go for the
-// methods the controllers use, so they can be compressed with the rest.
-var defaultTTLs = map[string]time.Duration{
-	"InstanceExists":   time.Minute,
-	"InstanceShutdown": 30 * time.Second,
-	"InstanceMetadata": 10 * time.Minute,
-	"GetLoadBalancer":  2 * time.Minute,
-	"ListRoutes":       time.Minute,
-}
-
 // upstreamSupports is what the column's upstream implements.
 func (o *Options) upstreamSupports(col string) string {
 	switch col {
@@ -332,7 +322,7 @@ func (o *Options) cloudgateConfig(col string, f float64) (*provider.Config, erro
 	// below 10 ms, or batches would not fill.
 	cfg.Batch.MaxWait.Duration = max(scale(cfg.Batch.MaxWait.Duration, f), min(cfg.Batch.MaxWait.Duration, 10*time.Millisecond))
 	methods := map[string]provider.MethodConfig{}
-	for name, ttl := range defaultTTLs {
+	for name, ttl := range provider.DefaultTTLs() { // compressed with the rest
 		methods[name] = provider.MethodConfig{TTL: &provider.Duration{Duration: ttl}}
 	}
 	for name, m := range cfg.Methods {
