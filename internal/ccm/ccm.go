@@ -1,0 +1,65 @@
+// Package ccm builds a cloud-controller-manager command: the upstream
+// k8s.io/cloud-provider/app command with cloudgate's start-up checks. The
+// providers it can run are the ones the calling binary links in by import;
+// the root module's CCM (cmd/cloud-controller-manager, with simcloud) and the
+// AWS module's (providers/aws/cmd/cloud-controller-manager) share it.
+package ccm
+
+import (
+	"github.com/spf13/cobra"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/app"
+	"k8s.io/cloud-provider/app/config"
+	"k8s.io/cloud-provider/names"
+	"k8s.io/cloud-provider/options"
+	cliflag "k8s.io/component-base/cli/flag"
+	_ "k8s.io/component-base/logs/json/register"          // optional JSON log format
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics on /metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric on /metrics
+	"k8s.io/klog/v2"
+
+	_ "github.com/cloudgate/cloudgate/provider" // registers provider "cloudgate"
+)
+
+// Options says what a binary's start-up errors tell the operator.
+type Options struct {
+	// Linked describes the providers the binary links, for the error given
+	// when --cloud-provider names none of them.
+	Linked string
+	// UntaggedHint says how to give the cloud a cluster ID.
+	UntaggedHint string
+}
+
+// New returns the cloud-controller-manager command; it runs until stopCh is
+// closed.
+func New(stopCh <-chan struct{}, o Options) (*cobra.Command, error) {
+	opts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		return nil, err
+	}
+	return app.NewCloudControllerManagerCommand(opts, o.cloudInitializer,
+		app.DefaultInitFuncConstructors, names.CCMControllerAliases(),
+		cliflag.NamedFlagSets{}, stopCh), nil
+}
+
+// cloudInitializer builds the provider named by --cloud-provider from
+// --cloud-config. The app's signature has no error result, so a provider
+// that cannot be built ends the process with a message saying what to fix.
+func (o Options) cloudInitializer(c *config.CompletedConfig) cloudprovider.Interface {
+	shared := c.ComponentConfig.KubeCloudShared
+	name, file := shared.CloudProvider.Name, shared.CloudProvider.CloudConfigFile
+	cloud, err := cloudprovider.InitCloudProvider(name, file)
+	if err != nil {
+		klog.Fatalf("cloud provider %q (--cloud-config=%q) could not be initialized: %v", name, file, err)
+	}
+	if cloud == nil {
+		klog.Fatalf("no cloud provider: --cloud-provider=%q names none; this binary links %s", name, o.Linked)
+	}
+	if !cloud.HasClusterID() {
+		if !shared.AllowUntaggedCloud {
+			klog.Fatalf("cloud provider %q reports no cluster ID; %s or pass --allow-untagged-cloud", name, o.UntaggedHint)
+		}
+		klog.Warningf("cloud provider %q reports no cluster ID; running untagged (--allow-untagged-cloud)", name)
+	}
+	return cloud
+}
