@@ -5,11 +5,13 @@
 #
 #   prometheus  /usr/bin/prometheus (dashboards e2e test) and /usr/bin/promtool
 #               (`promtool check rules` on dashboards/alerts.yaml)
+#   redis-server /usr/bin/redis-server (limiter/fleet tests: the shared quota
+#               on a real Redis, started by the tests on 127.0.0.1)
 set -euo pipefail
 
-packages=(prometheus)
+packages=(prometheus redis-server)
 # Each package and the file that shows it is installed.
-declare -A provides=([prometheus]=/usr/bin/promtool)
+declare -A provides=([prometheus]=/usr/bin/promtool [redis-server]=/usr/bin/redis-server)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -36,8 +38,8 @@ echo "setup: installing ${missing[*]}" >&2
 "${sudo[@]}" apt-get update -q </dev/null
 "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
 
-# The Debian package starts a prometheus service where an init system runs; the
-# tests start their own on other ports, so it is left alone.
+# The Debian packages start prometheus and redis services where an init system
+# runs; the tests start their own on other ports, so they are left alone.
 for p in "${missing[@]}"; do
 	if [ ! -x "${provides[$p]}" ]; then
 		echo "setup: $p installed but ${provides[$p]} is missing" >&2

@@ -11,12 +11,12 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync/atomic"
+	"strconv"
+	"sync"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/clock"
 )
@@ -67,6 +67,16 @@ type Config[K comparable, V any] struct {
 	// "instance not found"). The error value itself is cached and returned
 	// unchanged, so callers may compare it with ==. nil: no error is cached.
 	IsNegative func(error) bool
+	// NegativeValue reports whether a successful answer says "does not
+	// exist" (e.g. InstanceExists == false). Such a value is cached like a
+	// negative answer: for NegativeTTL (not at all when it is 0), and never
+	// served by Stale. nil: no value is negative.
+	NegativeValue func(V) bool
+	// ShortLived reports keys whose answers are held only for
+	// min(TTL, NegativeTTL) and never served by Stale: keys that may come to
+	// name something else (a node name reused by a re-created instance).
+	// nil: none.
+	ShortLived func(K) bool
 	// Clone copies a value. It is applied when a value is stored and to every
 	// value handed to a caller, so neither the upstream nor any caller can
 	// corrupt what others see. nil means V needs no copy (a value type, or
@@ -83,23 +93,39 @@ type Config[K comparable, V any] struct {
 }
 
 type entry[V any] struct {
-	value  V
-	err    error // non-nil: a negative entry
-	stored time.Time
-	fresh  time.Time // fresh until
-	keep   time.Time // retained (for Stale) until
+	value    V
+	err      error // non-nil: a negative entry
+	negative bool  // err != nil, or a NegativeValue: never served stale
+	stored   time.Time
+	fresh    time.Time // fresh until
+	keep     time.Time // retained (for Stale) until
 }
 
 // Cache is a bounded LRU+TTL read-through cache, safe for concurrent use.
 type Cache[K comparable, V any] struct {
 	cfg     Config[K, V]
-	entries *lru.Cache[K, *entry[V]]
 	flights singleflight.Group
 	clock   clock.PassiveClock
 	obs     Observer
+
+	// mu guards the LRU and the epoch together (golang-lru's own pattern: a
+	// lock around simplelru), so an invalidation cannot land between a
+	// fetch's epoch check and its store.
+	mu      sync.Mutex
+	entries *simplelru.LRU[K, *entry[V]]
 	// epoch counts invalidations: a fetch that started before an
-	// invalidation must not store its (possibly pre-write) answer.
-	epoch atomic.Uint64
+	// invalidation must not store its (possibly pre-write) answer, and a Get
+	// that starts after one must not join its flight.
+	epoch uint64
+}
+
+// flightResult is what a flight hands its callers.
+type flightResult[V any] struct {
+	value V
+	err   error
+	// leaderGone: the caller that ran the fetch had its context end, so
+	// its error is not the upstream's answer.
+	leaderGone bool
 }
 
 // New returns an empty cache, or an error naming the invalid field.
@@ -114,7 +140,7 @@ func New[K comparable, V any](cfg Config[K, V]) (*Cache[K, V], error) {
 	case cfg.MaxStale < 0:
 		return nil, fmt.Errorf("cache %q: maxStale must be >= 0 (got %s)", cfg.Name, cfg.MaxStale)
 	}
-	entries, err := lru.New[K, *entry[V]](cfg.Size)
+	entries, err := simplelru.NewLRU[K, *entry[V]](cfg.Size, nil)
 	if err != nil {
 		return nil, fmt.Errorf("cache %q: %w", cfg.Name, err)
 	}
@@ -135,52 +161,59 @@ func New[K comparable, V any](cfg Config[K, V]) (*Cache[K, V], error) {
 func (c *Cache[K, V]) Name() string { return c.cfg.Name }
 
 // Get returns the fresh cached answer for key, or calls fetch to get one.
-// Concurrent Gets of the same key share one fetch. fetch runs with the
-// context of the caller that started it; if that caller's context ends, the
-// fetch is expected to end with the context's error, and the remaining
-// callers start a new fetch rather than inherit an error that is not theirs.
-// Get returns promptly with ctx's error when ctx ends.
+// Concurrent Gets of the same key share one fetch, unless an Invalidate
+// returned between their starts: a Get that starts after Invalidate never
+// joins a fetch that started before it. fetch runs with the context of the
+// caller that started it; if that caller's context ends, the remaining
+// callers start a new fetch rather than inherit an error that is not
+// theirs; any other error, context-type or not, is the answer for all of
+// them. Get returns promptly with ctx's error when ctx ends.
 //
-// A successful answer is stored for TTL; an error for which IsNegative is
-// true is stored for NegativeTTL and returned as the same value; any other
-// error is returned and not stored. Errors are returned exactly as fetch
-// returned them.
+// A successful answer is stored for TTL (NegativeTTL for a NegativeValue or
+// a ShortLived key); an error for which IsNegative is true is stored for
+// NegativeTTL and returned as the same value; any other error is returned
+// and not stored. Errors are returned exactly as fetch returned them.
 func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context) (V, error)) (V, error) {
 	if v, err, ok := c.Fresh(key); ok {
 		return v, err
 	}
 	c.obs.Miss(c.cfg.Name)
-	flightKey := c.cfg.KeyString(key)
+	keyString := c.cfg.KeyString(key)
 	for {
 		if err := ctx.Err(); err != nil {
 			var zero V
 			return zero, err
 		}
+		c.mu.Lock()
+		epoch := c.epoch
+		c.mu.Unlock()
 		led := false
-		results := c.flights.DoChan(flightKey, func() (any, error) {
+		results := c.flights.DoChan(keyString+"\x00"+strconv.FormatUint(epoch, 10), func() (any, error) {
 			led = true
 			// A flight that just finished may have stored a fresh answer.
-			if e, ok := c.lookup(key, c.clock.Now()); ok {
-				return e.value, e.err
+			c.mu.Lock()
+			e, ok := c.lookupLocked(key, c.clock.Now())
+			c.mu.Unlock()
+			if ok {
+				return flightResult[V]{value: e.value, err: e.err}, nil
 			}
-			epoch := c.epoch.Load()
 			v, err := fetch(ctx)
 			c.store(key, epoch, v, err)
-			return v, err
+			return flightResult[V]{value: v, err: err, leaderGone: err != nil && ctx.Err() != nil}, nil
 		})
 		select {
 		case <-ctx.Done():
 			var zero V
 			return zero, ctx.Err()
 		case r := <-results:
+			fr, _ := r.Val.(flightResult[V])
 			if !led {
 				c.obs.Deduplicated(c.cfg.Name)
-				if isContextError(r.Err) {
+				if fr.leaderGone {
 					continue // the leader gave up; our context is still live
 				}
 			}
-			v, _ := r.Val.(V)
-			return c.clone(v), r.Err
+			return c.clone(fr.value), fr.err
 		}
 	}
 }
@@ -192,6 +225,10 @@ func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
 	e, ok := c.lookup(key, c.clock.Now())
 	if !ok {
 		return value, nil, false
+	}
+	if e.negative {
+		c.obs.NegativeHit(c.cfg.Name)
+		return c.clone(e.value), e.err, true
 	}
 	if e.err != nil {
 		c.obs.NegativeHit(c.cfg.Name)
@@ -217,16 +254,19 @@ func (c *Cache[K, V]) Peek(key K) (value V, err error, ok bool) {
 
 // Stale returns the positive entry for key if it was stored at most maxAge
 // ago, fresh or not (bounded by TTL+MaxStale, how long entries are kept).
-// Negative entries are never served stale: a stale "does not exist" could
-// make a caller delete something that exists.
+// Negative entries — errors, NegativeValues — and ShortLived keys are never
+// served stale: a stale "does not exist" could make a caller delete
+// something that exists.
 func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 	var zero V
+	now := c.clock.Now()
+	c.mu.Lock()
 	e, ok := c.entries.Peek(key)
-	if !ok || e.err != nil {
+	c.mu.Unlock()
+	if !ok || e.negative {
 		return zero, false
 	}
-	now := c.clock.Now()
-	if now.Sub(e.stored) > maxAge || now.After(e.keep) {
+	if now.Sub(e.stored) > maxAge || !now.Before(e.keep) {
 		return zero, false
 	}
 	if !now.Before(e.fresh) {
@@ -236,31 +276,60 @@ func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 }
 
 // Put stores a fresh positive answer for key, as if a fetch had returned it
-// (used to fill the cache from batch and list calls).
+// (used to fill the cache from batch and list calls). A NegativeValue is
+// stored as a negative answer.
 func (c *Cache[K, V]) Put(key K, value V) {
-	c.add(key, c.newEntry(value, nil, c.clock.Now()))
+	c.mu.Lock()
+	evicted := c.addLocked(key, c.newEntry(key, c.clone(value), nil, c.clock.Now()))
+	c.mu.Unlock()
+	c.evicted(evicted)
 }
 
 // PutNegative stores a negative answer for key (if negative caching is on).
 func (c *Cache[K, V]) PutNegative(key K, err error) {
-	if c.cfg.NegativeTTL > 0 && err != nil {
-		c.add(key, c.newEntry(*new(V), err, c.clock.Now()))
+	if err == nil {
+		return
 	}
+	c.mu.Lock()
+	evicted := c.addLocked(key, c.newEntry(key, *new(V), err, c.clock.Now()))
+	c.mu.Unlock()
+	c.evicted(evicted)
 }
 
-// Invalidate drops key's entry, and keeps any fetch already in flight from
-// storing an answer it may have read before the change that caused this.
+// Invalidate drops key's entry, keeps any fetch already in flight from
+// storing an answer it may have read before the change that caused this,
+// and makes later Gets start a fetch of their own.
 func (c *Cache[K, V]) Invalidate(key K) {
-	c.epoch.Add(1)
+	c.mu.Lock()
+	c.epoch++
 	c.entries.Remove(key)
+	c.mu.Unlock()
+}
+
+// Has reports whether key has an entry, fresh or kept for Stale. It does
+// not count as a hit or miss, nor change the entry's recency.
+func (c *Cache[K, V]) Has(key K) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries.Contains(key)
 }
 
 // Len returns the number of entries held, fresh or kept for Stale.
-func (c *Cache[K, V]) Len() int { return c.entries.Len() }
+func (c *Cache[K, V]) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries.Len()
+}
 
-// lookup returns key's entry if it is fresh at now, and drops it if it is
-// past the time it is kept.
 func (c *Cache[K, V]) lookup(key K, now time.Time) (*entry[V], bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lookupLocked(key, now)
+}
+
+// lookupLocked returns key's entry if it is fresh at now, and drops it if
+// it is past the time it is kept.
+func (c *Cache[K, V]) lookupLocked(key K, now time.Time) (*entry[V], bool) {
 	e, ok := c.entries.Get(key)
 	if !ok {
 		return nil, false
@@ -269,43 +338,70 @@ func (c *Cache[K, V]) lookup(key K, now time.Time) (*entry[V], bool) {
 		return e, true
 	}
 	if !now.Before(e.keep) {
-		c.removeIfSame(key, e)
+		c.entries.Remove(key)
 	}
 	return nil, false
 }
 
-func (c *Cache[K, V]) removeIfSame(key K, e *entry[V]) {
-	if cur, ok := c.entries.Peek(key); ok && cur == e {
-		c.entries.Remove(key)
-	}
-}
-
+// store adds a fetch's answer unless an invalidation happened since the
+// fetch started (epoch), checked under the same lock as the add.
 func (c *Cache[K, V]) store(key K, epoch uint64, v V, err error) {
-	if c.epoch.Load() != epoch {
+	if err != nil && (c.cfg.IsNegative == nil || !c.cfg.IsNegative(err)) {
 		return
 	}
-	switch {
-	case err == nil:
-		c.add(key, c.newEntry(c.clone(v), nil, c.clock.Now()))
-	case c.cfg.NegativeTTL > 0 && c.cfg.IsNegative != nil && c.cfg.IsNegative(err):
-		c.add(key, c.newEntry(*new(V), err, c.clock.Now()))
+	if err == nil {
+		v = c.clone(v)
+	} else {
+		v = *new(V)
 	}
+	now := c.clock.Now()
+	c.mu.Lock()
+	evicted := false
+	if c.epoch == epoch {
+		evicted = c.addLocked(key, c.newEntry(key, v, err, now))
+	}
+	c.mu.Unlock()
+	c.evicted(evicted)
 }
 
-func (c *Cache[K, V]) newEntry(v V, err error, now time.Time) *entry[V] {
+// newEntry returns the entry for an answer, or nil when it is not to be
+// cached at all (a negative answer with NegativeTTL 0).
+func (c *Cache[K, V]) newEntry(key K, v V, err error, now time.Time) *entry[V] {
 	e := &entry[V]{value: v, err: err, stored: now}
-	if err != nil {
+	switch {
+	case err != nil || (c.cfg.NegativeValue != nil && c.cfg.NegativeValue(v)):
+		e.negative = true
 		e.fresh = now.Add(c.cfg.NegativeTTL)
 		e.keep = e.fresh
-	} else {
+		if c.cfg.NegativeTTL <= 0 {
+			return nil
+		}
+	case c.cfg.ShortLived != nil && c.cfg.ShortLived(key):
+		ttl := min(c.cfg.TTL, c.cfg.NegativeTTL)
+		if ttl <= 0 {
+			return nil
+		}
+		e.fresh = now.Add(ttl)
+		e.keep = e.fresh
+	default:
 		e.fresh = now.Add(c.cfg.TTL)
 		e.keep = e.fresh.Add(c.cfg.MaxStale)
 	}
 	return e
 }
 
-func (c *Cache[K, V]) add(key K, e *entry[V]) {
-	if c.entries.Add(key, e) {
+// addLocked adds e (nil: nothing to cache, and key's old entry is dropped)
+// and reports whether another entry was evicted to make room.
+func (c *Cache[K, V]) addLocked(key K, e *entry[V]) bool {
+	if e == nil {
+		c.entries.Remove(key)
+		return false
+	}
+	return c.entries.Add(key, e)
+}
+
+func (c *Cache[K, V]) evicted(evicted bool) {
+	if evicted {
 		c.obs.Evicted(c.cfg.Name)
 	}
 }
@@ -315,8 +411,4 @@ func (c *Cache[K, V]) clone(v V) V {
 		return v
 	}
 	return c.cfg.Clone(v)
-}
-
-func isContextError(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

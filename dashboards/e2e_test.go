@@ -127,7 +127,9 @@ func TestE2EDashboardWithPrometheus(t *testing.T) {
 	}
 	start := time.Now().Add(-2 * time.Second)
 
+	stopFleet := startFleetMember(t, m)
 	runLoad(t, cloud, srv, insts)
+	stopFleet()
 
 	// Let Prometheus scrape the end state; then every panel query runs over
 	// the whole run, one point per second.

@@ -18,6 +18,8 @@ func benchBucket(b *testing.B) *Bucket {
 	return bk
 }
 
+// BenchmarkBucketWaitUncontended is admission with a token available and
+// nobody queued: one monotonic clock read and one rate.Limiter.AllowN.
 func BenchmarkBucketWaitUncontended(b *testing.B) {
 	bk := benchBucket(b)
 	ctx := context.Background()

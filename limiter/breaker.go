@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+	"k8s.io/utils/clock"
 )
 
 // State is a circuit breaker state. Its values are exported as a metric;
@@ -51,7 +52,8 @@ func stateOf(s gobreaker.State) State {
 	}
 }
 
-// BreakerConfig configures a Breaker. All fields are required.
+// BreakerConfig configures a Breaker. All fields but MinOpenTimeout and
+// Clock are required.
 type BreakerConfig struct {
 	// FailureRatio trips the breaker (closed -> open) when
 	// failures/(successes+failures) >= FailureRatio in the current window;
@@ -63,14 +65,23 @@ type BreakerConfig struct {
 	// Interval is the closed-state counting window: counts are cleared
 	// every Interval (cyclic, not rolling); > 0.
 	Interval time.Duration
-	// OpenTimeout is how long the breaker stays open before it lets probes
-	// through (open -> half-open); > 0.
+	// OpenTimeout is the longest the breaker stays open before it lets
+	// probes through (open -> half-open); > 0. The first open interval is
+	// MinOpenTimeout; each failed probe doubles it, up to OpenTimeout; a
+	// recovery (closed) starts over. An operator must not pay for the
+	// breaker after the cloud is back.
 	OpenTimeout time.Duration
+	// MinOpenTimeout is the first open interval; 0 means OpenTimeout/30.
+	// It must be in [0, OpenTimeout].
+	MinOpenTimeout time.Duration
 	// HalfOpenRequests is the number of probe calls allowed in half-open;
 	// >= 1. The breaker closes when that many probes have succeeded and
 	// reopens on the first failed probe. A probe with an excluded outcome
 	// frees its slot for another probe.
 	HalfOpenRequests uint32
+	// Clock times the open intervals; nil is the real clock. (The closed
+	// state's Interval is gobreaker's, on the real clock.)
+	Clock clock.PassiveClock
 }
 
 // Validate reports the first invalid field, naming it, e.g.
@@ -85,32 +96,49 @@ func (c BreakerConfig) Validate() error {
 		return fmt.Errorf("openTimeout must be > 0 (got %v)", c.OpenTimeout)
 	case c.HalfOpenRequests < 1:
 		return fmt.Errorf("halfOpenRequests must be >= 1 (got %d)", c.HalfOpenRequests)
+	case c.MinOpenTimeout < 0 || c.MinOpenTimeout > c.OpenTimeout:
+		return fmt.Errorf("minOpenTimeout must be in [0, openTimeout=%v] (got %v; 0 means openTimeout/30)", c.OpenTimeout, c.MinOpenTimeout)
 	}
 	return nil
 }
 
 // Breaker is a circuit breaker for one API family, built on gobreaker's
-// TwoStepCircuitBreaker. It uses the real clock. It is safe for concurrent
-// use.
+// TwoStepCircuitBreaker. gobreaker counts outcomes and runs the
+// closed/open/half-open machine; its own open timeout is fixed and on the
+// real clock, so Breaker holds the open state itself for an interval that
+// grows with consecutive failed probes (set from gobreaker's OnStateChange)
+// and that any sign of the cloud answering ends (CloudAnswered). It is safe
+// for concurrent use.
 type Breaker struct {
 	name        string
+	minOpen     time.Duration
 	openTimeout time.Duration
 	isExcluded  func(error) bool
 	obs         Observer
+	clock       clock.PassiveClock
 	cb          *gobreaker.TwoStepCircuitBreaker[struct{}]
 
-	mu       sync.Mutex
-	lastErr  error     // last failure reported to done
-	openedAt time.Time // when the breaker last opened
+	// mu is taken inside gobreaker's OnStateChange (under gobreaker's
+	// lock), so it is never held while calling into gobreaker.
+	mu        sync.Mutex
+	lastErr   error         // last failure reported to done
+	holdUntil time.Time     // open: no probe before this
+	interval  time.Duration // the current open interval
+	streak    int           // consecutive failed probes since the breaker last closed
 }
+
+// errReleased frees a probe slot taken by an Allow that raced with the
+// breaker opening: excluded, neither success nor failure.
+var errReleased = errors.New("cloudgate: breaker slot released")
 
 // NewBreaker returns a closed breaker named name (the name appears in
 // OpenError and Observer events). The outcome err passed to done counts as:
 // excluded — neither success nor failure — when isExcluded(err) is true (the
-// provider passes InstanceNotFound, NotImplemented, context cancellation and
-// throttling; isExcluded may be nil); success when err is nil; failure
-// otherwise. obs nil discards events. If cfg is invalid it returns an error
-// wrapping cfg.Validate's.
+// provider passes InstanceNotFound, NotImplemented, a caller that gave up,
+// throttling and per-request answers such as *api.RetryError and 4xx;
+// isExcluded may be nil); success when err is nil; failure otherwise. obs
+// nil discards events. If cfg is invalid it returns an error wrapping
+// cfg.Validate's.
 func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs Observer) (*Breaker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cloudgate: breaker %q: %w", name, err)
@@ -120,29 +148,50 @@ func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs
 	}
 	b := &Breaker{
 		name:        name,
+		minOpen:     cfg.MinOpenTimeout,
 		openTimeout: cfg.OpenTimeout,
 		isExcluded:  isExcluded,
 		obs:         observerOrNop(obs),
+		clock:       cfg.Clock,
+	}
+	if b.minOpen == 0 {
+		b.minOpen = max(cfg.OpenTimeout/30, time.Nanosecond)
+	}
+	if b.clock == nil {
+		b.clock = clock.RealClock{}
 	}
 	ratio, minRequests := cfg.FailureRatio, cfg.MinRequests
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        name,
 		MaxRequests: cfg.HalfOpenRequests,
 		Interval:    cfg.Interval,
-		Timeout:     cfg.OpenTimeout,
+		// Breaker holds the open state (holdUntil); gobreaker's own timeout
+		// only has to be over when the hold is.
+		Timeout: time.Nanosecond,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			counted := c.TotalSuccesses + c.TotalFailures
 			return counted > 0 && counted >= minRequests &&
 				float64(c.TotalFailures)/float64(counted) >= ratio
 		},
-		IsExcluded: isExcluded,
+		IsExcluded: func(err error) bool { return err == errReleased || isExcluded(err) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			// Called with gobreaker's lock held.
-			if to == gobreaker.StateOpen {
-				b.mu.Lock()
-				b.openedAt = time.Now()
-				b.mu.Unlock()
+			b.mu.Lock()
+			switch to {
+			case gobreaker.StateOpen:
+				if from == gobreaker.StateHalfOpen {
+					b.streak++
+				}
+				b.interval = b.minOpen
+				for i := 0; i < b.streak && b.interval < b.openTimeout; i++ {
+					b.interval *= 2
+				}
+				b.interval = min(b.interval, b.openTimeout)
+				b.holdUntil = b.clock.Now().Add(b.interval)
+			case gobreaker.StateClosed:
+				b.streak = 0
 			}
+			b.mu.Unlock()
 			b.obs.BreakerStateChanged(name, stateOf(from), stateOf(to))
 		},
 	})
@@ -152,18 +201,52 @@ func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs
 // Name returns the name the breaker was created with.
 func (b *Breaker) Name() string { return b.name }
 
-// State returns the current state. An open breaker whose OpenTimeout has
+// held reports how long the breaker still holds the open state (0: not).
+func (b *Breaker) held() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.holdUntil.Sub(b.clock.Now()); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// State returns the current state. An open breaker whose open interval has
 // passed becomes half-open when State, or Allow, looks at it.
-func (b *Breaker) State() State { return stateOf(b.cb.State()) }
+func (b *Breaker) State() State {
+	if b.held() > 0 {
+		return StateOpen
+	}
+	return stateOf(b.cb.State())
+}
+
+// CloudAnswered tells an open breaker that the cloud answered a call
+// (another family's, or one admitted before the breaker opened): its open
+// interval ends now, and the next call is a probe.
+func (b *Breaker) CloudAnswered() {
+	b.mu.Lock()
+	if b.holdUntil.After(b.clock.Now()) {
+		b.holdUntil = time.Time{}
+	}
+	b.mu.Unlock()
+}
 
 // Allow asks to make one call. If allowed, the caller must make the call and
 // then call done(err) with its result exactly once (later calls are
 // ignored). If not allowed — the breaker is open, or half-open with all its
 // probes in flight — done is nil and err is a *OpenError.
 func (b *Breaker) Allow() (done func(err error), err error) {
+	if d := b.held(); d > 0 {
+		return nil, b.openError(false, d)
+	}
 	inner, err := b.cb.Allow()
 	if err != nil {
-		return nil, b.openError(errors.Is(err, gobreaker.ErrTooManyRequests))
+		return nil, b.openError(errors.Is(err, gobreaker.ErrTooManyRequests), b.held())
+	}
+	if d := b.held(); d > 0 {
+		// The breaker opened between the check and gobreaker's Allow.
+		inner(errReleased)
+		return nil, b.openError(false, d)
 	}
 	var called atomic.Bool
 	return func(err error) {
@@ -175,16 +258,21 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 			b.lastErr = err
 			b.mu.Unlock()
 		}
+		if err == nil {
+			// A call admitted before the breaker opened succeeded: the
+			// cloud answers, probe now.
+			b.CloudAnswered()
+		}
 		inner(err)
 	}, nil
 }
 
-func (b *Breaker) openError(halfOpen bool) *OpenError {
+func (b *Breaker) openError(halfOpen bool, retryIn time.Duration) *OpenError {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := &OpenError{Breaker: b.name, LastErr: b.lastErr, halfOpen: halfOpen}
 	if !halfOpen {
-		e.RetryIn = max(time.Until(b.openedAt.Add(b.openTimeout)), 0)
+		e.RetryIn = retryIn
 	}
 	return e
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 )
 
@@ -15,7 +17,8 @@ import (
 var ErrClosed = errors.New("bucket closed")
 
 // BucketConfig configures a Bucket. The zero values of MinQPS,
-// DecreaseFactor and RecoveryQPSPerSecond select their documented defaults.
+// DecreaseFactor, RecoveryQPSPerSecond and MaxRetryAfter select their
+// documented defaults.
 type BucketConfig struct {
 	// QPS is the sustained rate in tokens per second; it must be > 0 and
 	// finite.
@@ -24,9 +27,9 @@ type BucketConfig struct {
 	// after a quiet period. It must be >= 1. A new Bucket starts full.
 	Burst int
 	// Adaptive enables AIMD: OnThrottled multiplies the effective rate by
-	// DecreaseFactor (not below MinQPS) and pauses admissions for
-	// Retry-After; afterwards the rate grows back linearly by
-	// RecoveryQPSPerSecond per second until QPS. See Bucket.OnThrottled.
+	// DecreaseFactor (not below MinQPS); afterwards the rate grows back by
+	// RecoveryQPSPerSecond once a second until QPS. See Bucket.OnThrottled.
+	// Retry-After is honoured with or without Adaptive.
 	Adaptive bool
 	// MinQPS is the floor of the effective rate; default QPS/100 when 0.
 	// It must be <= QPS.
@@ -38,6 +41,10 @@ type BucketConfig struct {
 	// QPS per second; default QPS/30 when 0 (full recovery in about 30 s
 	// from zero).
 	RecoveryQPSPerSecond float64
+	// MaxRetryAfter caps the pause a Retry-After can impose, so that one
+	// answer cannot stop a bucket for long; default 5 minutes when 0. It
+	// must be >= 0.
+	MaxRetryAfter time.Duration
 }
 
 // Validate reports the first invalid field, naming it, e.g.
@@ -59,6 +66,8 @@ func (c BucketConfig) Validate() error {
 		return fmt.Errorf("decreaseFactor must be in (0, 1) (got %v; 0 means 0.5)", c.DecreaseFactor)
 	case math.IsNaN(c.RecoveryQPSPerSecond) || math.IsInf(c.RecoveryQPSPerSecond, 0) || c.RecoveryQPSPerSecond < 0:
 		return fmt.Errorf("recoveryQPSPerSecond must be >= 0 (got %v; 0 means qps/30)", c.RecoveryQPSPerSecond)
+	case c.MaxRetryAfter < 0:
+		return fmt.Errorf("maxRetryAfter must be >= 0 (got %v; 0 means %v)", c.MaxRetryAfter, defaultMaxRetryAfter)
 	}
 	return nil
 }
@@ -74,92 +83,76 @@ func (c BucketConfig) withDefaults() BucketConfig {
 	if c.RecoveryQPSPerSecond == 0 {
 		c.RecoveryQPSPerSecond = c.QPS / 30
 	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = defaultMaxRetryAfter
+	}
 	return c
 }
 
-const (
-	// tokenEpsilon absorbs floating-point error: a waiter woken exactly when
-	// its token is due must find it there.
-	tokenEpsilon = 1e-9
-	// decreaseCooldown is the shortest interval between two multiplicative
-	// decreases (see OnThrottled).
-	decreaseCooldown = time.Second
-	// maxDuration is the largest time.Duration.
-	maxDuration = time.Duration(math.MaxInt64)
-)
-
-// Bucket is a token bucket with priority-ordered, context-aware waiting.
+// Bucket is a token bucket with priority-ordered, context-aware waiting and
+// a rate that adapts to the cloud's throttling.
 //
-// Tokens accrue continuously at the effective rate (EffectiveQPS) up to
-// Burst; each successful Wait takes one. Waiters are granted tokens one at a
-// time as they accrue: highest priority first, FIFO within a priority. A
-// caller that finds a token available and nobody queued takes it without
-// queueing or allocating.
+// The tokens are kept by a golang.org/x/time/rate.Limiter. A caller that
+// finds a token available and nobody queued takes it without queueing or
+// allocating. Otherwise it queues, and queued callers are granted tokens one
+// at a time as they accrue: highest priority first, FIFO within a priority.
 //
 // All methods are safe for concurrent use. A Bucket has no background
 // goroutine: queued waiters drive its timer themselves.
 type Bucket struct {
-	name string
-	clk  clock.Clock
-	obs  Observer
-	base time.Time // all times below are offsets from base on clk
+	name  string
+	clk   clock.Clock
+	obs   Observer
+	qps   float64
+	burst int
+	base  time.Time // origin of fastUntil and of the bucket's times (see now)
+	lim   *rate.Limiter
 
-	qps      float64
-	burst    float64
-	adaptive bool
-	minQPS   float64
-	decrease float64
-	recovery float64
+	// fastUntil is the time, as an offset from base, before which Wait may
+	// take a token from lim without b.mu: 0 while the slow path is needed
+	// for every call (waiters queued, a pause, Close), the next recovery
+	// step while recovering, and MaxInt64 otherwise. A caller that read it
+	// just before it changed may still take a token as of just before the
+	// change, as with any two calls that race.
+	fastUntil atomic.Int64
 
-	mu     sync.Mutex
-	closed bool
-	last   time.Duration // time tokens and rate were brought up to date
-	tokens float64       // tokens available at last
-
-	// The effective rate at time t is rateBase for t <= recStart and
-	// min(qps, rateBase + recovery*(t-recStart)) after it while recovering;
-	// it is qps when not recovering.
-	rateBase     float64
-	recStart     time.Duration
-	recovering   bool
-	reportedQPS  float64       // last rate sent to RateChanged
-	pausedUntil  time.Duration // no tokens accrue or are granted before this
-	nextDecrease time.Duration // earliest time of the next multiplicative decrease
-
-	queues  [numPriorities]waitQueue
-	waiting int
-	timer   clock.Timer   // fires when the head waiter's token is due; nil if none
-	timerAt time.Duration // when timer fires
-	watcher *waiter       // the waiter told to receive from timer
+	mu       sync.Mutex
+	closed   bool
+	policy   aimd
+	reported float64 // last rate sent to Observer.RateChanged
+	queue    waitQueue
+	// res is the token reserved for whoever is at the head of the queue
+	// when it is due; nil if none. A higher-priority arrival takes it over.
+	res     *rate.Reservation
+	timer   clock.Timer // fires at timerAt; nil if not armed
+	timerAt time.Time
+	watcher *waiter // the waiter told to receive from timer
 }
 
 // NewBucket returns a full bucket named name (the name appears in errors and
 // Observer events). clk nil means the real clock; obs nil discards events.
 // If cfg is invalid it returns an error wrapping cfg.Validate's, e.g.
-// `cloudgate: bucket "read": qps must be > 0 (got 0)`.
+// `limiter: bucket "read": qps must be > 0 (got 0)`.
 func NewBucket(name string, cfg BucketConfig, clk clock.Clock, obs Observer) (*Bucket, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("cloudgate: bucket %q: %w", name, err)
+		return nil, fmt.Errorf("limiter: bucket %q: %w", name, err)
 	}
 	cfg = cfg.withDefaults()
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	b := &Bucket{
-		name:        name,
-		clk:         clk,
-		obs:         observerOrNop(obs),
-		base:        clk.Now(),
-		qps:         cfg.QPS,
-		burst:       float64(cfg.Burst),
-		adaptive:    cfg.Adaptive,
-		minQPS:      cfg.MinQPS,
-		decrease:    cfg.DecreaseFactor,
-		recovery:    cfg.RecoveryQPSPerSecond,
-		tokens:      float64(cfg.Burst),
-		rateBase:    cfg.QPS,
-		reportedQPS: cfg.QPS,
+		name:     name,
+		clk:      clk,
+		obs:      observerOrNop(obs),
+		qps:      cfg.QPS,
+		burst:    cfg.Burst,
+		base:     clk.Now(),
+		lim:      rate.NewLimiter(rate.Limit(cfg.QPS), cfg.Burst),
+		policy:   newAIMD(cfg),
+		reported: cfg.QPS,
 	}
+	b.fastUntil.Store(math.MaxInt64)
 	return b, nil
 }
 
@@ -177,27 +170,27 @@ func (b *Bucket) ConfiguredQPS() float64 { return b.qps }
 func (b *Bucket) EffectiveQPS() float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.now()
-	b.advanceLocked(now)
-	return b.rateAtLocked(now)
+	b.advanceLocked(b.now())
+	return b.policy.rate
 }
 
 // Tokens returns the number of tokens available now, between 0 and Burst
-// (tokens are granted to waiters as they accrue, never reserved ahead, so it
-// is not negative). Tokens held during a Retry-After pause cannot be taken
-// until the pause ends.
+// (never negative: the token reserved for the queue's head is not counted).
+// It is 0 while callers are queued, except during a Retry-After pause, when
+// it is the token (at most one) held for when the pause ends.
 func (b *Bucket) Tokens() float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.advanceLocked(b.now())
-	return b.tokens
+	now := b.now()
+	b.advanceLocked(now)
+	return max(0, b.lim.TokensAt(now))
 }
 
 // Waiting returns the number of callers currently queued in Wait.
 func (b *Bucket) Waiting() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.waiting
+	return b.queue.len()
 }
 
 // Wait blocks until a token is granted (it returns nil) or ctx is done.
@@ -205,147 +198,92 @@ func (b *Bucket) Waiting() int {
 // Waiters are served highest priority first, FIFO within a priority. Wait
 // never rejects a caller because tokens are short; it returns early only for
 // ctx or Close. If ctx is already done it returns at once without taking a
-// token. A waiter that gives up never consumes a token: a token granted to
-// it concurrently with its ctx ending is returned to the bucket for the next
-// waiter. (Wait does not compare ctx's deadline with the expected wait:
-// the deadline is on the real clock while the bucket may run on another, and
-// higher-priority arrivals or rate recovery change the wait anyway.)
+// token. A waiter whose ctx ends before its token is due never consumes one:
+// the token goes to the next waiter, or back to the bucket. A token due by
+// the time the waiter sees its ctx end is its own, and Wait returns nil.
+// (Wait does not compare ctx's deadline with the expected wait: the
+// deadline is on the real clock while the bucket may run on another, and
+// higher-priority arrivals or rate changes change the wait anyway.)
 //
 // The error satisfies errors.Is(err, context.Canceled) or
 // errors.Is(err, context.DeadlineExceeded) as ctx.Err() does, or
 // errors.Is(err, ErrClosed) after Close, and its message names the bucket:
-// `cloudgate: waiting for a "read" token: context deadline exceeded`.
+// `limiter: waiting for a "read" token: context deadline exceeded`.
 func (b *Bucket) Wait(ctx context.Context, p Priority) error {
 	if err := ctx.Err(); err != nil {
 		err = b.ctxError(ctx, err)
 		b.obs.WaitDone(b.name, p, 0, err)
 		return err
 	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		err := b.closedError()
-		b.obs.WaitDone(b.name, p, 0, err)
-		return err
-	}
-	now := b.now()
-	b.advanceLocked(now)
-	if b.waiting == 0 && now >= b.pausedUntil && b.tokens >= 1-tokenEpsilon {
-		b.tokens--
-		b.mu.Unlock()
+	sinceBase := b.clk.Since(b.base)
+	if sinceBase < time.Duration(b.fastUntil.Load()) && b.lim.AllowN(b.base.Add(sinceBase), 1) {
 		b.obs.WaitDone(b.name, p, 0, nil)
 		return nil
 	}
-	err := b.waitSlow(ctx, p, now) // unlocks b.mu
-	b.obs.WaitDone(b.name, p, b.clk.Since(b.base)-now, err)
-	return err
+	return b.waitSlow(ctx, p)
 }
 
-// waitSlow queues the caller and waits for a grant, ctx or Close. It is
-// called with b.mu held and returns with it released.
-func (b *Bucket) waitSlow(ctx context.Context, p Priority, now time.Duration) error {
-	w := &waiter{prio: p.index(), wake: make(chan struct{}, 1)}
-	b.queues[w.prio].pushBack(w)
-	b.waiting++
-	b.dispatchLocked(now)
-	for {
-		switch {
-		case w.granted:
-			b.mu.Unlock()
-			return nil
-		case w.closed:
-			b.mu.Unlock()
-			return b.closedError()
-		}
-		var timerC <-chan time.Time
-		if b.watcher == w && b.timer != nil {
-			timerC = b.timer.C()
-		}
+// waitSlow is Wait when the fast path found no token, or could not look.
+func (b *Bucket) waitSlow(ctx context.Context, p Priority) error {
+	b.mu.Lock()
+	start := b.now()
+	b.syncLocked(start)
+	var err error
+	switch {
+	case b.closed:
 		b.mu.Unlock()
-
-		select {
-		case <-w.wake:
-			b.mu.Lock()
-		case <-timerC:
-			b.mu.Lock()
-			if b.timer != nil && b.timer.C() == timerC {
-				b.timer = nil // it fired
-			}
-			now := b.now()
-			b.advanceLocked(now)
-			b.dispatchLocked(now)
-		case <-ctx.Done():
-			b.mu.Lock()
-			now := b.now()
-			b.advanceLocked(now)
-			switch {
-			case w.granted:
-				// Granted while ctx ended: hand the token on.
-				b.tokens = min(b.burst, b.tokens+1)
-			case !w.closed:
-				b.removeLocked(w)
-			}
-			if !b.closed {
-				b.dispatchLocked(now)
-			}
-			b.mu.Unlock()
-			return b.ctxError(ctx, ctx.Err())
-		}
+		err = b.closedError()
+	case b.queue.len() == 0 && !b.policy.paused && b.lim.AllowN(start, 1):
+		b.mu.Unlock()
+	default:
+		w := newWaiter(p)
+		b.queue.push(w)
+		b.dispatchLocked(start)
+		err = b.await(ctx, w) // unlocks b.mu
 	}
+	b.obs.WaitDone(b.name, p, b.now().Sub(start), err)
+	return err
 }
 
 // OnThrottled tells the bucket the cloud throttled a call.
 //
-// retryAfter > 0 pauses all admissions until now+retryAfter (a later pause
-// already in effect is kept). While paused no tokens accrue and none are
-// granted; tokens held when the pause begins are capped at 1, so when it
-// ends one call goes out at once and the rest follow at the effective rate.
-// retryAfter <= 0 means no pause.
+// retryAfter > 0 pauses all admissions until now+min(retryAfter,
+// MaxRetryAfter) (a later pause already in effect is kept). While paused no
+// tokens accrue and none are granted; tokens held when the pause begins are
+// capped at 1, so when it ends one call goes out at once and the rest follow
+// at the effective rate. retryAfter <= 0 means no pause.
 //
 // On an adaptive bucket it also applies the multiplicative decrease: the
 // effective rate becomes max(MinQPS, rate*DecreaseFactor), tokens above 1
-// are discarded, and the linear recovery restarts from the new rate once any
-// pause is over. One wave of requests sent at the old rate typically comes
-// back as a burst of throttling errors, which must count as one signal, so
-// a decrease is applied at most once per max(1s, 1/newRate) after the
-// previous one, and not at all while a Retry-After pause is in effect;
-// throttles inside that window only honour their Retry-After.
+// are discarded, and the recovery restarts from the new rate: it grows by
+// RecoveryQPSPerSecond a second after the decrease (or after the pause, if
+// any) and every second after that, up to QPS. One wave of requests sent at
+// the old rate typically comes back as a burst of throttling errors, which
+// must count as one signal, so a decrease is applied at most once per
+// max(1s, 1/newRate) after the previous one, and not at all while a
+// Retry-After pause is in effect; throttles inside that window only honour
+// their Retry-After.
 //
 // Without Adaptive OnThrottled only honours retryAfter.
 func (b *Bucket) OnThrottled(retryAfter time.Duration) {
-	retryAfter = max(retryAfter, 0)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.obs.Throttled(b.name, retryAfter)
 	if b.closed {
+		b.obs.Throttled(b.name, min(max(retryAfter, 0), b.policy.maxPause))
 		return
 	}
 	now := b.now()
-	b.advanceLocked(now)
-
-	if b.adaptive && now >= b.nextDecrease && now >= b.pausedUntil {
-		old := b.rateAtLocked(now)
-		rate := max(b.minQPS, old*b.decrease)
-		b.rateBase, b.recStart = rate, now
-		b.recovering = rate < b.qps
-		b.nextDecrease = satAdd(now, max(decreaseCooldown, durationFromSeconds(1/rate)))
-		b.tokens = min(b.tokens, 1)
-		b.reportLocked(rate)
+	b.syncLocked(now)
+	honoured, reset := b.policy.throttled(now, retryAfter)
+	b.obs.Throttled(b.name, honoured)
+	if reset {
+		b.fastUntil.Store(0)
+		b.releaseLocked(now)
+		b.setLimiterAt(now, true)
+		b.reportLocked()
 	}
-	if retryAfter > 0 {
-		if until := satAdd(now, retryAfter); until > b.pausedUntil {
-			b.pausedUntil = until
-			b.tokens = min(b.tokens, 1)
-		}
-		if b.recovering && b.recStart < b.pausedUntil {
-			// The rate is constant before recStart: recovery waits for
-			// the pause to end.
-			b.recStart = b.pausedUntil
-		}
-	}
-	if b.waiting > 0 {
-		b.dispatchLocked(now)
-	}
+	// Re-plan: the head's token at the new rate, or the end of the pause.
+	b.dispatchLocked(now)
 }
 
 // Close releases all queued waiters with an error wrapping ErrClosed and
@@ -359,253 +297,103 @@ func (b *Bucket) Close() {
 		return
 	}
 	b.closed = true
-	for i := range b.queues {
-		for w := b.queues[i].head; w != nil; {
-			next := w.next
-			b.queues[i].remove(w)
-			w.closed = true
-			w.signal()
-			w = next
-		}
+	b.fastUntil.Store(0)
+	for w := b.queue.head(); w != nil; w = b.queue.head() {
+		b.queue.remove(w)
+		w.closed = true
+		w.signal()
 	}
-	b.waiting = 0
+	b.releaseLocked(b.now())
+	b.res = nil
 	b.stopTimerLocked()
 }
 
-// now returns the bucket's current time as an offset from b.base.
-func (b *Bucket) now() time.Duration { return b.clk.Since(b.base) }
+// now returns the bucket clock's time as base plus the time since base: with
+// the real clock that reads only the monotonic clock, which costs about half
+// of time.Now on Wait's fast path.
+func (b *Bucket) now() time.Time { return b.base.Add(b.clk.Since(b.base)) }
 
 func (b *Bucket) ctxError(ctx context.Context, err error) error {
 	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("cloudgate: waiting for a %q token: %w (cause: %w)", b.name, err, cause)
+		return fmt.Errorf("limiter: waiting for a %q token: %w (cause: %w)", b.name, err, cause)
 	}
-	return fmt.Errorf("cloudgate: waiting for a %q token: %w", b.name, err)
+	return fmt.Errorf("limiter: waiting for a %q token: %w", b.name, err)
 }
 
 func (b *Bucket) closedError() error {
-	return fmt.Errorf("cloudgate: waiting for a %q token: %w", b.name, ErrClosed)
+	return fmt.Errorf("limiter: waiting for a %q token: %w", b.name, ErrClosed)
 }
 
-// advanceLocked brings tokens and the rate up to date at now. Times before
-// the last update are treated as the last update.
-func (b *Bucket) advanceLocked(now time.Duration) {
-	if now <= b.last {
+// syncLocked applies the policy's changes due by now (the end of a pause,
+// recovery steps) to the limiter, each at its own time, so tokens accrue at
+// the rate in force at each moment however rarely the bucket is used.
+func (b *Bucket) syncLocked(now time.Time) {
+	if b.policy.next().IsZero() {
 		return
 	}
-	if from := max(b.last, b.pausedUntil); now > from && b.tokens < b.burst {
-		b.tokens = min(b.burst, b.tokens+b.accruedLocked(from, now))
-	}
-	b.last = now
-	if !b.recovering || now <= b.recStart {
-		return
-	}
-	// Rebase the linear recovery at now so the numbers stay small.
-	rate := b.rateAtLocked(now)
-	if rate >= b.qps*(1-tokenEpsilon) {
-		rate = b.qps
-		b.recovering = false
-	}
-	b.rateBase, b.recStart = rate, now
-	if rate == b.qps || rate-b.reportedQPS >= b.qps/100 {
-		b.reportLocked(rate)
-	}
-}
-
-// reportLocked sends rate to RateChanged if it differs from the last report.
-func (b *Bucket) reportLocked(rate float64) {
-	if rate != b.reportedQPS {
-		b.reportedQPS = rate
-		b.obs.RateChanged(b.name, rate)
-	}
-}
-
-// rateAtLocked returns the effective rate at t >= b.last.
-func (b *Bucket) rateAtLocked(t time.Duration) float64 {
-	if !b.recovering || t <= b.recStart {
-		return b.rateBase
-	}
-	return min(b.qps, b.rateBase+b.recovery*seconds(t-b.recStart))
-}
-
-// cumulativeLocked returns the integral of the effective rate from recStart
-// to recStart+x (x in seconds, may be negative).
-func (b *Bucket) cumulativeLocked(x float64) float64 {
-	if !b.recovering || x <= 0 {
-		return b.rateBase * x
-	}
-	xc := (b.qps - b.rateBase) / b.recovery // seconds to full recovery
-	if x <= xc {
-		return b.rateBase*x + 0.5*b.recovery*x*x
-	}
-	return b.rateBase*xc + 0.5*b.recovery*xc*xc + b.qps*(x-xc)
-}
-
-// inverseCumulativeLocked returns the x at which cumulativeLocked(x) == y.
-func (b *Bucket) inverseCumulativeLocked(y float64) float64 {
-	if !b.recovering || y <= 0 {
-		return y / b.rateBase
-	}
-	xc := (b.qps - b.rateBase) / b.recovery
-	yc := b.rateBase*xc + 0.5*b.recovery*xc*xc
-	if y >= yc {
-		return xc + (y-yc)/b.qps
-	}
-	// rateBase*x + recovery/2*x² = y, in the cancellation-free form.
-	return 2 * y / (b.rateBase + math.Sqrt(b.rateBase*b.rateBase+2*b.recovery*y))
-}
-
-// accruedLocked returns the tokens that accrue between from and to
-// (from <= to), ignoring Burst and pauses.
-func (b *Bucket) accruedLocked(from, to time.Duration) float64 {
-	if !b.recovering {
-		return b.rateBase * seconds(to-from)
-	}
-	return b.cumulativeLocked(seconds(to-b.recStart)) - b.cumulativeLocked(seconds(from-b.recStart))
-}
-
-// readyAtLocked returns when the next token can be granted; the bucket must
-// be advanced to now.
-func (b *Bucket) readyAtLocked(now time.Duration) time.Duration {
-	start := max(now, b.pausedUntil)
-	need := 1 - b.tokens
-	if need <= tokenEpsilon {
-		return start
-	}
-	if !b.recovering {
-		return satAdd(start, durationFromSeconds(need/b.rateBase))
-	}
-	x0 := seconds(start - b.recStart)
-	x := b.inverseCumulativeLocked(b.cumulativeLocked(x0) + need)
-	return satAdd(b.recStart, durationFromSeconds(x))
-}
-
-// dispatchLocked grants available tokens to queued waiters in priority
-// order, then arms the timer for the head waiter, if any, and makes sure the
-// head is watching it.
-func (b *Bucket) dispatchLocked(now time.Duration) {
 	for {
-		w := b.headLocked()
-		if w == nil {
-			b.stopTimerLocked()
-			return
+		at, ok := b.policy.advance(now)
+		if !ok {
+			break
 		}
-		if now < b.pausedUntil || b.tokens < 1-tokenEpsilon {
-			at := b.readyAtLocked(now)
-			if at <= now {
-				at = now + 1
-			}
-			rearmed := false
-			if b.timer == nil || b.timerAt != at {
-				b.stopTimerLocked()
-				b.timer = b.clk.NewTimer(at - now)
-				b.timerAt = at
-				rearmed = true
-			}
-			if rearmed || b.watcher != w {
-				b.watcher = w
-				w.signal()
-			}
-			return
-		}
-		b.tokens = max(b.tokens-1, 0)
-		b.removeLocked(w)
-		w.granted = true
-		w.signal()
-	}
-}
-
-func (b *Bucket) stopTimerLocked() {
-	if b.timer != nil {
-		b.timer.Stop()
-		b.timer = nil
-	}
-	b.watcher = nil
-}
-
-// headLocked returns the next waiter to serve, or nil.
-func (b *Bucket) headLocked() *waiter {
-	for i := range b.queues {
-		if w := b.queues[i].head; w != nil {
-			return w
+		b.releaseLocked(at)
+		b.setLimiterAt(at, false)
+		if !b.policy.paused && b.lim.TokensAt(now) >= float64(b.burst) {
+			// Full by now even at this step's rate, so the steps still
+			// due make no difference to the tokens: take them at once.
+			b.policy.catchUp(now)
+			b.setLimiterAt(now, false)
+			break
 		}
 	}
-	return nil
+	b.reportLocked()
+	b.updateFastLocked()
 }
 
-func (b *Bucket) removeLocked(w *waiter) {
-	b.queues[w.prio].remove(w)
-	b.waiting--
-	if b.watcher == w {
-		b.watcher = nil
+// advanceLocked brings the bucket up to date at now: the policy's changes
+// due, then the grants due.
+func (b *Bucket) advanceLocked(now time.Time) {
+	b.syncLocked(now)
+	if b.queue.len() > 0 {
+		b.dispatchLocked(now)
 	}
 }
 
-// waiter is one caller queued in Wait. Its fields other than wake are
-// guarded by the bucket's mutex.
-type waiter struct {
-	prio       int
-	prev, next *waiter
-	wake       chan struct{} // capacity 1: "re-check your state"
-	granted    bool          // a token was taken for this waiter
-	closed     bool          // the bucket was closed
+// setLimiterAt makes the limiter run, from t on, as the policy says: at
+// rate with the configured burst, or paused (rate 0, burst 1). capAtOne
+// first discards tokens above one. A reservation still held must be due
+// (releaseLocked keeps only those).
+func (b *Bucket) setLimiterAt(t time.Time, capAtOne bool) {
+	limit, burst := rate.Limit(b.policy.rate), b.burst
+	if b.policy.paused {
+		limit, burst = 0, 1
+	}
+	if capAtOne && burst > 1 {
+		// The limiter caps its tokens at its burst when it next advances.
+		b.lim.SetBurstAt(t, 1)
+		b.lim.SetLimitAt(t, limit)
+	}
+	b.lim.SetBurstAt(t, burst)
+	b.lim.SetLimitAt(t, limit)
 }
 
-// signal wakes w's goroutine without blocking.
-func (w *waiter) signal() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
+// updateFastLocked sets fastUntil from the bucket's state.
+func (b *Bucket) updateFastLocked() {
+	v := time.Duration(math.MaxInt64)
+	switch next := b.policy.next(); {
+	case b.closed || b.queue.len() > 0 || b.policy.paused:
+		v = 0
+	case !next.IsZero():
+		v = next.Sub(b.base)
 	}
+	b.fastUntil.Store(int64(v))
 }
 
-// waitQueue is an intrusive FIFO list of waiters.
-type waitQueue struct {
-	head, tail *waiter
-}
-
-func (q *waitQueue) pushBack(w *waiter) {
-	w.prev, w.next = q.tail, nil
-	if q.tail == nil {
-		q.head = w
-	} else {
-		q.tail.next = w
+// reportLocked sends the effective rate to RateChanged if it differs from
+// the last report.
+func (b *Bucket) reportLocked() {
+	if r := b.policy.rate; r != b.reported {
+		b.reported = r
+		b.obs.RateChanged(b.name, r)
 	}
-	q.tail = w
-}
-
-func (q *waitQueue) remove(w *waiter) {
-	if w.prev == nil {
-		q.head = w.next
-	} else {
-		w.prev.next = w.next
-	}
-	if w.next == nil {
-		q.tail = w.prev
-	} else {
-		w.next.prev = w.prev
-	}
-	w.prev, w.next = nil, nil
-}
-
-// seconds converts d to seconds. Unlike time.Duration.Seconds it needs no
-// integer division, which matters on Wait's fast path; it is exact for the
-// durations a bucket deals with.
-func seconds(d time.Duration) float64 { return float64(d) / 1e9 }
-
-// durationFromSeconds converts s >= 0 seconds to a Duration, rounding up so
-// that the token is really there at the end of it, and saturating.
-func durationFromSeconds(s float64) time.Duration {
-	ns := math.Ceil(s * 1e9)
-	if ns >= math.MaxInt64 || math.IsNaN(ns) {
-		return maxDuration
-	}
-	return time.Duration(ns)
-}
-
-// satAdd returns t+d (d >= 0) without overflowing.
-func satAdd(t, d time.Duration) time.Duration {
-	if t > maxDuration-d {
-		return maxDuration
-	}
-	return t + d
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,16 +48,6 @@ func queue(t *testing.T, ctx context.Context, b *Bucket, p Priority) <-chan erro
 	return ch
 }
 
-func TestPriorityString(t *testing.T) {
-	for p, want := range map[Priority]string{
-		PriorityCritical: "critical", PriorityNormal: "normal", PriorityBackground: "background", 7: "Priority(7)",
-	} {
-		if got := p.String(); got != want {
-			t.Errorf("Priority(%d).String() = %q, want %q", int(p), got, want)
-		}
-	}
-}
-
 func TestBucketConfigValidate(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -74,6 +67,8 @@ func TestBucketConfigValidate(t *testing.T) {
 		{"decreaseFactor 1", BucketConfig{QPS: 1, Burst: 1, DecreaseFactor: 1}, "decreaseFactor must be in (0, 1)"},
 		{"negative decreaseFactor", BucketConfig{QPS: 1, Burst: 1, DecreaseFactor: -0.5}, "decreaseFactor must be in (0, 1)"},
 		{"negative recovery", BucketConfig{QPS: 1, Burst: 1, RecoveryQPSPerSecond: -1}, "recoveryQPSPerSecond must be >= 0"},
+		{"maxRetryAfter", BucketConfig{QPS: 1, Burst: 1, MaxRetryAfter: time.Minute}, ""},
+		{"negative maxRetryAfter", BucketConfig{QPS: 1, Burst: 1, MaxRetryAfter: -time.Second}, "maxRetryAfter must be >= 0 (got -1s; 0 means 5m0s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,8 +80,11 @@ func TestBucketConfigValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want error containing %q", err, tt.wantErr)
 			}
 			_, err = NewBucket("b", tt.cfg, nil, nil)
-			if (err != nil) != (tt.wantErr != "") {
-				t.Fatalf("NewBucket error = %v, want error: %v", err, tt.wantErr != "")
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("NewBucket error = %v, want nil", err)
+			case tt.wantErr != "" && (err == nil || err.Error() != `limiter: bucket "b": `+tt.cfg.Validate().Error()):
+				t.Fatalf("NewBucket error = %v, want the Validate error prefixed with the bucket", err)
 			}
 		})
 	}
@@ -165,7 +163,7 @@ func TestBucketCancelTakesNoToken(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Wait = %v, want context.Canceled", err)
 	}
-	if want := `cloudgate: waiting for a "read" token: context canceled`; err.Error() != want {
+	if want := `limiter: waiting for a "read" token: context canceled`; err.Error() != want {
 		t.Fatalf("error = %q, want %q", err, want)
 	}
 	if b.Waiting() != 1 {
@@ -208,7 +206,7 @@ func TestBucketDeadline(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait = %v, want context.DeadlineExceeded", err)
 	}
-	if want := `cloudgate: waiting for a "read" token: context deadline exceeded`; err.Error() != want {
+	if want := `limiter: waiting for a "read" token: context deadline exceeded`; err.Error() != want {
 		t.Fatalf("error = %q, want %q", err, want)
 	}
 	if b.Waiting() != 0 {
@@ -226,66 +224,6 @@ func TestBucketCancelCause(t *testing.T) {
 	err := result(t, done)
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
 		t.Fatalf("Wait = %v, want context.Canceled and the cause", err)
-	}
-}
-
-func TestBucketPriorityOrder(t *testing.T) {
-	const (
-		C = PriorityCritical
-		N = PriorityNormal
-		B = PriorityBackground
-	)
-	tests := []struct {
-		name    string
-		arrival []Priority
-		want    []int // indexes into arrival, in release order
-	}{
-		{"critical overtakes background", []Priority{B, B, B, C}, []int{3, 0, 1, 2}},
-		{"FIFO within a priority", []Priority{N, N, N}, []int{0, 1, 2}},
-		{"mixed", []Priority{B, N, B, C, N, C}, []int{3, 5, 1, 4, 0, 2}},
-		{"out of range clamps", []Priority{Priority(9), Priority(-3), N}, []int{1, 2, 0}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b, clk := newTestBucket(t, BucketConfig{QPS: 1, Burst: 1}, nil)
-			drain(t, b)
-			chans := make([]<-chan error, len(tt.arrival))
-			for i, p := range tt.arrival {
-				chans[i] = queue(t, context.Background(), b, p)
-			}
-			for step, want := range tt.want {
-				clk.Step(time.Second)
-				if err := result(t, chans[want]); err != nil {
-					t.Fatalf("step %d: waiter %d: %v", step, want, err)
-				}
-				// Exactly one waiter is released per token.
-				eventually(t, "one fewer waiter", func() bool { return b.Waiting() == len(tt.want)-step-1 })
-				for i, ch := range chans {
-					select {
-					case err := <-ch:
-						t.Fatalf("step %d: waiter %d released out of order (err %v)", step, i, err)
-					default:
-					}
-				}
-			}
-		})
-	}
-}
-
-func TestBucketPriorityWithTokensAvailable(t *testing.T) {
-	// A waiter that arrives while others are queued queues too, even if a
-	// token has accrued, so it cannot overtake a higher-priority waiter.
-	b, clk := newTestBucket(t, BucketConfig{QPS: 1, Burst: 1}, nil)
-	drain(t, b)
-	crit := queue(t, context.Background(), b, PriorityCritical)
-	clk.Step(time.Second)
-	if err := result(t, crit); err != nil {
-		t.Fatal(err)
-	}
-	bg := queue(t, context.Background(), b, PriorityBackground)
-	clk.Step(time.Second)
-	if err := result(t, bg); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -373,4 +311,110 @@ func TestBucketConservesTokens(t *testing.T) {
 	if got := float64(granted) + b.Tokens(); math.Abs(got-steps) > 1e-6 {
 		t.Fatalf("granted %d + Tokens() %v = %v, want %d", granted, b.Tokens(), got, steps)
 	}
+}
+
+// TestBucketTokenDueWhenCtxEnds cancels a waiter and makes its token due
+// before it can run (one P: it runs when the test blocks). Either it sees
+// the token due and uses it (Wait returns nil), or, if it ran before the
+// clock moved, it leaves and the token goes to the next waiter at once. Either
+// way the token is neither lost nor handed out twice.
+func TestBucketTokenDueWhenCtxEnds(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for i := range 20 {
+		b, clk := newTestBucket(t, BucketConfig{QPS: 1, Burst: 1}, nil)
+		drain(t, b)
+		ctx, cancel := context.WithCancel(context.Background())
+		w := queue(t, ctx, b, PriorityNormal)
+		other := queue(t, context.Background(), b, PriorityBackground)
+		cancel()
+		clk.Step(time.Second)
+		switch err := result(t, w); {
+		case err == nil:
+			if b.Waiting() != 1 {
+				t.Fatalf("run %d: Waiting() = %d, want 1", i, b.Waiting())
+			}
+			clk.Step(time.Second)
+		case !errors.Is(err, context.Canceled):
+			t.Fatalf("run %d: Wait = %v, want nil or context.Canceled", i, err)
+		}
+		if err := result(t, other); err != nil {
+			t.Fatalf("run %d: second Wait = %v", i, err)
+		}
+		if got, n := b.Tokens(), b.Waiting(); got != 0 || n != 0 {
+			t.Fatalf("run %d: Tokens() = %v, Waiting() = %d; want 0, 0", i, got, n)
+		}
+	}
+}
+
+// TestBucketNeverAboveQuota runs waiters of every priority against random
+// clock steps and throttles, and checks after every step, once every grant
+// due has been made, that the grants so far stay within what the configured
+// rate allows: Burst plus QPS times the time elapsed, and that none is made
+// during a Retry-After pause (the token held through it goes out when it
+// ends).
+func TestBucketNeverAboveQuota(t *testing.T) {
+	for seed := range int64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 1))
+			cfg := BucketConfig{QPS: 20, Burst: 5, Adaptive: seed != 2, MaxRetryAfter: 300 * time.Millisecond}
+			b, clk := newTestBucket(t, cfg, nil)
+			ctx, stop := context.WithCancel(context.Background())
+			var granted atomic.Int64
+			var wg sync.WaitGroup
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for b.Wait(ctx, Priority(i%3)) == nil {
+						granted.Add(1)
+					}
+				}()
+			}
+			var (
+				checks, pauseChecks int
+				pauseEnd            time.Time // of the last Retry-After pause
+				atPause             int64     // grants when it began
+			)
+			for range 400 {
+				if rng.IntN(10) == 0 {
+					ra := time.Duration(rng.IntN(500)) * time.Millisecond
+					b.OnThrottled(ra)
+					if now := clk.Now(); ra > 0 {
+						if !now.Before(pauseEnd) {
+							atPause = granted.Load()
+						}
+						pauseEnd = laterOf(pauseEnd, now.Add(min(ra, cfg.MaxRetryAfter)))
+					}
+				}
+				clk.Step(time.Duration(rng.IntN(100)) * time.Millisecond)
+				// Let every grant due by now happen: all waiters are queued
+				// again and the bucket's timer is armed for a later grant.
+				eventually(t, "quiescence", func() bool { return b.Waiting() == 8 && clk.Waiters() == 1 })
+				elapsed := clk.Since(t0).Seconds()
+				if g := float64(granted.Load()); g > float64(cfg.Burst)+cfg.QPS*elapsed+1e-9 {
+					t.Fatalf("after %.3fs: %v grants, more than %v + %v/s allow", elapsed, g, cfg.Burst, cfg.QPS)
+				}
+				checks++
+				if clk.Now().Before(pauseEnd) {
+					if g := granted.Load(); g != atPause {
+						t.Fatalf("after %.3fs: %d grants during a Retry-After pause", elapsed, g-atPause)
+					}
+					pauseChecks++
+				}
+			}
+			stop()
+			wg.Wait()
+			if granted.Load() == 0 || checks == 0 || pauseChecks == 0 {
+				t.Fatalf("%d grants, %d checks, %d during pauses: nothing was tested", granted.Load(), checks, pauseChecks)
+			}
+			t.Logf("%d grants over %v, %d checks, %d during pauses", granted.Load(), clk.Since(t0), checks, pauseChecks)
+		})
+	}
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -99,4 +100,26 @@ func findRetryAfter(err error) (time.Duration, bool) {
 		}
 	}
 	return 0, false
+}
+
+// IsClientError reports whether err carries an HTTP status in 4xx other
+// than 408 (request timeout) and 429 (throttling): the cloud answered and
+// refused this one request (bad input, conflict, not permitted), which says
+// nothing about the cloud's health. The status is read from any error in
+// err's tree with a HTTPStatusCode() int method (AWS SDK v2) or a
+// StatusCode() int method (AWS SDK v1 RequestFailure).
+func IsClientError(err error) bool {
+	if err == nil {
+		return false
+	}
+	code := 0
+	var v2 interface{ HTTPStatusCode() int }
+	var v1 interface{ StatusCode() int }
+	switch {
+	case errors.As(err, &v2):
+		code = v2.HTTPStatusCode()
+	case errors.As(err, &v1):
+		code = v1.StatusCode()
+	}
+	return code >= 400 && code < 500 && code != 408 && code != 429
 }

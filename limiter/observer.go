@@ -1,57 +1,6 @@
 package limiter
 
-import (
-	"strconv"
-	"time"
-)
-
-// Priority orders waiters when tokens are scarce: lower value goes first.
-// Within one priority waiters are served in arrival order (FIFO).
-// Priority is strict: a lower-priority waiter is served only when no
-// higher-priority waiter is queued.
-//
-// Values below PriorityCritical are treated as PriorityCritical and values
-// above PriorityBackground as PriorityBackground.
-type Priority int
-
-const (
-	// PriorityCritical is for writes and node initialisation.
-	PriorityCritical Priority = iota
-	// PriorityNormal is for ordinary reads.
-	PriorityNormal
-	// PriorityBackground is for periodic background resync reads.
-	PriorityBackground
-)
-
-// numPriorities is the number of distinct queues a Bucket keeps.
-const numPriorities = int(PriorityBackground) + 1
-
-// String returns "critical", "normal" or "background", or "Priority(n)" for
-// a value outside the defined range.
-func (p Priority) String() string {
-	switch p {
-	case PriorityCritical:
-		return "critical"
-	case PriorityNormal:
-		return "normal"
-	case PriorityBackground:
-		return "background"
-	default:
-		return "Priority(" + strconv.Itoa(int(p)) + ")"
-	}
-}
-
-// index returns the queue index of p, clamping out-of-range values.
-func (p Priority) index() int {
-	switch {
-	case p < PriorityCritical:
-		return int(PriorityCritical)
-	case p > PriorityBackground:
-		return int(PriorityBackground)
-	default:
-		return int(p)
-	}
-}
+import "time"
 
 // Observer receives limiter events; the metrics package implements it.
 //
@@ -71,10 +20,10 @@ type Observer interface {
 	// honoured (0 if none).
 	Throttled(bucket string, retryAfter time.Duration)
 	// RateChanged is called when a bucket's effective rate changes (AIMD):
-	// on every multiplicative decrease that changes the rate, when the rate is back at the
-	// configured QPS, and during recovery each time the bucket notices
-	// (lazily, when it is used or queried) that the rate has grown by at
-	// least 1% of the configured QPS since the last report.
+	// on every multiplicative decrease that changes the rate, and during
+	// recovery each time the bucket notices (lazily, when it is used or
+	// queried) that one or more recovery steps have raised it, the last
+	// time with the configured QPS.
 	RateChanged(bucket string, qps float64)
 	// BreakerStateChanged is called on every breaker transition.
 	BreakerStateChanged(breaker string, from, to State)

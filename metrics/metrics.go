@@ -62,6 +62,7 @@ type Metrics struct {
 	batchFlushes *prometheus.CounterVec
 
 	state *stateCollector
+	fleet *fleetMetrics // fleet.go
 }
 
 // New returns a set of collectors, registered nowhere.
@@ -115,18 +116,19 @@ func New() *Metrics {
 		batchFlushes: counter("batch_flushes_total",
 			"Batched lookups sent, by why the batch was sent (size: full, wait: max wait reached).", "provider", "reason"),
 		state: newStateCollector(),
+		fleet: newFleetMetrics(),
 	}
 }
 
 // Collectors returns every collector of m, for registering by hand.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{
+	return append([]prometheus.Collector{
 		m.upstreamCalls, m.upstreamDuration, m.requests,
 		m.limiterWait, m.limiterCancelled, m.throttled, m.retryAfter, m.rateChanges,
 		m.cacheHits, m.cacheNegativeHits, m.cacheMisses, m.cacheDeduplicated, m.cacheStaleServed, m.cacheEvictions,
 		m.breakerTransitions, m.batchSize, m.batchFlushes,
 		m.state,
-	}
+	}, m.fleet.collectors()...)
 }
 
 // Register registers m's collectors with r.

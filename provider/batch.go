@@ -24,7 +24,10 @@ type BatchInstances interface {
 	// returns exactly one result per input node, in the same order. A node
 	// whose instance does not exist gets Err == cloudprovider.InstanceNotFound
 	// (per node, never for the whole batch). A returned error fails the whole
-	// batch (e.g. throttling); cloudgate then reports it to every caller.
+	// batch: throttling, a hung call or an open breaker is reported to every
+	// caller; any other error makes cloudgate bisect the batch (at most
+	// 2*log2(size) more calls, stopping when both halves fail) so that a node
+	// the cloud rejects fails alone.
 	BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) ([]InstanceStatus, error)
 }
 

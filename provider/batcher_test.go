@@ -18,6 +18,9 @@ type batchCloud struct {
 	*fake.Cloud
 	mu       sync.Mutex
 	missing  map[string]bool // node names without an instance
+	deleted  map[string]bool // node names whose instance is terminated but still described
+	poison   string          // a batch holding this node fails as a whole
+	maxBatch int             // MaxBatchSize; 0 means 1000
 	batchErr error
 	sizes    []int
 	single   int
@@ -25,13 +28,18 @@ type batchCloud struct {
 
 func (b *batchCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return b, true }
 
-func (b *batchCloud) MaxBatchSize() int { return 1000 }
+func (b *batchCloud) MaxBatchSize() int {
+	if b.maxBatch > 0 {
+		return b.maxBatch
+	}
+	return 1000
+}
 
 func (b *batchCloud) answer(n *v1.Node) InstanceStatus {
 	if b.missing[n.Name] {
 		return InstanceStatus{Err: cloudprovider.InstanceNotFound}
 	}
-	return InstanceStatus{Metadata: &cloudprovider.InstanceMetadata{ProviderID: "fake://" + n.Name, Zone: "zone-a"}, Shutdown: n.Name == "stopped"}
+	return InstanceStatus{Metadata: &cloudprovider.InstanceMetadata{ProviderID: "fake://" + n.Name, Zone: "zone-a"}, Shutdown: n.Name == "stopped", Deleted: b.deleted[n.Name]}
 }
 
 func (b *batchCloud) BatchInstanceStatus(_ context.Context, nodes []*v1.Node) ([]InstanceStatus, error) {
@@ -40,6 +48,11 @@ func (b *batchCloud) BatchInstanceStatus(_ context.Context, nodes []*v1.Node) ([
 	b.sizes = append(b.sizes, len(nodes))
 	if b.batchErr != nil {
 		return nil, b.batchErr
+	}
+	for _, n := range nodes {
+		if b.poison != "" && n.Name == b.poison {
+			return nil, errors.New("HTTP 400 InvalidInstanceID.Malformed: " + n.Name)
+		}
 	}
 	out := make([]InstanceStatus, len(nodes))
 	for i, n := range nodes {

@@ -10,11 +10,24 @@ type cloud struct{ g *gate }
 
 var _ cloudprovider.Interface = (*cloud)(nil)
 
-// Initialize passes the client builder to the upstream and starts
-// cloudgate's own housekeeping (list prefetch), stopped with stop.
+// Initialize passes the client builder to the upstream, then decides
+// batching and list prefetch from the upstream's InstancesV2 as it is now,
+// and starts cloudgate's own housekeeping (list prefetch), stopped with
+// stop or Close. Called again (leader migration), it replaces the loop.
 func (c *cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.g.upstream.Initialize(clientBuilder, stop)
+	c.g.buildBatcher(true)
 	c.g.start(stop)
+}
+
+// Close stops cloudgate's goroutines (list prefetch) and waits for them and
+// for batch calls in flight. The upstream is not closed. Calls made after
+// Close still work, without list prefetch — except with limits.shared: Close
+// leaves the fleet (its share goes to the other members at once), and later
+// calls fail with an error wrapping limiter.ErrClosed.
+func (c *cloud) Close() error {
+	c.g.close()
+	return nil
 }
 
 // Each accessor mirrors the upstream's (impl, ok) exactly: an upstream

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/metrics"
 )
 
@@ -59,8 +60,10 @@ type CacheConfig struct {
 	Size int `json:"size"`
 	// NegativeTTL is how long "instance not found" is remembered.
 	NegativeTTL Duration `json:"negativeTTL"`
-	// StaleIfError is the oldest a cached read may be to be served while the
-	// family's circuit breaker is open. 0 never serves stale reads.
+	// StaleIfError is how long past its TTL a positive cached answer may be
+	// served while the family's circuit breaker is open: its age (since the
+	// upstream gave it) is at most TTL+StaleIfError. Negative answers are
+	// never served stale. 0 never serves stale reads.
 	StaleIfError Duration `json:"staleIfError"`
 }
 
@@ -68,6 +71,10 @@ type CacheConfig struct {
 type LimitsConfig struct {
 	Read  BucketConfig `json:"read"`
 	Write BucketConfig `json:"write"`
+	// Shared, when set, makes Read and Write the quotas of the whole fleet
+	// of cloudgates (and tools) naming the same account, drawn from one
+	// Redis-side budget (docs/fleet.md). Nil: this process's own buckets.
+	Shared *fleet.Config `json:"shared,omitempty"`
 }
 
 // BucketConfig is one token bucket.
@@ -79,6 +86,11 @@ type BucketConfig struct {
 	// Adaptive cuts the rate when the cloud throttles (multiplicative
 	// decrease, honouring Retry-After) and recovers it linearly.
 	Adaptive *bool `json:"adaptive,omitempty"`
+	// WaitTimeout bounds the wait for a token: a caller still waiting after
+	// it gets a retryable *api.RetryError (the service controller requeues)
+	// instead of parking its worker; controllers pass contexts without
+	// deadlines. 0: wait as long as the caller's context allows.
+	WaitTimeout Duration `json:"waitTimeout"`
 }
 
 // BreakerConfig is the circuit breaker of each family.
@@ -90,8 +102,13 @@ type BreakerConfig struct {
 	MinRequests uint32 `json:"minRequests"`
 	// Interval is the closed-state counting window.
 	Interval Duration `json:"interval"`
-	// OpenTimeout is how long the breaker stays open before probing.
+	// OpenTimeout is the longest the breaker stays open before probing:
+	// it is open MinOpenTimeout first, twice as long after each failed
+	// probe, at most OpenTimeout, and probes at once when a call of either
+	// family shows the cloud answers.
 	OpenTimeout Duration `json:"openTimeout"`
+	// MinOpenTimeout is the first open interval (0: openTimeout/30).
+	MinOpenTimeout Duration `json:"minOpenTimeout,omitempty"`
 	// HalfOpenRequests probes must all succeed to close it again.
 	HalfOpenRequests uint32 `json:"halfOpenRequests"`
 }
@@ -129,6 +146,9 @@ type ThrottleConfig struct {
 	// in addition to the built-in ones (429, RequestLimitExceeded,
 	// Throttling, TooManyRequests, rateLimitExceeded, ...).
 	Patterns []string `json:"patterns,omitempty"`
+	// MaxRetryAfter caps the Retry-After cloudgate honours (one long answer
+	// would otherwise pause a whole family).
+	MaxRetryAfter Duration `json:"maxRetryAfter"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s", "5m").
@@ -161,14 +181,15 @@ func DefaultConfig() *Config {
 	return &Config{
 		Cache: CacheConfig{Size: 100000, NegativeTTL: dur(30 * time.Second), StaleIfError: dur(10 * time.Minute)},
 		Limits: LimitsConfig{
-			Read:  BucketConfig{QPS: 10, Burst: 20, Adaptive: boolp(true)},
-			Write: BucketConfig{QPS: 5, Burst: 10, Adaptive: boolp(true)},
+			Read:  BucketConfig{QPS: 10, Burst: 20, Adaptive: boolp(true), WaitTimeout: dur(2 * time.Minute)},
+			Write: BucketConfig{QPS: 5, Burst: 10, Adaptive: boolp(true), WaitTimeout: dur(2 * time.Minute)},
 		},
 		Breaker: BreakerConfig{
 			FailureRatio: 0.5, MinRequests: 20, Interval: dur(time.Minute),
-			OpenTimeout: dur(30 * time.Second), HalfOpenRequests: 3,
+			OpenTimeout: dur(5 * time.Second), HalfOpenRequests: 3,
 		},
-		Batch: BatchConfig{Enabled: boolp(true), MaxSize: 100, MaxWait: dur(100 * time.Millisecond)},
+		Batch:    BatchConfig{Enabled: boolp(true), MaxSize: 100, MaxWait: dur(100 * time.Millisecond)},
+		Throttle: ThrottleConfig{MaxRetryAfter: dur(5 * time.Minute)},
 	}
 }
 
@@ -217,6 +238,11 @@ func (c *Config) Validate() error {
 	if c.Upstream.Name == Name {
 		bad("upstream.name: cannot be %q itself; name the provider to wrap", Name)
 	}
+	if c.Limits.Shared != nil {
+		if err := c.Limits.Shared.Validate(); err != nil {
+			bad("%v", err) // names limits.shared.<field> and the fix
+		}
+	}
 	if c.Cache.Size < 1 {
 		bad("cache.size must be >= 1 (got %d)", c.Cache.Size)
 	}
@@ -233,6 +259,9 @@ func (c *Config) Validate() error {
 		if b.Burst < 1 {
 			bad("limits.%s.burst must be >= 1 (got %d)", name, b.Burst)
 		}
+		if b.WaitTimeout.Duration < 0 {
+			bad("limits.%s.waitTimeout must be >= 0 (got %s; 0 waits as long as the caller's context allows)", name, b.WaitTimeout)
+		}
 	}
 	br := c.Breaker
 	if !(br.FailureRatio > 0 && br.FailureRatio <= 1) {
@@ -243,6 +272,9 @@ func (c *Config) Validate() error {
 	}
 	if br.OpenTimeout.Duration <= 0 {
 		bad("breaker.openTimeout must be > 0 (got %s)", br.OpenTimeout)
+	}
+	if br.MinOpenTimeout.Duration < 0 || br.MinOpenTimeout.Duration > br.OpenTimeout.Duration {
+		bad("breaker.minOpenTimeout must be in [0, breaker.openTimeout=%s] (got %s; 0 means openTimeout/30)", br.OpenTimeout, br.MinOpenTimeout)
 	}
 	if br.HalfOpenRequests < 1 {
 		bad("breaker.halfOpenRequests must be >= 1 (got %d)", br.HalfOpenRequests)
@@ -284,6 +316,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Batch.ListInterval.Duration < 0 {
 		bad("batch.listInterval must be >= 0 (got %s)", c.Batch.ListInterval)
+	}
+	if c.Throttle.MaxRetryAfter.Duration < 0 {
+		bad("throttle.maxRetryAfter must be >= 0 (got %s; 0 means 5m)", c.Throttle.MaxRetryAfter)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("cloudgate config: %s", strings.Join(errs, "; "))

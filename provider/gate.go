@@ -11,7 +11,7 @@
 // errors, never "instance not found" or "does not exist", because the node
 // lifecycle controller deletes nodes on those.
 //
-// Each method is a short pipeline: key → cache → batch → limiter → breaker →
+// Each method is a short pipeline: key → cache → batch → breaker → limiter →
 // upstream. The policy (which family a method belongs to, its TTL, its
 // priority) is one table, methodSpecs, overridden by Config.
 package provider
@@ -20,13 +20,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
 
 	"github.com/cloudgate/cloudgate/cache"
 	"github.com/cloudgate/cloudgate/limiter"
+	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/metrics"
 )
 
@@ -43,7 +47,8 @@ type gate struct {
 	throttle     *limiter.ThrottleClassifier
 	providerName string
 
-	buckets  []*limiter.Bucket
+	buckets  []bucketState
+	fleet    *fleet.Fleet // nil without limits.shared
 	breakers map[string]*limiter.Breaker
 	methods  map[string]*method
 	caches   []cacheState
@@ -54,18 +59,44 @@ type gate struct {
 	zn   zoneCaches
 	cl   clusterCaches
 
-	batch *batcher // nil without batching
+	// Batching and list prefetch are decided from the upstream's
+	// InstancesV2 once it offers one (see buildBatcher); batchDecided
+	// publishes batch and lister.
+	batchMu      sync.Mutex
+	batchDecided atomic.Bool
+	batch        *batcher       // nil without batching
+	lister       InstanceLister // nil without list prefetch
+
+	// The list prefetch loop: one at a time (see start).
+	loopMu        sync.Mutex
+	loopQuit      chan struct{}
+	loopWG        sync.WaitGroup
+	closed        bool
+	prefetchLoops atomic.Int64
 }
 
 // method is one method's resolved policy.
 type method struct {
-	name     string
-	family   string
-	ttl      time.Duration
-	priority limiter.Priority
-	bucket   *limiter.Bucket
-	breaker  *limiter.Breaker
-	requests *metrics.RequestCounter
+	name   string
+	family string
+	ttl    time.Duration
+	// waitTimeout bounds the token wait (0: the caller's context only).
+	waitTimeout time.Duration
+	priority    limiter.Priority
+	bucket      limiter.Admitter
+	bucketName  string // the bucket's (or the method's own bucket's) name, for errors
+	breaker     *limiter.Breaker
+	requests    *metrics.RequestCounter
+}
+
+// bucketState is what Snapshot reads from a *limiter.Bucket or a
+// *fleet.Limiter.
+type bucketState interface {
+	Name() string
+	ConfiguredQPS() float64
+	EffectiveQPS() float64
+	Tokens() float64
+	Waiting() int
 }
 
 // cacheState reports a cache's size to the metrics.
@@ -122,12 +153,25 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {
 		return nil, fmt.Errorf("cloudgate config: throttle.patterns: %w", err)
 	}
-	familyBuckets := map[string]*limiter.Bucket{}
+	if s := cfg.Limits.Shared; s != nil {
+		fr := m.Fleet(g.providerName)
+		fr.Init([]string{familyRead, familyWrite})
+		if g.fleet, err = fleet.New(*s, fleet.Options{Observer: fr}); err != nil {
+			return nil, fmt.Errorf("cloudgate config: %w", err)
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok && g.fleet != nil {
+			g.fleet.Close() // stops its heartbeat and deregisters
+		}
+	}()
+	familyBuckets := map[string]limiter.Admitter{}
 	for _, f := range []struct {
 		name string
 		cfg  BucketConfig
 	}{{familyRead, cfg.Limits.Read}, {familyWrite, cfg.Limits.Write}} {
-		b, err := g.newBucket(f.name, f.cfg)
+		b, err := g.newFamilyLimiter(f.name, f.cfg)
 		if err != nil {
 			return nil, fmt.Errorf("cloudgate config: limits.%s: %w", f.name, err)
 		}
@@ -137,7 +181,9 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 			MinRequests:      cfg.Breaker.MinRequests,
 			Interval:         cfg.Breaker.Interval.Duration,
 			OpenTimeout:      cfg.Breaker.OpenTimeout.Duration,
+			MinOpenTimeout:   cfg.Breaker.MinOpenTimeout.Duration,
 			HalfOpenRequests: cfg.Breaker.HalfOpenRequests,
+			Clock:            g.clock,
 		}, g.notACloudFailure, g.rec)
 		if err != nil {
 			return nil, fmt.Errorf("cloudgate config: breaker: %w", err)
@@ -148,8 +194,13 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 		spec := methodSpecs[name]
 		mt := &method{
 			name: name, family: spec.family, ttl: cfg.ttl(name), priority: spec.priority,
-			bucket: familyBuckets[spec.family], breaker: g.breakers[spec.family],
+			bucket: familyBuckets[spec.family], bucketName: spec.family, breaker: g.breakers[spec.family],
 			requests: g.rec.Requests(name),
+		}
+		if spec.family == familyWrite {
+			mt.waitTimeout = cfg.Limits.Write.WaitTimeout.Duration
+		} else {
+			mt.waitTimeout = cfg.Limits.Read.WaitTimeout.Duration
 		}
 		if o := cfg.Methods[name]; o.QPS > 0 {
 			fam := cfg.Limits.Read
@@ -160,28 +211,51 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 			if err != nil {
 				return nil, fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
 			}
-			mt.bucket = b
+			mt.bucket, mt.bucketName = b, name
+			if g.fleet != nil {
+				// The method's own cap, then the fleet's budget of its family.
+				mt.bucket = limiter.Chain{b, familyBuckets[spec.family]}
+			}
 		}
 		g.methods[name] = mt
 	}
 	if err := g.buildCaches(); err != nil {
 		return nil, err
 	}
-	if err := g.buildBatcher(); err != nil {
-		return nil, err
-	}
+	g.buildBatcher(false)
 	bucketNames := make([]string, len(g.buckets))
 	for i, b := range g.buckets {
 		bucketNames[i] = b.Name()
 	}
 	g.rec.Init(bucketNames, []string{familyRead, familyWrite})
 	g.rec.SetSource(g)
+	ok = true
 	return g, nil
+}
+
+// newFamilyLimiter builds a family's limiter: this process's own bucket, or
+// with limits.shared the fleet-wide budget, whose quota is b.QPS for the
+// whole account and whose local fallback (Redis unreachable) is this
+// member's share of it.
+func (g *gate) newFamilyLimiter(family string, b BucketConfig) (limiter.Admitter, error) {
+	if g.fleet == nil {
+		return g.newBucket(family, b)
+	}
+	l, err := g.fleet.Limiter(family, b.QPS, limiter.BucketConfig{
+		QPS: b.QPS, Burst: b.Burst, Adaptive: b.Adaptive == nil || *b.Adaptive,
+		MaxRetryAfter: g.cfg.Throttle.MaxRetryAfter.Duration,
+	}, g.rec)
+	if err != nil {
+		return nil, err
+	}
+	g.buckets = append(g.buckets, l)
+	return l, nil
 }
 
 func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
 	bucket, err := limiter.NewBucket(name, limiter.BucketConfig{
 		QPS: b.QPS, Burst: b.Burst, Adaptive: b.Adaptive == nil || *b.Adaptive,
+		MaxRetryAfter: g.cfg.Throttle.MaxRetryAfter.Duration,
 	}, g.clock, g.rec)
 	if err != nil {
 		return nil, err
@@ -190,25 +264,39 @@ func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
 	return bucket, nil
 }
 
+// cacheOpts are the per-method parts of a cache's configuration.
+type cacheOpts[K comparable, V any] struct {
+	clone     func(V) V
+	keyString func(K) string
+	// negativeValue: a value that says "does not exist" (InstanceExists
+	// false): negativeTTL, never stale.
+	negativeValue func(V) bool
+	// shortLived: keys (node names) that a re-created instance may reuse;
+	// their answers live at most negativeTTL and are never served stale.
+	shortLived func(K) bool
+}
+
 // newCache builds the cache of a read method, or returns nil when the
 // method's TTL turns caching off. The first error is kept in *errp, so a
 // caller can build every cache and check once.
-func newCache[K comparable, V any](g *gate, errp *error, name string, clone func(V) V, keyString func(K) string) *cache.Cache[K, V] {
+func newCache[K comparable, V any](g *gate, errp *error, name string, o cacheOpts[K, V]) *cache.Cache[K, V] {
 	ttl := g.methods[name].ttl
 	if ttl <= 0 || *errp != nil {
 		return nil
 	}
 	c, err := cache.New(cache.Config[K, V]{
-		Name:        name,
-		Size:        g.cfg.Cache.Size,
-		TTL:         ttl,
-		NegativeTTL: g.cfg.Cache.NegativeTTL.Duration,
-		MaxStale:    g.cfg.Cache.StaleIfError.Duration,
-		IsNegative:  func(err error) bool { return err == cloudprovider.InstanceNotFound },
-		Clone:       clone,
-		KeyString:   keyString,
-		Clock:       g.clock,
-		Observer:    g.rec.CacheObserver(name),
+		Name:          name,
+		Size:          g.cfg.Cache.Size,
+		TTL:           ttl,
+		NegativeTTL:   g.cfg.Cache.NegativeTTL.Duration,
+		MaxStale:      g.cfg.Cache.StaleIfError.Duration,
+		IsNegative:    func(err error) bool { return err == cloudprovider.InstanceNotFound },
+		NegativeValue: o.negativeValue,
+		ShortLived:    o.shortLived,
+		Clone:         o.clone,
+		KeyString:     o.keyString,
+		Clock:         g.clock,
+		Observer:      g.rec.CacheObserver(name),
 	})
 	if err != nil {
 		*errp = fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
@@ -219,39 +307,143 @@ func newCache[K comparable, V any](g *gate, errp *error, name string, clone func
 }
 
 // notACloudFailure says which outcomes must not count against the breaker:
-// answers (not found, not implemented), the caller giving up, and throttling
-// (adaptive limiting handles that; tripping on it would turn quota pressure
-// into an outage).
+// answers (not found, not implemented, an *api.RetryError such as "load
+// balancer still provisioning", a per-request 4xx), a caller that gave up (callerGone,
+// set by invoke: a context error while the caller's context is live — an
+// HTTP client timeout, cloudgate's own batch timeout — is a hung cloud and
+// counts), and throttling (adaptive limiting handles that; tripping on it
+// would turn quota pressure into an outage).
 func (g *gate) notACloudFailure(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, cloudprovider.InstanceNotFound) || errors.Is(err, cloudprovider.NotImplemented) ||
-		errors.Is(err, cloudprovider.ImplementedElsewhere) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	var gone callerGone
+	var retry *cloudproviderapi.RetryError
+	if errors.As(err, &gone) || errors.Is(err, cloudprovider.InstanceNotFound) ||
+		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) ||
+		errors.As(err, &retry) || limiter.IsClientError(err) {
 		return true
 	}
 	throttled, _ := g.throttle.Classify(err)
 	return throttled
 }
 
-// invoke sends one call upstream: wait for a token, ask the breaker, call,
-// then tell the limiter and the metrics how it went. fn's result and error
-// are returned unchanged.
+// answered reports whether an outcome shows the cloud answering: a
+// success, or an answer that is not a cloud failure (not found, a 4xx,
+// throttling), but not a caller that gave up.
+func (g *gate) answered(outcome error) bool {
+	if outcome == nil {
+		return true
+	}
+	var gone callerGone
+	return !errors.As(outcome, &gone) && g.notACloudFailure(outcome)
+}
+
+// callerGone marks the outcome of a call whose caller's context ended:
+// whatever the upstream said then, it is no verdict on the cloud.
+type callerGone struct{ error }
+
+func (e callerGone) Unwrap() error { return e.error }
+
+// errCallTimeout is the cause of cloudgate's own call timeouts (batch and
+// list calls): a call cut short by it hung, and counts as a cloud failure.
+var errCallTimeout = errors.New("cloudgate: upstream call timed out")
+
+// breakerOutcome is what the breaker is told about a call that ended with
+// err: callerGone when ctx ended (unless by cloudgate's own call timeout).
+func breakerOutcome(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) != errCallTimeout {
+		return callerGone{err}
+	}
+	return err
+}
+
+// invoke sends one call upstream: ask the breaker (an open breaker answers
+// at once: no token spent, no queueing, so read can serve a stale answer),
+// wait for a token, call, then tell the limiter and the metrics how it
+// went. fn's result and error are returned unchanged.
 func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	if err := m.bucket.Wait(ctx, prio); err != nil {
-		return zero, err
-	}
 	done, err := m.breaker.Allow()
 	if err != nil {
+		return zero, g.openRetry(err)
+	}
+	if err := g.wait(ctx, m, prio); err != nil {
+		done(callerGone{err}) // nothing was sent: no verdict on the cloud
 		return zero, err
 	}
 	start := g.clock.Now()
 	v, err := fn(ctx)
-	done(err)
+	outcome := breakerOutcome(ctx, err)
+	done(outcome)
+	if g.answered(outcome) {
+		// The cloud answers: an open breaker of the other family probes now.
+		for _, br := range g.breakers {
+			br.CloudAnswered()
+		}
+	}
 	g.rec.UpstreamCall(m.family, m.name, g.result(m, err), g.clock.Since(start))
 	return v, err
+}
+
+// breakerOpenError is a breaker's rejection as cloudgate returns it: the
+// *limiter.OpenError, and an *api.RetryError retrying when the breaker next
+// probes, so the service controller requeues then instead of after an
+// exponential backoff that grew through the outage.
+type breakerOpenError struct {
+	open  error
+	retry *cloudproviderapi.RetryError
+}
+
+func (e *breakerOpenError) Error() string   { return e.open.Error() }
+func (e *breakerOpenError) Unwrap() []error { return []error{e.open, e.retry} }
+
+func (g *gate) openRetry(err error) error {
+	var oe *limiter.OpenError
+	if !errors.As(err, &oe) {
+		return err
+	}
+	first := g.cfg.Breaker.MinOpenTimeout.Duration
+	if first <= 0 {
+		first = g.cfg.Breaker.OpenTimeout.Duration / 30
+	}
+	return &breakerOpenError{open: err, retry: cloudproviderapi.NewRetryError(err.Error(), max(oe.RetryIn, first))}
+}
+
+// errWaitTimeout is the cause with which wait gives up.
+var errWaitTimeout = errors.New("cloudgate: token wait timed out")
+
+// wait waits for m's token for at most m.waitTimeout (on the gate's clock).
+// Running out of it is a retryable *api.RetryError, so the service
+// controller requeues instead of parking a worker; the caller's own context
+// ending is the bucket's error, as before.
+func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority) error {
+	if m.waitTimeout <= 0 {
+		return m.bucket.Wait(ctx, prio)
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t := stoppableAfterFunc(g.clock, m.waitTimeout, func() { cancel(errWaitTimeout) })
+	err := m.bucket.Wait(wctx, prio)
+	t()
+	if err != nil && ctx.Err() == nil && context.Cause(wctx) == errWaitTimeout {
+		return cloudproviderapi.NewRetryError(fmt.Sprintf(
+			"cloudgate: no %q token within %s (limits.%s.waitTimeout): the cloud API quota is exhausted; retry later",
+			m.bucketName, m.waitTimeout, m.family), min(m.waitTimeout, 30*time.Second))
+	}
+	return err
+}
+
+// stoppableAfterFunc runs f after d on clk (the real and fake clocks can
+// delay execution; any other clock uses the real one) and returns a stop
+// function. stop must not be called with a lock f takes.
+func stoppableAfterFunc(clk clock.Clock, d time.Duration, f func()) (stop func()) {
+	if c, ok := clk.(clock.WithDelayedExecution); ok {
+		t := c.AfterFunc(d, f)
+		return func() { t.Stop() }
+	}
+	t := time.AfterFunc(d, f)
+	return func() { t.Stop() }
 }
 
 // result classifies an upstream outcome for metrics, and feeds throttling
@@ -271,8 +463,10 @@ func (g *gate) result(m *method, err error) string {
 }
 
 // read answers a read method from its cache (nil: uncached), calling fetch
-// (which goes upstream through invoke, or through the batcher) on a miss. While the family's breaker is open it serves an
-// entry no older than cache.staleIfError, else the breaker's error.
+// (which goes upstream through invoke, or through the batcher) on a miss.
+// While the family's breaker is open it serves a positive answer the
+// upstream gave at most TTL+cache.staleIfError ago, else the breaker's
+// error. Negative answers are never served stale.
 func read[K comparable, V any](ctx context.Context, g *gate, name string, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
 	m := g.methods[name]
 	if c == nil {
@@ -282,7 +476,7 @@ func read[K comparable, V any](ctx context.Context, g *gate, name string, c *cac
 	}
 	v, err := c.Get(ctx, key, fetch)
 	if err != nil && limiter.IsOpen(err) {
-		if stale, ok := c.Stale(key, g.cfg.Cache.StaleIfError.Duration); ok {
+		if stale, ok := c.Stale(key, m.ttl+g.cfg.Cache.StaleIfError.Duration); ok {
 			m.requests.Observe(nil)
 			return stale, nil
 		}

@@ -33,6 +33,9 @@ type countingCloud struct {
 	// hooks let a test script an answer per call.
 	metadataHook func(node *v1.Node) (*cloudprovider.InstanceMetadata, error)
 	block        chan struct{} // when set, InstanceMetadata waits for it
+	existsHook   func(node *v1.Node) (bool, error)
+	getLBHook    func(ctx context.Context) (*v1.LoadBalancerStatus, bool, error)
+	ensureLBHook func() error
 }
 
 func newCountingCloud() *countingCloud {
@@ -109,7 +112,25 @@ func (c *countingCloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*c
 
 func (c *countingCloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	c.count("InstanceExists")
+	if c.existsHook != nil {
+		return c.existsHook(node)
+	}
 	return c.Cloud.InstanceExists(ctx, node)
+}
+
+func (c *countingCloud) InstanceExistsByProviderID(ctx context.Context, providerID string) (bool, error) {
+	c.count("InstanceExistsByProviderID")
+	return c.Cloud.InstanceExistsByProviderID(ctx, providerID)
+}
+
+func (c *countingCloud) InstanceTypeByProviderID(ctx context.Context, providerID string) (string, error) {
+	c.count("InstanceTypeByProviderID")
+	return c.Cloud.InstanceTypeByProviderID(ctx, providerID)
+}
+
+func (c *countingCloud) NodeAddresses(ctx context.Context, name types.NodeName) ([]v1.NodeAddress, error) {
+	c.count("NodeAddresses")
+	return c.Cloud.NodeAddresses(ctx, name)
 }
 
 func (c *countingCloud) InstanceID(ctx context.Context, name types.NodeName) (string, error) {
@@ -119,11 +140,19 @@ func (c *countingCloud) InstanceID(ctx context.Context, name types.NodeName) (st
 
 func (c *countingCloud) GetLoadBalancer(ctx context.Context, cluster string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
 	c.count("GetLoadBalancer")
+	if c.getLBHook != nil {
+		return c.getLBHook(ctx)
+	}
 	return c.Cloud.GetLoadBalancer(ctx, cluster, svc)
 }
 
 func (c *countingCloud) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
 	c.count("EnsureLoadBalancer")
+	if c.ensureLBHook != nil {
+		if err := c.ensureLBHook(); err != nil {
+			return nil, err
+		}
+	}
 	return c.Cloud.EnsureLoadBalancer(ctx, cluster, svc, nodes)
 }
 
@@ -146,8 +175,8 @@ func (c *countingCloud) CreateRoute(ctx context.Context, cluster, hint string, r
 // private metrics set.
 func testConfig(clk *clocktesting.FakeClock) *Config {
 	cfg := DefaultConfig()
-	cfg.Limits.Read = BucketConfig{QPS: 1e6, Burst: 1e6}
-	cfg.Limits.Write = BucketConfig{QPS: 1e6, Burst: 1e6}
+	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = 1e6, 1e6
+	cfg.Limits.Write.QPS, cfg.Limits.Write.Burst = 1e6, 1e6
 	cfg.Metrics = metrics.New()
 	if clk != nil {
 		cfg.Clock = clk

@@ -52,20 +52,27 @@ var _ cloudprovider.InstancesV2 = (*instancesV2)(nil)
 func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	const name = "InstanceExists"
 	key := keyOfNode(node)
-	if v, err, ok := fresh(i.g, name, i.g.inst.exists, key); ok {
+	c := i.g.inst.exists
+	if key.id == "" {
+		c = nil // no identity: neither cached nor merged
+	}
+	if v, err, ok := fresh(i.g, name, c, key); ok {
 		return v, err
 	}
 	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, i.g.inst.exists, key, func(ctx context.Context) (bool, error) {
-		if b := i.g.batch; b != nil {
+	return read(ctx, i.g, name, c, key, func(ctx context.Context) (bool, error) {
+		if b := i.g.batcher(); b != nil && key.id != "" {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
 				return false, err
 			}
-			if st.Err == cloudprovider.InstanceNotFound {
+			switch {
+			case st.Err == cloudprovider.InstanceNotFound:
 				return false, nil
+			case st.Err != nil:
+				return false, st.Err
 			}
-			return st.Err == nil, st.Err
+			return !st.Deleted, nil
 		}
 		return invoke(ctx, i.g, i.g.methods[name], prio, func(ctx context.Context) (bool, error) {
 			return i.up.InstanceExists(ctx, node)
@@ -76,12 +83,16 @@ func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, 
 func (i *instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	const name = "InstanceShutdown"
 	key := keyOfNode(node)
-	if v, err, ok := fresh(i.g, name, i.g.inst.shutdown, key); ok {
+	c := i.g.inst.shutdown
+	if key.id == "" {
+		c = nil // no identity: neither cached nor merged
+	}
+	if v, err, ok := fresh(i.g, name, c, key); ok {
 		return v, err
 	}
 	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, i.g.inst.shutdown, key, func(ctx context.Context) (bool, error) {
-		if b := i.g.batch; b != nil {
+	return read(ctx, i.g, name, c, key, func(ctx context.Context) (bool, error) {
+		if b := i.g.batcher(); b != nil && key.id != "" {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
 				return false, err
@@ -97,12 +108,16 @@ func (i *instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool
 func (i *instancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	const name = "InstanceMetadata"
 	key := keyOfNode(node)
-	if v, err, ok := fresh(i.g, name, i.g.inst.metadata, key); ok {
+	c := i.g.inst.metadata
+	if key.id == "" {
+		c = nil // no identity: neither cached nor merged
+	}
+	if v, err, ok := fresh(i.g, name, c, key); ok {
 		return v, err
 	}
 	prio := nodePriority(node, methodSpecs[name].priority)
-	return read(ctx, i.g, name, i.g.inst.metadata, key, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
-		if b := i.g.batch; b != nil {
+	return read(ctx, i.g, name, c, key, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
+		if b := i.g.batcher(); b != nil && key.id != "" {
 			st, err := b.lookup(ctx, node, prio)
 			if err != nil {
 				return nil, err

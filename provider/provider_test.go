@@ -432,7 +432,10 @@ func TestBreakerOpenStaleHalfOpenClosed(t *testing.T) {
 
 	// Half-open after OpenTimeout; a successful probe closes it.
 	up.metadataHook = nil
-	waitUntil(t, "half-open", func() bool { return breaker.State() == limiter.StateHalfOpen })
+	clk.Step(50 * time.Millisecond) // OpenTimeout at most, on the gate's clock
+	if s := breaker.State(); s != limiter.StateHalfOpen {
+		t.Fatalf("breaker = %v after OpenTimeout, want half-open", s)
+	}
 	if _, err := i.InstanceMetadata(ctx, testNode("probe", "fake://probe")); err != nil {
 		t.Fatalf("probe: %v", err)
 	}

@@ -121,6 +121,16 @@ func (l *lazyCloud) Routes() (cloudprovider.Routes, bool)             { return l
 func (l *lazyCloud) ProviderName() string                             { return l.get().ProviderName() }
 func (l *lazyCloud) HasClusterID() bool                               { return l.get().HasClusterID() }
 
+// Close closes cloudgate around the upstream if it was built; closed before
+// first use, it is never built (later use ends the process with the reason).
+func (l *lazyCloud) Close() error {
+	l.once.Do(func() { l.err = errors.New("cloudgate: closed before first use") })
+	if l.cloud != nil {
+		return l.cloud.Close()
+	}
+	return nil
+}
+
 // SetInformers forwards to the upstream when it takes informers.
 func (l *lazyCloud) SetInformers(f informers.SharedInformerFactory) {
 	if iu, ok := l.get().g.upstream.(cloudprovider.InformerUser); ok {

@@ -28,13 +28,13 @@ func (z *zones) GetZone(ctx context.Context) (cloudprovider.Zone, error) {
 }
 
 func (z *zones) GetZoneByProviderID(ctx context.Context, providerID string) (cloudprovider.Zone, error) {
-	return cachedRead(ctx, z.g, "GetZoneByProviderID", z.g.zn.byProviderID, providerID, func(ctx context.Context) (cloudprovider.Zone, error) {
+	return cachedRead(ctx, z.g, "GetZoneByProviderID", keyed(z.g.zn.byProviderID, providerID), providerID, func(ctx context.Context) (cloudprovider.Zone, error) {
 		return z.up.GetZoneByProviderID(ctx, providerID)
 	})
 }
 
 func (z *zones) GetZoneByNodeName(ctx context.Context, nodeName types.NodeName) (cloudprovider.Zone, error) {
-	return cachedRead(ctx, z.g, "GetZoneByNodeName", z.g.zn.byNodeName, string(nodeName), func(ctx context.Context) (cloudprovider.Zone, error) {
+	return cachedRead(ctx, z.g, "GetZoneByNodeName", keyed(z.g.zn.byNodeName, string(nodeName)), string(nodeName), func(ctx context.Context) (cloudprovider.Zone, error) {
 		return z.up.GetZoneByNodeName(ctx, nodeName)
 	})
 }

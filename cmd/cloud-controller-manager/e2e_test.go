@@ -26,6 +26,7 @@ import (
 
 	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/deploy"
+	"github.com/cloudgate/cloudgate/internal/e2e"
 )
 
 // e2e parameters: small, fast periods so the controllers sync many times a minute.
@@ -89,18 +90,18 @@ func TestE2E(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-buildDone }) // before dir is removed
 	buildStart := time.Now()
 
-	cp := startControlPlane(ctx, t, dir, etcdBin, apiserverBin)
+	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
 	phase("etcd + kube-apiserver ready")
 	rbac, err := deploy.Objects("rbac.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cp.apply(ctx, rbac); err != nil {
+	if err := cp.Apply(ctx, rbac); err != nil {
 		t.Fatal(err)
 	}
 	phase("deploy/rbac.yaml applied")
 
-	apiKey := randomToken(t)
+	apiKey := e2e.RandomToken(t)
 	sim, err := simcloud.NewServer(simcloud.ServerConfig{APIKey: simcloud.Secret(apiKey)})
 	if err != nil {
 		t.Fatal(err)
@@ -111,10 +112,10 @@ func TestE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	cloudConfig := filepath.Join(dir, "cloudgate.yaml")
-	writeFile(t, cloudConfig, fmt.Sprintf("upstream:\n  name: simcloud\n  config: |\n    endpoint: %s\n    apiKey: %s\n    clusterName: kubernetes\n",
+	e2e.WriteFile(t, cloudConfig, fmt.Sprintf("upstream:\n  name: simcloud\n  config: |\n    endpoint: %s\n    apiKey: %s\n    clusterName: kubernetes\n",
 		sim.URL(), apiKey))
 	kubeconfig := filepath.Join(dir, "ccm.kubeconfig")
-	cp.kubeconfig(t, kubeconfig, cp.ccmToken)
+	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
 	phase("simcloud + configs")
 
 	if err := <-built; err != nil {
@@ -123,8 +124,8 @@ func TestE2E(t *testing.T) {
 	t.Logf("CCM binary built in %.1fs", time.Since(buildStart).Seconds())
 	phase("CCM binary built")
 
-	port := freePort(t)
-	ccm := startProcess(t, dir, "cloud-controller-manager", ccmBin,
+	port := e2e.FreePort(t)
+	ccm := e2e.StartProcess(t, dir, "cloud-controller-manager", ccmBin,
 		"--kubeconfig="+kubeconfig,
 		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--leader-elect=true", // as deployed; also exercises rbac.yaml's Lease rule
@@ -140,7 +141,7 @@ func TestE2E(t *testing.T) {
 	// However the test ends, report every request the API server refused the CCM: the
 	// ServiceAccount has only deploy/rbac.yaml's rules.
 	t.Cleanup(func() {
-		if forbidden := grepLines(t, ccm.log, regexp.MustCompile(`(?i)forbidden`)); len(forbidden) > 0 {
+		if forbidden := e2e.GrepLines(t, ccm.Log, regexp.MustCompile(`(?i)forbidden`)); len(forbidden) > 0 {
 			t.Errorf("the API server refused the CCM %d times (deploy/rbac.yaml lacks a rule?):\n%s",
 				len(forbidden), strings.Join(forbidden[:min(len(forbidden), 10)], "\n"))
 		}
@@ -149,25 +150,25 @@ func TestE2E(t *testing.T) {
 	https := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // loopback, self-signed
 	}}
-	err = poll(ctx, "CCM /healthz", 250*time.Millisecond, time.Minute, func() (bool, error) {
-		if done, err := ccm.exited(); done {
+	err = e2e.Poll(ctx, "CCM /healthz", 250*time.Millisecond, time.Minute, func() (bool, error) {
+		if done, err := ccm.Exited(); done {
 			return false, fmt.Errorf("cloud-controller-manager exited: %v", err)
 		}
-		code, body, err := get(https, ccmURL+"/healthz", cp.adminToken)
+		code, body, err := e2e.Get(https, ccmURL+"/healthz", cp.AdminToken)
 		if err != nil {
 			return false, err
 		}
 		return code == http.StatusOK, fmt.Errorf("/healthz: HTTP %d: %s", code, body)
 	})
 	if err != nil {
-		ccm.quit(t)
+		ccm.Quit(t)
 		t.Fatal(err)
 	}
 	phase("CCM serving")
 
 	// Nodes as a kubelet with --cloud-provider=external registers them; Ready, as the
 	// kubelet would report them.
-	nodes := cp.admin.CoreV1().Nodes()
+	nodes := cp.Admin.CoreV1().Nodes()
 	for _, inst := range insts {
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: inst.NodeName},
@@ -182,7 +183,7 @@ func TestE2E(t *testing.T) {
 	}
 	created := time.Now()
 	var pending []string
-	err = poll(ctx, "nodes initialized", 100*time.Millisecond, time.Minute, func() (bool, error) {
+	err = e2e.Poll(ctx, "nodes initialized", 100*time.Millisecond, time.Minute, func() (bool, error) {
 		pending = pending[:0]
 		for _, inst := range insts {
 			node, err := nodes.Get(ctx, inst.NodeName, metav1.GetOptions{})
@@ -209,12 +210,12 @@ func TestE2E(t *testing.T) {
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
 		},
 	}
-	if _, err := cp.admin.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Admin.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var ingress []corev1.LoadBalancerIngress
-	err = poll(ctx, "service load-balancer ingress", 100*time.Millisecond, time.Minute, func() (bool, error) {
-		s, err := cp.admin.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	err = e2e.Poll(ctx, "service load-balancer ingress", 100*time.Millisecond, time.Minute, func() (bool, error) {
+		s, err := cp.Admin.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -232,13 +233,13 @@ func TestE2E(t *testing.T) {
 
 	// Steady state: with a 1 s status period every node is synced about once a second;
 	// cloudgate should answer nearly all of those from its cache.
-	scrape := func() []sample {
+	scrape := func() []e2e.Sample {
 		t.Helper()
-		code, body, err := get(https, ccmURL+"/metrics", cp.adminToken)
+		code, body, err := e2e.Get(https, ccmURL+"/metrics", cp.AdminToken)
 		if err != nil || code != http.StatusOK {
 			t.Fatalf("GET /metrics: HTTP %d, %v: %.500s", code, err, body)
 		}
-		s, err := parseMetrics(body)
+		s, err := e2e.ParseMetrics(body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,8 +253,8 @@ func TestE2E(t *testing.T) {
 	}
 	m1, c1, window := scrape(), sim.Counters(), time.Since(t0)
 	delta := func(name string, match map[string]string) float64 {
-		a, _ := sum(m0, name, match)
-		b, n := sum(m1, name, match)
+		a, _ := e2e.Sum(m0, name, match)
+		b, n := e2e.Sum(m1, name, match)
 		if n == 0 {
 			t.Errorf("/metrics has no %s%v", name, match)
 		}
@@ -288,7 +289,7 @@ func TestE2E(t *testing.T) {
 	}
 	setReady(ctx, t, cp, gone.NodeName, corev1.ConditionUnknown)
 	removed := time.Now()
-	err = poll(ctx, "node of the deleted instance deleted", 250*time.Millisecond, 2*time.Minute, func() (bool, error) {
+	err = e2e.Poll(ctx, "node of the deleted instance deleted", 250*time.Millisecond, 2*time.Minute, func() (bool, error) {
 		_, err := nodes.Get(ctx, gone.NodeName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -308,10 +309,10 @@ func TestE2E(t *testing.T) {
 
 	final := scrape()
 	for _, name := range []string{"cloudgate_upstream_calls_total", "cloudgate_cache_hits_total", "cloudgate_requests_total"} {
-		v, n := sum(final, name, map[string]string{"provider": "simcloud"})
+		v, n := e2e.Sum(final, name, map[string]string{"provider": "simcloud"})
 		t.Logf("%s: %.0f over %d series", name, v, n)
 	}
-	if done, err := ccm.exited(); done {
+	if done, err := ccm.Exited(); done {
 		t.Errorf("cloud-controller-manager exited during the test: %v", err)
 	}
 	phase("done")
@@ -346,12 +347,12 @@ func initialized(node *corev1.Node, inst simcloud.Instance) string {
 
 // setReady sets the node's Ready condition, as a kubelet (True) or the node lifecycle
 // controller (Unknown) would.
-func setReady(ctx context.Context, t *testing.T, cp *controlPlane, name string, status corev1.ConditionStatus) {
+func setReady(ctx context.Context, t *testing.T, cp *e2e.ControlPlane, name string, status corev1.ConditionStatus) {
 	t.Helper()
 	now := time.Now().UTC().Format(time.RFC3339)
 	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":%q,"reason":"E2E","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`,
 		status, now, now)
-	if _, err := cp.admin.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+	if _, err := cp.Admin.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatalf("setting node %s Ready=%s: %v", name, status, err)
 	}
 }

@@ -1,6 +1,12 @@
 //go:build linux
 
-package main
+// Package e2e is the test support for end-to-end tests against a real control plane:
+// child processes in their own process groups, etcd + kube-apiserver on loopback
+// ports (binaries from CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER, built by
+// .ci/control-plane.sh), kubeconfigs, and a Prometheus text scraper. It lives under
+// internal/ so that any module of this repository (the nested providers/aws one too)
+// can import it, and nothing outside can.
+package e2e
 
 import (
 	"bufio"
@@ -39,25 +45,22 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 )
 
-// This file is the e2e test's harness: child processes in their own process groups, a real
-// etcd + kube-apiserver on loopback ports, kubeconfigs and a Prometheus text scraper.
-
-// process is a child process whose whole process group is ended at test cleanup.
-type process struct {
+// Process is a child process whose whole process group is ended at test cleanup.
+type Process struct {
 	pid  int
 	name string
-	log  string // path of its combined stdout and stderr
+	Log  string // path of its combined stdout and stderr
 	done chan struct{}
 	err  error // valid after done is closed
 }
 
-// startProcess runs bin in its own process group, logging to dir/name.log. Cleanup sends
+// StartProcess runs bin in its own process group, logging to dir/name.log. Cleanup sends
 // SIGTERM to the group, then SIGKILL after 10 s; on failure it prints the log's tail.
 // Pdeathsig kills the child should the test binary itself die.
-func startProcess(t *testing.T, dir, name, bin string, args ...string) *process {
+func StartProcess(t *testing.T, dir, name, bin string, args ...string) *Process {
 	t.Helper()
-	p := &process{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
-	out, err := os.Create(p.log)
+	p := &Process{name: name, Log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
+	out, err := os.Create(p.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,23 +87,23 @@ func startProcess(t *testing.T, dir, name, bin string, args ...string) *process 
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("--- last lines of %s ---\n%s", p.log, tail(p.log, 25))
+			t.Logf("--- last lines of %s ---\n%s", p.Log, Tail(p.Log, 25))
 		}
 	})
 	return p
 }
 
-// quit asks a Go child for a goroutine dump (SIGQUIT makes the runtime print every stack
+// Quit asks a Go child for a goroutine dump (SIGQUIT makes the runtime print every stack
 // and exit) and logs the stacks that mention a goroutine's main or cloudgate code: for a
 // process that is up but not answering.
-func (p *process) quit(t *testing.T) {
+func (p *Process) Quit(t *testing.T) {
 	t.Helper()
 	_ = syscall.Kill(p.pid, syscall.SIGQUIT)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
 	}
-	data, err := os.ReadFile(p.log)
+	data, err := os.ReadFile(p.Log)
 	if err != nil {
 		t.Log(err)
 		return
@@ -115,8 +118,8 @@ func (p *process) quit(t *testing.T) {
 	t.Logf("--- goroutines of %s (%d kept) ---\n%s", p.name, len(keep), strings.Join(keep, "\n\n"))
 }
 
-// exited reports whether the process has ended, and how.
-func (p *process) exited() (bool, error) {
+// Exited reports whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) {
 	select {
 	case <-p.done:
 		return true, p.err
@@ -125,8 +128,8 @@ func (p *process) exited() (bool, error) {
 	}
 }
 
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
+// Tail returns the last n lines of a file.
+func Tail(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
@@ -138,8 +141,8 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// grepLines returns the lines of a file matching re.
-func grepLines(t *testing.T, path string, re *regexp.Regexp) []string {
+// GrepLines returns the lines of a file matching re.
+func GrepLines(t *testing.T, path string, re *regexp.Regexp) []string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -157,8 +160,8 @@ func grepLines(t *testing.T, path string, re *regexp.Regexp) []string {
 	return out
 }
 
-// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
-func freePort(t *testing.T) int {
+// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+func FreePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -168,9 +171,9 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// poll calls cond every interval until it returns true or an error, or timeout passes; it
+// Poll calls cond every interval until it returns true or an error, or timeout passes; it
 // returns the last error seen (or a timeout error naming what).
-func poll(ctx context.Context, what string, interval, timeout time.Duration, cond func() (bool, error)) error {
+func Poll(ctx context.Context, what string, interval, timeout time.Duration, cond func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
@@ -193,7 +196,8 @@ func poll(ctx context.Context, what string, interval, timeout time.Duration, con
 	}
 }
 
-func randomToken(t *testing.T) string {
+// RandomToken returns 32 random hex characters (a bearer token).
+func RandomToken(t *testing.T) string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
@@ -201,28 +205,28 @@ func randomToken(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// ccmUser is the identity the CCM runs as: deploy/rbac.yaml's ServiceAccount. A static token
+// CCMUser is the identity the CCM runs as: deploy/rbac.yaml's ServiceAccount. A static token
 // for it in --token-auth-file lets the test run the CCM with exactly that RBAC.
-const ccmUser = "system:serviceaccount:kube-system:cloud-controller-manager"
+const CCMUser = "system:serviceaccount:kube-system:cloud-controller-manager"
 
-// controlPlane is a running etcd + kube-apiserver.
-type controlPlane struct {
-	url        string // https://127.0.0.1:PORT
-	caFile     string // the apiserver's self-signed certificate
-	adminToken string // system:masters
-	ccmToken   string // ccmUser
-	admin      *kubernetes.Clientset
-	apiserver  *process
+// ControlPlane is a running etcd + kube-apiserver.
+type ControlPlane struct {
+	URL        string // https://127.0.0.1:PORT
+	CAFile     string // the apiserver's self-signed certificate
+	AdminToken string // system:masters
+	CCMToken   string // CCMUser
+	Admin      *kubernetes.Clientset
+	Apiserver  *Process
 }
 
-// startControlPlane starts etcd and kube-apiserver (binaries from CLOUDGATE_ETCD and
+// StartControlPlane starts etcd and kube-apiserver (binaries from CLOUDGATE_ETCD and
 // CLOUDGATE_KUBE_APISERVER) on free loopback ports and waits for /readyz. Flags follow
 // shared/README.md's recipe.
-func startControlPlane(ctx context.Context, t *testing.T, dir, etcdBin, apiserverBin string) *controlPlane {
+func StartControlPlane(ctx context.Context, t *testing.T, dir, etcdBin, apiserverBin string) *ControlPlane {
 	t.Helper()
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	startProcess(t, dir, "etcd", etcdBin,
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
+	StartProcess(t, dir, "etcd", etcdBin,
 		"--name=e2e", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
@@ -230,10 +234,10 @@ func startControlPlane(ctx context.Context, t *testing.T, dir, etcdBin, apiserve
 		"--unsafe-no-fsync", // a throw-away store: skip the disk flushes
 	)
 
-	cp := &controlPlane{adminToken: randomToken(t), ccmToken: randomToken(t)}
+	cp := &ControlPlane{AdminToken: RandomToken(t), CCMToken: RandomToken(t)}
 	tokens := filepath.Join(dir, "tokens.csv")
-	writeFile(t, tokens, fmt.Sprintf("%s,admin,admin-uid,\"system:masters\"\n%s,%s,ccm-uid,\"system:serviceaccounts,system:serviceaccounts:kube-system\"\n",
-		cp.adminToken, cp.ccmToken, ccmUser))
+	WriteFile(t, tokens, fmt.Sprintf("%s,admin,admin-uid,\"system:masters\"\n%s,%s,ccm-uid,\"system:serviceaccounts,system:serviceaccounts:kube-system\"\n",
+		cp.AdminToken, cp.CCMToken, CCMUser))
 	saKey := filepath.Join(dir, "sa.key")
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -243,19 +247,19 @@ func startControlPlane(ctx context.Context, t *testing.T, dir, etcdBin, apiserve
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, saKey, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})))
+	WriteFile(t, saKey, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})))
 
-	port := freePort(t)
-	cp.url = fmt.Sprintf("https://127.0.0.1:%d", port)
+	port := FreePort(t)
+	cp.URL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	certDir := filepath.Join(dir, "apiserver-certs")
-	cp.caFile = filepath.Join(certDir, "apiserver.crt")
-	cp.apiserver = startProcess(t, dir, "kube-apiserver", apiserverBin,
+	cp.CAFile = filepath.Join(certDir, "apiserver.crt")
+	cp.Apiserver = StartProcess(t, dir, "kube-apiserver", apiserverBin,
 		"--etcd-servers="+clientURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none", // needed with a loopback advertise address
 		"--secure-port="+strconv.Itoa(port), "--cert-dir="+certDir,
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--service-account-issuer="+cp.url,
+		"--service-account-issuer="+cp.URL,
 		"--service-account-key-file="+saKey, "--service-account-signing-key-file="+saKey,
 		"--authorization-mode=RBAC", "--token-auth-file="+tokens,
 	)
@@ -264,11 +268,11 @@ func startControlPlane(ctx context.Context, t *testing.T, dir, etcdBin, apiserve
 	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // loopback, self-signed
 	}}
-	err = poll(ctx, "kube-apiserver /readyz", 250*time.Millisecond, time.Minute, func() (bool, error) {
-		if done, err := cp.apiserver.exited(); done {
+	err = Poll(ctx, "kube-apiserver /readyz", 250*time.Millisecond, time.Minute, func() (bool, error) {
+		if done, err := cp.Apiserver.Exited(); done {
 			return false, fmt.Errorf("kube-apiserver exited: %v", err)
 		}
-		code, _, err := get(insecure, cp.url+"/readyz", cp.adminToken)
+		code, _, err := Get(insecure, cp.URL+"/readyz", cp.AdminToken)
 		if err != nil {
 			return false, err
 		}
@@ -278,20 +282,20 @@ func startControlPlane(ctx context.Context, t *testing.T, dir, etcdBin, apiserve
 		t.Fatal(err)
 	}
 
-	cfg := &rest.Config{Host: cp.url, BearerToken: cp.adminToken,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: cp.caFile}, QPS: 50, Burst: 100}
-	cp.admin, err = kubernetes.NewForConfig(cfg)
+	cfg := &rest.Config{Host: cp.URL, BearerToken: cp.AdminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: cp.CAFile}, QPS: 50, Burst: 100}
+	cp.Admin, err = kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cp
 }
 
-// kubeconfig writes a kubeconfig for the control plane with the given bearer token.
-func (cp *controlPlane) kubeconfig(t *testing.T, path, token string) {
+// Kubeconfig writes a kubeconfig for the control plane with the given bearer token.
+func (cp *ControlPlane) Kubeconfig(t *testing.T, path, token string) {
 	t.Helper()
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cp.url, CertificateAuthority: cp.caFile}
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthority: cp.CAFile}
 	cfg.AuthInfos["e2e"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "e2e"}
 	cfg.CurrentContext = "e2e"
@@ -300,31 +304,31 @@ func (cp *controlPlane) kubeconfig(t *testing.T, path, token string) {
 	}
 }
 
-// apply creates the RBAC manifest objects (the kinds deploy/rbac.yaml holds). kube-system
+// Apply creates the RBAC manifest objects (the kinds deploy/rbac.yaml holds). kube-system
 // appears shortly after the apiserver is ready, so NotFound is retried.
-func (cp *controlPlane) apply(ctx context.Context, objs []runtime.Object) error {
+func (cp *ControlPlane) Apply(ctx context.Context, objs []runtime.Object) error {
 	for _, obj := range objs {
 		create := func() error {
 			var err error
 			c := metav1.CreateOptions{}
 			switch o := obj.(type) {
 			case *corev1.ServiceAccount:
-				_, err = cp.admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, c)
+				_, err = cp.Admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, c)
 			case *rbacv1.ClusterRole:
-				_, err = cp.admin.RbacV1().ClusterRoles().Create(ctx, o, c)
+				_, err = cp.Admin.RbacV1().ClusterRoles().Create(ctx, o, c)
 			case *rbacv1.ClusterRoleBinding:
-				_, err = cp.admin.RbacV1().ClusterRoleBindings().Create(ctx, o, c)
+				_, err = cp.Admin.RbacV1().ClusterRoleBindings().Create(ctx, o, c)
 			case *rbacv1.Role:
-				_, err = cp.admin.RbacV1().Roles(o.Namespace).Create(ctx, o, c)
+				_, err = cp.Admin.RbacV1().Roles(o.Namespace).Create(ctx, o, c)
 			case *rbacv1.RoleBinding:
-				_, err = cp.admin.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, c)
+				_, err = cp.Admin.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, c)
 			default:
 				return fmt.Errorf("apply: unsupported kind %T", obj)
 			}
 			return err
 		}
 		var permanent error
-		err := poll(ctx, fmt.Sprintf("creating %T", obj), 200*time.Millisecond, 30*time.Second, func() (bool, error) {
+		err := Poll(ctx, fmt.Sprintf("creating %T", obj), 200*time.Millisecond, 30*time.Second, func() (bool, error) {
 			switch err := create(); {
 			case err == nil, apierrors.IsAlreadyExists(err):
 				return true, nil
@@ -345,15 +349,16 @@ func (cp *controlPlane) apply(ctx context.Context, objs []runtime.Object) error 
 	return nil
 }
 
-func writeFile(t *testing.T, path, data string) {
+// WriteFile writes a file readable by its owner only.
+func WriteFile(t *testing.T, path, data string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// get does an HTTP GET with a bearer token and returns the status and body.
-func get(c *http.Client, url, token string) (int, string, error) {
+// Get does an HTTP GET with a bearer token and returns the status and body.
+func Get(c *http.Client, url, token string) (int, string, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
@@ -368,11 +373,11 @@ func get(c *http.Client, url, token string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
-// sample is one Prometheus text-format sample.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
+// Sample is one Prometheus text-format sample.
+type Sample struct {
+	Name   string
+	Labels map[string]string
+	Value  float64
 }
 
 var (
@@ -380,9 +385,9 @@ var (
 	labelPair  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
 )
 
-// parseMetrics parses Prometheus text exposition (enough of it for counters).
-func parseMetrics(text string) ([]sample, error) {
-	var out []sample
+// ParseMetrics parses Prometheus text exposition (enough of it for counters).
+func ParseMetrics(text string) ([]Sample, error) {
+	var out []Sample
 	for _, line := range strings.Split(text, "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
@@ -395,9 +400,9 @@ func parseMetrics(text string) ([]sample, error) {
 		if err != nil {
 			return nil, fmt.Errorf("metrics line %q: %w", line, err)
 		}
-		s := sample{name: m[1], labels: map[string]string{}, value: v}
+		s := Sample{Name: m[1], Labels: map[string]string{}, Value: v}
 		for _, p := range labelPair.FindAllStringSubmatch(m[2], -1) {
-			s.labels[p[1]] = p[2]
+			s.Labels[p[1]] = p[2]
 		}
 		out = append(out, s)
 	}
@@ -407,20 +412,20 @@ func parseMetrics(text string) ([]sample, error) {
 	return out, nil
 }
 
-// sum adds up the samples of a metric whose labels match all of match (a value "" in match
+// Sum adds up the samples of a metric whose labels match all of match (a value "" in match
 // means the label may have any value but must be present).
-func sum(samples []sample, name string, match map[string]string) (total float64, n int) {
+func Sum(samples []Sample, name string, match map[string]string) (total float64, n int) {
 	for _, s := range samples {
-		if s.name != name {
+		if s.Name != name {
 			continue
 		}
 		ok := true
 		for k, v := range match {
-			got, has := s.labels[k]
+			got, has := s.Labels[k]
 			ok = ok && has && (v == "" || got == v)
 		}
 		if ok {
-			total += s.value
+			total += s.Value
 			n++
 		}
 	}

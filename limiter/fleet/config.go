@@ -1,0 +1,203 @@
+package fleet
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of the optional Config fields.
+const (
+	DefaultWeight        = 1.0
+	DefaultMinShare      = 0.1
+	DefaultCriticalShare = 0.2
+	DefaultRedisTimeout  = 5 * time.Millisecond
+)
+
+// Config is the YAML section limits.shared of cloudgate.yaml: the account
+// whose quota this cloudgate shares with the rest of the fleet, and the Redis
+// that keeps the shared budget. Field names in errors are the YAML paths.
+type Config struct {
+	// Redis is where the fleet's budget lives.
+	Redis RedisConfig `json:"redis"`
+	// Account names the quota: every cloudgate (and every tool going
+	// through one) with the same account shares it. E.g. "aws-123456789012-eu-west-1".
+	Account string `json:"account"`
+	// Weight is this member's relative share of the quota when it has to
+	// fall back to a local limit (> 0; default 1).
+	Weight float64 `json:"weight,omitempty"`
+	// MinShare is the fraction of the quota this member may use in fallback
+	// when it has never seen the fleet's membership (in (0, 1]; default
+	// 0.1). Set it to at most 1 / the number of members.
+	MinShare float64 `json:"minShare,omitempty"`
+	// CriticalShare is the fraction of the quota reserved for critical calls
+	// (writes, node initialisation): the other calls may use only
+	// 1 - CriticalShare of it. In [0, 1); nil means 0.2.
+	CriticalShare *float64 `json:"criticalShare,omitempty"`
+	// RedisTimeout bounds every Redis call; a slower answer counts as Redis
+	// unavailable and the member falls back to its local share. Default 5ms.
+	RedisTimeout Duration `json:"redisTimeout,omitzero"`
+}
+
+// RedisConfig is limits.shared.redis.
+type RedisConfig struct {
+	// Address is host:port.
+	Address string `json:"address"`
+	// Username is the Redis ACL user; empty means the default user.
+	Username string `json:"username,omitempty"`
+	// PasswordFile is a file holding the password (surrounding whitespace is
+	// ignored); empty means no password. The password is never logged.
+	PasswordFile string `json:"passwordFile,omitempty"`
+	// TLS, when enabled, connects with TLS.
+	TLS TLSConfig `json:"tls,omitzero"`
+}
+
+// TLSConfig is limits.shared.redis.tls.
+type TLSConfig struct {
+	Enabled bool `json:"enabled,omitempty"`
+	// CAFile is a PEM bundle of the CAs that sign the server's certificate;
+	// empty means the system roots.
+	CAFile string `json:"caFile,omitempty"`
+	// ServerName overrides the name checked in the server's certificate;
+	// empty means the host of Address.
+	ServerName string `json:"serverName,omitempty"`
+}
+
+// Duration is a time.Duration written as a string such as "5ms" in YAML.
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON accepts a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"5ms\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration string such as \"5ms\": %w", err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// accountRE: the account is part of Redis keys and of log lines.
+var accountRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$`)
+
+// Validate reports every invalid field, naming it by its YAML path
+// (limits.shared.…) and saying what would fix it. It reads no file.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	const p = "limits.shared."
+	if c.Redis.Address == "" {
+		bad(p + "redis.address is required: host:port of the Redis that keeps the fleet's budget")
+	} else if host, port, err := net.SplitHostPort(c.Redis.Address); err != nil || host == "" {
+		bad(p+"redis.address must be host:port (got %q)", c.Redis.Address)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		bad(p+"redis.address: port must be 1-65535 (got %q)", port)
+	}
+	if strings.ContainsAny(c.Redis.Username, " \t\r\n") {
+		bad(p + "redis.username must not contain whitespace")
+	}
+	if !c.Redis.TLS.Enabled && (c.Redis.TLS.CAFile != "" || c.Redis.TLS.ServerName != "") {
+		bad(p + "redis.tls: caFile and serverName need enabled: true")
+	}
+	switch {
+	case c.Account == "":
+		bad(p + "account is required: name the cloud account whose quota the fleet shares (the same in every member)")
+	case !accountRE.MatchString(c.Account):
+		bad(p+"account %q: use 1-128 letters, digits and . _ : / @ - (starting with a letter or digit)", c.Account)
+	}
+	if math.IsNaN(c.Weight) || math.IsInf(c.Weight, 0) || c.Weight < 0 {
+		bad(p+"weight must be > 0 (got %v; 0 means %v)", c.Weight, DefaultWeight)
+	}
+	if math.IsNaN(c.MinShare) || c.MinShare < 0 || c.MinShare > 1 {
+		bad(p+"minShare must be in (0, 1], a fraction of the quota (got %v; 0 means %v)", c.MinShare, DefaultMinShare)
+	}
+	if cs := c.CriticalShare; cs != nil && (math.IsNaN(*cs) || *cs < 0 || *cs >= 1) {
+		bad(p+"criticalShare must be in [0, 1), the fraction of the quota reserved for critical calls (got %v)", *cs)
+	}
+	if d := c.RedisTimeout.Duration; d < 0 || d > 10*time.Second {
+		bad(p+"redisTimeout must be between 0 and 10s, a few milliseconds in practice (got %v; 0 means %v)", d, DefaultRedisTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults fills the zero-valued optional fields.
+func (c Config) withDefaults() Config {
+	if c.Weight == 0 {
+		c.Weight = DefaultWeight
+	}
+	if c.MinShare == 0 {
+		c.MinShare = DefaultMinShare
+	}
+	if c.CriticalShare == nil {
+		cs := DefaultCriticalShare
+		c.CriticalShare = &cs
+	}
+	if c.RedisTimeout.Duration == 0 {
+		c.RedisTimeout.Duration = DefaultRedisTimeout
+	}
+	return c
+}
+
+// password reads Redis.PasswordFile. Its errors name the field and the path,
+// never the content.
+func (c Config) password() (string, error) {
+	if c.Redis.PasswordFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.Redis.PasswordFile)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in our message already
+		}
+		return "", fmt.Errorf("limits.shared.redis.passwordFile: cannot read %q: %v", c.Redis.PasswordFile, err)
+	}
+	pw := strings.TrimSpace(string(b))
+	if pw == "" {
+		return "", fmt.Errorf("limits.shared.redis.passwordFile: %q is empty (leave passwordFile out for no password)", c.Redis.PasswordFile)
+	}
+	if strings.ContainsAny(pw, "\r\n") {
+		return "", fmt.Errorf("limits.shared.redis.passwordFile: %q holds more than one line; put only the password in it", c.Redis.PasswordFile)
+	}
+	return pw, nil
+}
+
+// tlsConfig returns the TLS configuration, or nil without TLS.
+func (c Config) tlsConfig() (*tls.Config, error) {
+	t := c.Redis.TLS
+	if !t.Enabled {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if cfg.ServerName == "" {
+		host, _, _ := net.SplitHostPort(c.Redis.Address)
+		cfg.ServerName = host
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("limits.shared.redis.tls.caFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("limits.shared.redis.tls.caFile: %q holds no PEM certificate", t.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}

@@ -1,0 +1,320 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"k8s.io/klog/v2"
+)
+
+// Options are the settings that are not in cloudgate.yaml.
+type Options struct {
+	// MemberID names this member in Redis; default a random "m-…" id. Two
+	// live members must not share one.
+	MemberID string
+	// Heartbeat is how often the member renews its registration, reads the
+	// fleet's state and, in fallback, probes Redis; default 1s.
+	Heartbeat time.Duration
+	// MemberTTL is how long a member counts after its last heartbeat;
+	// default 3 × Heartbeat.
+	MemberTTL time.Duration
+	// Observer receives events; nil discards them.
+	Observer Observer
+	// Logf writes the fallback and rejoin log lines; nil means klog. The
+	// lines never hold credentials.
+	Logf func(format string, args ...any)
+}
+
+// Fleet is this member's connection to the fleet of one account: the Redis
+// client, the membership heartbeat and the fallback state. Create one per
+// account with New, then one Limiter per API family.
+type Fleet struct {
+	cfg     Config
+	opts    Options
+	obs     Observer
+	client  *redis.Client
+	prefix  string // key prefix, with the account as hash tag
+	timeout time.Duration
+
+	transition sync.Mutex // serialises fallback transitions
+
+	mu          sync.Mutex
+	limiters    []*Limiter
+	closed      bool
+	fallback    bool
+	known       bool    // the membership has been read at least once
+	members     int     // live members at the last heartbeat
+	totalWeight float64 // their weights
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New connects this member to the fleet of cfg.Account. It validates cfg,
+// reads the password file, and makes one heartbeat (bounded by RedisTimeout):
+// when Redis is unreachable it still returns a working Fleet, in fallback,
+// which rejoins when Redis answers. Errors name the YAML field; none holds
+// the password.
+func New(cfg Config, opts Options) (*Fleet, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	pw, err := cfg.password()
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = time.Second
+	}
+	if opts.MemberTTL <= 0 {
+		opts.MemberTTL = 3 * opts.Heartbeat
+	}
+	if opts.MemberID == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		opts.MemberID = "m-" + hex.EncodeToString(b[:])
+	}
+	if opts.Logf == nil {
+		opts.Logf = klog.Infof
+	}
+	f := &Fleet{
+		cfg:     cfg,
+		opts:    opts,
+		obs:     opts.Observer,
+		prefix:  "cloudgate:{" + cfg.Account + "}:",
+		timeout: cfg.RedisTimeout.Duration,
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if f.obs == nil {
+		f.obs = nopObserver{}
+	}
+	t := f.timeout
+	f.client = redis.NewClient(&redis.Options{
+		Addr:      cfg.Redis.Address,
+		Username:  cfg.Redis.Username,
+		Password:  pw,
+		TLSConfig: tlsCfg,
+		// Every call is bounded by the context's deadline (RedisTimeout);
+		// no retries, which would multiply the bound.
+		ContextTimeoutEnabled: true,
+		DialTimeout:           t,
+		ReadTimeout:           t,
+		WriteTimeout:          t,
+		PoolTimeout:           t,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		PoolSize:              8,
+		DisableIdentity:       true,
+		MaintNotificationsConfig: &maintnotifications.Config{
+			Mode: maintnotifications.ModeDisabled,
+		},
+	})
+	if err := f.heartbeat(); err != nil {
+		f.setFallback(true, err)
+	}
+	go f.loop()
+	return f, nil
+}
+
+// Member returns this member's id in Redis.
+func (f *Fleet) Member() string { return f.opts.MemberID }
+
+// Fallback reports whether the member is serving from its local shares.
+func (f *Fleet) Fallback() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fallback
+}
+
+// Close stops the heartbeat, closes every Limiter (their waiters get
+// ErrClosed), deregisters the member (best effort, bounded) so the others'
+// shares grow at once, and closes the Redis client. It is idempotent.
+func (f *Fleet) Close() {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return
+	}
+	f.closed = true
+	ls := append([]*Limiter(nil), f.limiters...)
+	f.mu.Unlock()
+	close(f.stop)
+	<-f.done
+	for _, l := range ls {
+		l.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	_ = heartbeatScript.Run(ctx, f.client, []string{f.key("weights"), f.key("heartbeats")},
+		f.opts.MemberID, 0, f.opts.MemberTTL.Milliseconds(), "leave").Err()
+	cancel()
+	_ = f.client.Close()
+}
+
+func (f *Fleet) key(parts ...string) string { return f.prefix + strings.Join(parts, ":") }
+
+// fractionLocked returns this member's static share as a fraction of a
+// quota, and the number of live members it was computed from.
+func (f *Fleet) fractionLocked() (float64, int) {
+	if !f.known || f.totalWeight <= 0 {
+		return f.cfg.MinShare, 0
+	}
+	return min(1, f.cfg.Weight/f.totalWeight), f.members
+}
+
+// loop runs the heartbeat until Close.
+func (f *Fleet) loop() {
+	defer close(f.done)
+	tk := time.NewTicker(f.opts.Heartbeat)
+	defer tk.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-tk.C:
+		}
+		if err := f.heartbeat(); err != nil {
+			f.setFallback(true, err)
+		} else {
+			f.setFallback(false, nil)
+		}
+	}
+}
+
+// heartbeat registers the member, reads the membership and the families'
+// state, and updates the shares and gauges.
+func (f *Fleet) heartbeat() error {
+	f.mu.Lock()
+	ls := append([]*Limiter(nil), f.limiters...)
+	f.mu.Unlock()
+	keys := []string{f.key("weights"), f.key("heartbeats")}
+	for _, l := range ls {
+		keys = append(keys, l.keys[keyCount], l.keys[keyAIMD])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	v, err := heartbeatScript.Run(ctx, f.client, keys,
+		f.opts.MemberID, strconv.FormatFloat(f.cfg.Weight, 'g', -1, 64), f.opts.MemberTTL.Milliseconds(), "").Slice()
+	if err != nil {
+		return err
+	}
+	if len(v) != 2 {
+		return fmt.Errorf("heartbeat: unexpected reply %v", v)
+	}
+	members, _ := v[0].([]any)
+	fams, _ := v[1].([]any)
+	if len(members)%2 != 0 || len(fams) != 2*len(ls) {
+		return fmt.Errorf("heartbeat: unexpected reply %v", v)
+	}
+	var total float64
+	for i := 1; i < len(members); i += 2 {
+		s, _ := members[i].(string)
+		w, err := strconv.ParseFloat(s, 64)
+		if err == nil && w > 0 {
+			total += w
+		}
+	}
+	now := time.Now()
+	f.mu.Lock()
+	f.known = true
+	f.members = len(members) / 2
+	f.totalWeight = total
+	fraction, n := f.fractionLocked()
+	f.mu.Unlock()
+	for i, l := range ls {
+		count, _ := strconv.ParseFloat(fmt.Sprint(fams[2*i]), 64)
+		rate, _ := strconv.ParseFloat(fmt.Sprint(fams[2*i+1]), 64)
+		l.heartbeat(now, fraction, n, count, rate)
+	}
+	return nil
+}
+
+// setFallback moves every limiter to its local bucket (on) or back to the
+// shared budget (off), reporting the transition.
+func (f *Fleet) setFallback(on bool, cause error) {
+	f.transition.Lock()
+	defer f.transition.Unlock()
+	f.mu.Lock()
+	if f.fallback == on || (f.closed && on) {
+		f.mu.Unlock()
+		return
+	}
+	f.fallback = on
+	ls := append([]*Limiter(nil), f.limiters...)
+	fraction, n := f.fractionLocked()
+	f.mu.Unlock()
+	// Report first, so that whoever sees a call served by the fallback
+	// bucket also sees the transition.
+	f.obs.FallbackChanged(on)
+	if on {
+		shares := ""
+		for _, l := range ls {
+			shares += fmt.Sprintf(", %s %.3g/s", l.family, fraction*l.quota)
+		}
+		f.opts.Logf("cloudgate: fleet %q: Redis at %s unavailable (%s); serving from this member's local share: %s of the quota (%d members known)%s; probing every %v",
+			f.cfg.Account, f.cfg.Redis.Address, redisErrorText(cause), strconv.FormatFloat(fraction, 'g', 3, 64), n,
+			shares, f.opts.Heartbeat)
+	} else {
+		f.opts.Logf("cloudgate: fleet %q: Redis at %s answers again; back on the shared budget", f.cfg.Account, f.cfg.Redis.Address)
+	}
+	for _, l := range ls {
+		if on {
+			l.enterFallback(fraction, n)
+		} else {
+			l.leaveFallback()
+		}
+	}
+}
+
+// redisFailed is called by a limiter whose Redis call failed.
+func (f *Fleet) redisFailed(err error) { f.setFallback(true, err) }
+
+// redisErrorText describes err for a log line.
+func redisErrorText(err error) string {
+	switch {
+	case err == nil:
+		return "unknown error"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer within redisTimeout"
+	default:
+		return err.Error()
+	}
+}
+
+// register adds l to the fleet, in the fleet's current mode.
+func (f *Fleet) register(l *Limiter) error {
+	f.transition.Lock()
+	defer f.transition.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return errors.New("cloudgate: fleet closed")
+	}
+	for _, o := range f.limiters {
+		if o.family == l.family {
+			return fmt.Errorf("cloudgate: fleet %q: family %q already has a limiter", f.cfg.Account, l.family)
+		}
+	}
+	f.limiters = append(f.limiters, l)
+	fraction, n := f.fractionLocked()
+	if f.fallback {
+		l.enterFallback(fraction, n)
+	} else {
+		l.setShare(fraction, n)
+	}
+	return nil
+}

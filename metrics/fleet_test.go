@@ -1,0 +1,70 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/cloudgate/cloudgate/limiter/fleet"
+)
+
+var _ fleet.Observer = (*FleetRecorder)(nil)
+
+func TestFleetRecorder(t *testing.T) {
+	m := New()
+	reg := prometheus.NewPedanticRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	r := m.Fleet("simcloud")
+	r.Init([]string{"read"})
+	r.ShareChanged("read", 25, 4)
+	r.FleetState("read", 100, 50, 0.75)
+	r.Admitted("read", false)
+	r.Admitted("read", false)
+	r.Admitted("read", true)
+	r.FallbackChanged(true)
+	r.FallbackChanged(false)
+	r.FallbackChanged(true)
+	r.RedisAdmission("read", 300*time.Microsecond)
+
+	expect := `
+# HELP cloudgate_fleet_admissions_total Calls this member admitted, from the fleet's shared budget (mode shared) or from its local fallback share (mode fallback).
+# TYPE cloudgate_fleet_admissions_total counter
+cloudgate_fleet_admissions_total{family="read",mode="fallback",provider="simcloud"} 1
+cloudgate_fleet_admissions_total{family="read",mode="shared",provider="simcloud"} 2
+# HELP cloudgate_fleet_effective_rate The fleet-wide rate of a family after adaptive decreases (shared through Redis), in calls per second.
+# TYPE cloudgate_fleet_effective_rate gauge
+cloudgate_fleet_effective_rate{family="read",provider="simcloud"} 50
+# HELP cloudgate_fleet_fallback 1 while this member serves from its local share because Redis is unavailable or slow, 0 on the shared budget.
+# TYPE cloudgate_fleet_fallback gauge
+cloudgate_fleet_fallback{provider="simcloud"} 1
+# HELP cloudgate_fleet_fallback_transitions_total Switches between the shared budget and the local fallback share, by the mode switched to (fallback, shared).
+# TYPE cloudgate_fleet_fallback_transitions_total counter
+cloudgate_fleet_fallback_transitions_total{provider="simcloud",to="fallback"} 2
+cloudgate_fleet_fallback_transitions_total{provider="simcloud",to="shared"} 1
+# HELP cloudgate_fleet_members Live members of the fleet (recent heartbeat in Redis) as last seen; 0 when none is known.
+# TYPE cloudgate_fleet_members gauge
+cloudgate_fleet_members{provider="simcloud"} 4
+# HELP cloudgate_fleet_share_rate This member's static share of a family's quota (weight / sum of live members' weights), the rate it falls back to when Redis is unavailable, in calls per second.
+# TYPE cloudgate_fleet_share_rate gauge
+cloudgate_fleet_share_rate{family="read",provider="simcloud"} 25
+# HELP cloudgate_fleet_usage_ratio Calls the whole fleet sharing this account admitted in the last minute, divided by what the family's quota allows in a minute.
+# TYPE cloudgate_fleet_usage_ratio gauge
+cloudgate_fleet_usage_ratio{family="read",provider="simcloud"} 0.75
+`
+	names := []string{"cloudgate_fleet_admissions_total", "cloudgate_fleet_effective_rate", "cloudgate_fleet_fallback",
+		"cloudgate_fleet_fallback_transitions_total", "cloudgate_fleet_members", "cloudgate_fleet_share_rate", "cloudgate_fleet_usage_ratio"}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expect), names...); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m.fleet.latency, "cloudgate_fleet_redis_admission_duration_seconds"); n != 1 {
+		t.Errorf("latency series = %d, want 1", n)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatalf("metric lint: %v %v", problems, err)
+	}
+}

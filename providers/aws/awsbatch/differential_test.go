@@ -1,0 +1,400 @@
+package awsbatch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/cloudgate/cloudgate/provider"
+	"github.com/cloudgate/cloudgate/providers/aws/awsbatch"
+	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
+)
+
+const cluster = "diff"
+
+// fakeBuilder is the client builder the AWS provider's Initialize needs
+// (it asks the kube API for its version), on a fake clientset.
+type fakeBuilder struct{ cs kubernetes.Interface }
+
+func (b fakeBuilder) Config(string) (*rest.Config, error)         { return &rest.Config{}, nil }
+func (b fakeBuilder) ConfigOrDie(string) *rest.Config             { return &rest.Config{} }
+func (b fakeBuilder) Client(string) (kubernetes.Interface, error) { return b.cs, nil }
+func (b fakeBuilder) ClientOrDie(string) kubernetes.Interface     { return b.cs }
+
+// CloudConfig is the AWS provider's cloud config for a simulated endpoint:
+// no instance-metadata service, static credentials from the environment.
+func CloudConfig(url, families string) string {
+	cfg := fmt.Sprintf(`[Global]
+Zone = us-east-1a
+VPC = vpc-0sim
+SubnetID = subnet-0sim
+KubernetesClusterID = %s
+`, cluster)
+	if families != "" {
+		cfg += families
+	}
+	return cfg + fmt.Sprintf(`
+[ServiceOverride "1"]
+Service = EC2
+Region = us-east-1
+URL = %s
+SigningRegion = us-east-1
+SigningName = ec2
+`, url)
+}
+
+func setAWSEnv(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDSIMULATED")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "simulated-secret")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+}
+
+func iid(n int) string { return fmt.Sprintf("i-%017x", n) }
+
+func dns(n int) string { return fmt.Sprintf("ip-10-0-0-%d.ec2.internal", n) }
+
+var tagged = map[string]string{"kubernetes.io/cluster/" + cluster: "owned"}
+
+// fleet is the simulated instances: every state the lifecycle cares about,
+// public and private addresses, several interfaces, three zones, topology.
+func fleet() []ec2sim.Instance {
+	nic := func(dev int, ips ...string) ec2sim.NetworkInterface {
+		return ec2sim.NetworkInterface{DeviceIndex: dev, Status: "in-use", PrivateIPs: ips, IPv6Addresses: []string{fmt.Sprintf("2600:1f18::%d", dev+1)}}
+	}
+	return []ec2sim.Instance{
+		{ID: iid(1), Type: "m5.large", Zone: "us-east-1a", PrivateDNSName: dns(1), PublicDNSName: "ec2-54-0-0-1.compute-1.amazonaws.com",
+			PrivateIP: "10.0.0.1", PublicIP: "54.0.0.1", Tags: tagged,
+			// device 1 listed first: the provider orders by device index
+			Interfaces: []ec2sim.NetworkInterface{nic(1, "10.0.1.1"), nic(0, "10.0.0.1", "10.0.0.101"),
+				{DeviceIndex: 2, Status: "detaching", PrivateIPs: []string{"10.0.2.1"}}}},
+		{ID: iid(2), Type: "m5.xlarge", Zone: "us-east-1b", State: ec2sim.StateStopped, PrivateDNSName: dns(2), PrivateIP: "10.0.0.2",
+			Tags: tagged, Interfaces: []ec2sim.NetworkInterface{nic(0, "10.0.0.2")}},
+		{ID: iid(3), Type: "m5.large", Zone: "us-east-1c", State: ec2sim.StateTerminated, PrivateDNSName: dns(3), Tags: tagged},
+		{ID: iid(4), Type: "p5.48xlarge", Zone: "us-east-1b", PrivateDNSName: dns(4), PrivateIP: "10.0.0.4", Tags: tagged,
+			Interfaces: []ec2sim.NetworkInterface{nic(0, "10.0.0.4")}, NetworkNodes: []string{"nn-1", "nn-2", "nn-3"}},
+		{ID: iid(5), Type: "c6i.large", Zone: "us-east-1c", PrivateDNSName: dns(5), PrivateIP: "10.0.0.5",
+			Tags: map[string]string{"KubernetesCluster": cluster}, Interfaces: []ec2sim.NetworkInterface{nic(0, "10.0.0.5")}},
+		// Not the cluster's: found by ID (the provider does not check tags
+		// there) but neither by name nor in the list.
+		{ID: iid(6), Type: "t3.micro", Zone: "us-east-1a", PrivateDNSName: dns(6), PrivateIP: "10.0.0.6",
+			Interfaces: []ec2sim.NetworkInterface{nic(0, "10.0.0.6")}},
+		{ID: iid(7), Type: "p5.48xlarge", Zone: "us-east-1a", State: ec2sim.StateStopped, PrivateDNSName: dns(7), Tags: tagged},
+		{ID: iid(8), Type: "m5.large", Zone: "us-east-1a", State: ec2sim.StatePending, PrivateDNSName: dns(8), Tags: tagged},
+	}
+}
+
+func node(name, providerID string, labels map[string]string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: v1.NodeSpec{ProviderID: providerID}}
+}
+
+// nodes covers each way the provider finds an instance: provider ID (with
+// and without the aws:// form), resource-based name, private DNS name.
+func nodes() []*v1.Node {
+	pid := func(zone string, n int) string { return "aws:///" + zone + "/" + iid(n) }
+	return []*v1.Node{
+		node("n1", pid("us-east-1a", 1), nil),
+		node("n2", pid("us-east-1b", 2), nil),
+		node("n3", pid("us-east-1c", 3), nil),
+		node("n4", pid("us-east-1b", 4), nil),
+		node("n5", pid("us-east-1c", 5), nil),
+		node("n6", pid("us-east-1a", 6), nil),
+		node("n7", pid("us-east-1a", 7), nil),
+		node("n8", pid("us-east-1a", 8), nil),
+		node("missing", pid("us-east-1a", 99), nil),
+		node("bare", iid(1), nil),
+		node("labelled", pid("us-east-1b", 4), map[string]string{"topology.k8s.aws/zone-id": "x", "topology.k8s.aws/network-node-layer-1": "y"}),
+		node("bad-provider-id", "gce://p/z/vm", nil),
+		node("malformed-id", "aws:///us-east-1a/i-notanid", nil), // passes the provider's i-* check, not EC2's
+		node(iid(2), "", nil),                                    // resource-based name, stopped
+		node(iid(3)+".ec2.internal", "", nil),                    // resource-based name, terminated
+		node(iid(98), "", nil),                                   // resource-based name, missing
+		node(dns(1), "", nil),                                    // private DNS name
+		node(dns(3), "", nil),                                    // terminated: not found by name
+		node(dns(6), "", nil),                                    // not the cluster's: not found by name
+		node("ip-10-9-9-9.ec2.internal", "", nil),                // missing
+		node(dns(5), "", nil),                                    // legacy cluster tag
+	}
+}
+
+type answer struct {
+	md       *cloudprovider.InstanceMetadata
+	mdErr    error
+	exists   bool
+	exErr    error
+	shutdown bool
+	shErr    error
+}
+
+func upstreamAnswer(ctx context.Context, up cloudprovider.InstancesV2, n *v1.Node) answer {
+	var a answer
+	a.md, a.mdErr = up.InstanceMetadata(ctx, n)
+	a.exists, a.exErr = up.InstanceExists(ctx, n)
+	a.shutdown, a.shErr = up.InstanceShutdown(ctx, n)
+	return a
+}
+
+// compare checks one batch answer against the provider's own three answers
+// under the batch contract: Err == InstanceNotFound means exists=false and a
+// metadata error that is InstanceNotFound; another Err is the metadata
+// error; otherwise the metadata is identical, Deleted == !exists and
+// Shutdown == shutdown.
+func compare(t *testing.T, what string, up answer, st provider.InstanceStatus) {
+	t.Helper()
+	switch {
+	case st.Err == cloudprovider.InstanceNotFound:
+		if up.exists || up.exErr != nil {
+			t.Errorf("%s: adapter says not found, provider InstanceExists = %v, %v", what, up.exists, up.exErr)
+		}
+		if !errors.Is(up.mdErr, cloudprovider.InstanceNotFound) {
+			t.Errorf("%s: adapter says not found, provider InstanceMetadata err = %v", what, up.mdErr)
+		}
+		if up.shutdown {
+			t.Errorf("%s: adapter says not found, provider InstanceShutdown = true", what)
+		}
+	case st.Err != nil:
+		// Another per-node error: the provider errs too, and does not say "gone".
+		if up.mdErr == nil || errors.Is(up.mdErr, cloudprovider.InstanceNotFound) || up.exErr == nil {
+			t.Errorf("%s: adapter error %q, provider InstanceMetadata error %v, InstanceExists %v, %v", what, st.Err, up.mdErr, up.exists, up.exErr)
+		}
+	default:
+		if up.mdErr != nil || up.exErr != nil || up.shErr != nil {
+			t.Errorf("%s: adapter answered, provider errors: %v / %v / %v", what, up.mdErr, up.exErr, up.shErr)
+			return
+		}
+		if !reflect.DeepEqual(up.md, st.Metadata) {
+			t.Errorf("%s: metadata differs\nprovider %+v\n adapter %+v", what, up.md, st.Metadata)
+		}
+		if up.exists == st.Deleted {
+			t.Errorf("%s: provider InstanceExists = %v, adapter Deleted = %v", what, up.exists, st.Deleted)
+		}
+		if up.shutdown != st.Shutdown {
+			t.Errorf("%s: provider InstanceShutdown = %v, adapter Shutdown = %v", what, up.shutdown, st.Shutdown)
+		}
+	}
+}
+
+func TestDifferential(t *testing.T) {
+	for _, tc := range []struct{ name, families string }{
+		{"ipv4", ""},
+		{"ipv6 then ipv4", "NodeIPFamilies = ipv6\nNodeIPFamilies = ipv4\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { differential(t, tc.families) })
+	}
+}
+
+func differential(t *testing.T, families string) {
+	setAWSEnv(t)
+	sim, err := ec2sim.Start(ec2sim.Config{
+		Region: "us-east-1", Unthrottled: true, Topology: true,
+		Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}, {Name: "us-east-1b", ID: "use1-az2"}, {Name: "us-east-1c", ID: "use1-az4"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	sim.Put(fleet()...)
+
+	c, err := awsbatch.New([]byte(CloudConfig(sim.URL, families)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c.Initialize(fakeBuilder{fake.NewClientset()}, stop)
+	v2, ok := c.Upstream().InstancesV2()
+	if !ok {
+		t.Fatal("the AWS provider has no InstancesV2")
+	}
+	ad := c.BatchInstances()
+	ctx := context.Background()
+
+	ns := nodes()
+	want := make([]answer, len(ns))
+	for i, n := range ns {
+		want[i] = upstreamAnswer(ctx, v2, n)
+	}
+
+	sim.ResetStats()
+	got, err := ad.BatchInstanceStatus(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(ns) {
+		t.Fatalf("%d answers for %d nodes", len(got), len(ns))
+	}
+	for i, n := range ns {
+		compare(t, "batch "+n.Name, want[i], got[i])
+	}
+	// One call for the IDs, one for the names; zones cached from the first lookup.
+	if st := sim.Stats("DescribeInstances"); st.Requests != 2 {
+		t.Errorf("batch of %d nodes made %d DescribeInstances calls, want 2", len(ns), st.Requests)
+	}
+	// Expected shapes, so that a change in the provider cannot make both sides agree vacuously.
+	byName := map[string]provider.InstanceStatus{}
+	for i, n := range ns {
+		byName[n.Name] = got[i]
+	}
+	for name, check := range map[string]func(provider.InstanceStatus) bool{
+		"n1": func(s provider.InstanceStatus) bool {
+			return s.Err == nil && !s.Deleted && !s.Shutdown && s.Metadata.Zone == "us-east-1a"
+		},
+		"n2": func(s provider.InstanceStatus) bool { return s.Err == nil && s.Shutdown },
+		"n3": func(s provider.InstanceStatus) bool { return s.Err == nil && s.Deleted },
+		"n4": func(s provider.InstanceStatus) bool {
+			return s.Metadata.AdditionalLabels["topology.k8s.aws/network-node-layer-3"] == "nn-3"
+		},
+		"missing":         func(s provider.InstanceStatus) bool { return s.Err == cloudprovider.InstanceNotFound },
+		"bad-provider-id": func(s provider.InstanceStatus) bool { return s.Err != nil && s.Err != cloudprovider.InstanceNotFound },
+		"malformed-id":    func(s provider.InstanceStatus) bool { return s.Err != nil && s.Err != cloudprovider.InstanceNotFound },
+		dns(1): func(s provider.InstanceStatus) bool {
+			return s.Err == nil && s.Metadata.ProviderID == "aws:///us-east-1a/"+iid(1)
+		},
+		dns(3): func(s provider.InstanceStatus) bool { return s.Err == cloudprovider.InstanceNotFound },
+		dns(6): func(s provider.InstanceStatus) bool { return s.Err == cloudprovider.InstanceNotFound },
+	} {
+		if !check(byName[name]) {
+			t.Errorf("node %s: unexpected answer %+v", name, byName[name])
+		}
+	}
+	if md := byName["n1"].Metadata; md != nil && families == "" {
+		wantAddrs := []v1.NodeAddress{
+			{Type: v1.NodeInternalIP, Address: "10.0.0.1"}, {Type: v1.NodeInternalIP, Address: "10.0.0.101"},
+			{Type: v1.NodeInternalIP, Address: "10.0.1.1"}, {Type: v1.NodeExternalIP, Address: "54.0.0.1"},
+			{Type: v1.NodeInternalDNS, Address: dns(1)}, {Type: v1.NodeHostName, Address: dns(1)},
+			{Type: v1.NodeExternalDNS, Address: "ec2-54-0-0-1.compute-1.amazonaws.com"},
+		}
+		if !reflect.DeepEqual(md.NodeAddresses, wantAddrs) {
+			t.Errorf("n1 addresses = %v, want %v", md.NodeAddresses, wantAddrs)
+		}
+	}
+
+	// The list: exactly the cluster's instances (both tag styles), each
+	// equal to the provider's answer for a node with its provider ID, and
+	// for its name.
+	var recs []provider.InstanceRecord
+	tok := ""
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("ListInstances does not end")
+		}
+		page, next, err := ad.ListInstances(ctx, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, page...)
+		if next == "" {
+			break
+		}
+		tok = next
+	}
+	var listed []string
+	for _, r := range recs {
+		listed = append(listed, r.Metadata.ProviderID)
+		n := node("list", r.Metadata.ProviderID, nil)
+		compare(t, "list "+r.Metadata.ProviderID, upstreamAnswer(ctx, v2, n), provider.InstanceStatus{Metadata: &r.Metadata, Shutdown: r.Shutdown, Deleted: r.Deleted})
+		if r.NodeName != "" {
+			compare(t, "list by name "+r.NodeName, upstreamAnswer(ctx, v2, node(r.NodeName, "", nil)), provider.InstanceStatus{Metadata: &r.Metadata, Shutdown: r.Shutdown})
+		} else if !r.Deleted {
+			t.Errorf("list %s: no node name", r.Metadata.ProviderID)
+		}
+	}
+	sort.Strings(listed)
+	wantListed := []string{}
+	for _, in := range fleet() {
+		if in.ID != iid(6) {
+			wantListed = append(wantListed, "aws:///"+in.Zone+"/"+in.ID)
+		}
+	}
+	sort.Strings(wantListed)
+	if !reflect.DeepEqual(listed, wantListed) {
+		t.Errorf("listed %v\nwant %v", listed, wantListed)
+	}
+}
+
+func TestBatchRejectsOversize(t *testing.T) {
+	setAWSEnv(t)
+	sim, err := ec2sim.Start(ec2sim.Config{Region: "us-east-1", Unthrottled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	c, err := awsbatch.New([]byte(CloudConfig(sim.URL, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := make([]*v1.Node, awsbatch.MaxBatchSize+1)
+	for i := range ns {
+		ns[i] = node(fmt.Sprint(i), "aws:///us-east-1a/"+iid(i+1), nil)
+	}
+	if _, err := c.BatchInstances().BatchInstanceStatus(context.Background(), ns); err == nil {
+		t.Fatal("a batch over MaxBatchSize was accepted")
+	}
+	if got := c.BatchInstances().MaxBatchSize(); got != 200 {
+		t.Fatalf("MaxBatchSize = %d", got)
+	}
+}
+
+// ListInstances pages through more instances than one EC2 page holds, then the
+// legacy-tagged ones, and ends.
+func TestListInstancesPages(t *testing.T) {
+	setAWSEnv(t)
+	sim, err := ec2sim.Start(ec2sim.Config{Region: "us-east-1", Unthrottled: true, Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	const tagged, legacy = 1005, 3
+	for i := 1; i <= tagged+legacy; i++ {
+		in := ec2sim.Instance{ID: iid(i), Type: "m5.large", Zone: "us-east-1a", PrivateDNSName: dns(i), Tags: map[string]string{"kubernetes.io/cluster/" + cluster: "owned"}}
+		if i > tagged {
+			in.Tags = map[string]string{"KubernetesCluster": cluster}
+		}
+		sim.Put(in)
+	}
+	c, err := awsbatch.New([]byte(CloudConfig(sim.URL, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	pages, tok := 0, ""
+	for {
+		page, next, err := c.BatchInstances().ListInstances(context.Background(), tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, r := range page {
+			if seen[r.Metadata.ProviderID] {
+				t.Fatalf("%s listed twice", r.Metadata.ProviderID)
+			}
+			seen[r.Metadata.ProviderID] = true
+		}
+		if next == "" || pages > 5 {
+			break
+		}
+		tok = next
+	}
+	if len(seen) != tagged+legacy || pages != 3 {
+		t.Fatalf("listed %d instances in %d pages, want %d in 3 (1000 + 5 tagged, then 3 legacy)", len(seen), pages, tagged+legacy)
+	}
+	if got := sim.Stats("DescribeInstances").Requests; got != 3 {
+		t.Fatalf("%d DescribeInstances calls, want 3", got)
+	}
+	if _, _, err := c.BatchInstances().ListInstances(context.Background(), "not-a-token"); err == nil {
+		t.Fatal("a foreign page token was accepted")
+	}
+}

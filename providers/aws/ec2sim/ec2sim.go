@@ -1,0 +1,369 @@
+// Package ec2sim is a simulated Amazon EC2 endpoint on 127.0.0.1 that speaks
+// the EC2 Query API the AWS SDK for Go v2 uses (form-encoded Action=...,
+// XML answers in the 2016-11-15 namespace), for the calls the AWS cloud
+// provider makes on the node and node-lifecycle paths: DescribeInstances,
+// DescribeAvailabilityZones and DescribeInstanceTopology.
+//
+// It throttles as EC2 documents: a token bucket per API action, per account
+// and Region ("Request throttling for the Amazon EC2 API",
+// https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html:
+// each request takes one token from its action's bucket; a non-mutating
+// action such as DescribeHosts has a bucket of 100 tokens refilled at 20 per
+// second). A request over the limit gets HTTP 503 with the error code
+// RequestLimitExceeded, which the SDK's standard retryer retries. Every
+// request is counted per action, exactly, as received, throttled and
+// answered.
+//
+// Load balancers, routes and every mutating action are out of scope: any
+// other Action gets EC2's InvalidAction error.
+package ec2sim
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Namespace is the XML namespace of EC2 API version 2016-11-15, the one the
+// SDK for Go v2 sends (Version=2016-11-15).
+const Namespace = "http://ec2.amazonaws.com/doc/2016-11-15/"
+
+// Instance states and their EC2 state codes.
+const (
+	StatePending      = "pending"
+	StateRunning      = "running"
+	StateShuttingDown = "shutting-down"
+	StateTerminated   = "terminated"
+	StateStopping     = "stopping"
+	StateStopped      = "stopped"
+)
+
+var stateCodes = map[string]int{
+	StatePending: 0, StateRunning: 16, StateShuttingDown: 32,
+	StateTerminated: 48, StateStopping: 64, StateStopped: 80,
+}
+
+// NetworkInterface is one elastic network interface of an instance.
+type NetworkInterface struct {
+	DeviceIndex int
+	// Status is "in-use" for an attached interface (the provider only reads
+	// addresses of in-use interfaces).
+	Status        string
+	PrivateIPs    []string // the first one is the primary address
+	IPv6Addresses []string
+}
+
+// Instance is one simulated EC2 instance.
+type Instance struct {
+	ID             string // i-0123456789abcdef0
+	Type           string // m5.large
+	Zone           string // us-east-1a
+	State          string // one of the State* constants; "" means running
+	PrivateDNSName string
+	PublicDNSName  string
+	PrivateIP      string
+	PublicIP       string
+	VPCID          string
+	SubnetID       string
+	Interfaces     []NetworkInterface
+	Tags           map[string]string
+	// NetworkNodes is what DescribeInstanceTopology answers for the
+	// instance (top layer first); empty: the instance has no topology.
+	NetworkNodes []string
+}
+
+// Zone is one availability zone of the simulated Region.
+type Zone struct {
+	Name string // us-east-1a
+	ID   string // use1-az1
+	Type string // availability-zone, local-zone, wavelength-zone
+}
+
+// Bucket is one action's token bucket.
+type Bucket struct {
+	Size   int     // maximum tokens (burst)
+	Refill float64 // tokens added per second
+}
+
+// NonMutatingBucket is the documented bucket of a non-mutating action.
+var NonMutatingBucket = Bucket{Size: 100, Refill: 20}
+
+// Config configures a simulated endpoint.
+type Config struct {
+	Region string
+	Zones  []Zone
+	// Buckets sets an action's bucket; actions not listed get Default.
+	Buckets map[string]Bucket
+	// Default is the bucket of every action without its own (zero value:
+	// NonMutatingBucket). Unthrottled disables throttling entirely.
+	Default     Bucket
+	Unthrottled bool
+	// Topology makes DescribeInstanceTopology answer; when false it answers
+	// UnsupportedOperation, as in a Region without the API.
+	Topology bool
+}
+
+// ActionStats are the exact counters of one action.
+type ActionStats struct {
+	Requests  int64 // every request received
+	Throttled int64 // answered 503 RequestLimitExceeded
+	Errors    int64 // answered another error
+	// Items is the number of instances (or zones, topologies) returned.
+	Items int64
+}
+
+// Server is a running simulated endpoint.
+type Server struct {
+	// URL is the endpoint (http://127.0.0.1:PORT/) for a [ServiceOverride].
+	URL string
+
+	cfg      Config
+	srv      *http.Server
+	listener net.Listener
+	done     chan struct{}
+
+	mu        sync.RWMutex
+	instances map[string]*Instance
+
+	bucketsMu sync.Mutex
+	buckets   map[string]*rate.Limiter
+
+	statsMu sync.Mutex
+	stats   map[string]*ActionStats
+
+	requestSeq atomic.Uint64
+}
+
+// Start listens on a free 127.0.0.1 port and serves until Close.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Region == "" {
+		return nil, fmt.Errorf("ec2sim: Config.Region is required (e.g. us-east-1)")
+	}
+	if cfg.Default == (Bucket{}) {
+		cfg.Default = NonMutatingBucket
+	}
+	for name, b := range cfg.Buckets {
+		if b.Size < 1 || b.Refill <= 0 {
+			return nil, fmt.Errorf("ec2sim: Config.Buckets[%q]: Size must be >= 1 and Refill > 0 (got %d, %g)", name, b.Size, b.Refill)
+		}
+	}
+	if cfg.Default.Size < 1 || cfg.Default.Refill <= 0 {
+		return nil, fmt.Errorf("ec2sim: Config.Default: Size must be >= 1 and Refill > 0 (got %d, %g)", cfg.Default.Size, cfg.Default.Refill)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		URL:       "http://" + l.Addr().String() + "/",
+		cfg:       cfg,
+		listener:  l,
+		done:      make(chan struct{}),
+		instances: map[string]*Instance{},
+		buckets:   map[string]*rate.Limiter{},
+		stats:     map[string]*ActionStats{},
+	}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(l)
+	}()
+	return s, nil
+}
+
+// Close stops the server and waits for it.
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	<-s.done
+	return err
+}
+
+// Put adds or replaces instances.
+func (s *Server) Put(insts ...Instance) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range insts {
+		in := in
+		if in.State == "" {
+			in.State = StateRunning
+		}
+		s.instances[in.ID] = &in
+	}
+}
+
+// SetState changes an instance's state; it reports whether the instance exists.
+func (s *Server) SetState(id, state string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.instances[id]
+	if ok {
+		in.State = state
+	}
+	return ok
+}
+
+// Remove deletes an instance: EC2 no longer knows it (a terminated instance
+// after its retention, or an ID that never existed).
+func (s *Server) Remove(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.instances, id)
+}
+
+// Stats returns a copy of the counters of one action.
+func (s *Server) Stats(action string) ActionStats {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if st := s.stats[action]; st != nil {
+		return *st
+	}
+	return ActionStats{}
+}
+
+// AllStats returns a copy of every action's counters.
+func (s *Server) AllStats() map[string]ActionStats {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	out := make(map[string]ActionStats, len(s.stats))
+	for k, v := range s.stats {
+		out[k] = *v
+	}
+	return out
+}
+
+// ResetStats zeroes every counter (the buckets keep their tokens).
+func (s *Server) ResetStats() {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	s.stats = map[string]*ActionStats{}
+}
+
+func (s *Server) count(action string, f func(*ActionStats)) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	st := s.stats[action]
+	if st == nil {
+		st = &ActionStats{}
+		s.stats[action] = st
+	}
+	f(st)
+}
+
+// allow takes one token from the action's bucket.
+func (s *Server) allow(action string) bool {
+	if s.cfg.Unthrottled {
+		return true
+	}
+	s.bucketsMu.Lock()
+	lim := s.buckets[action]
+	if lim == nil {
+		b, ok := s.cfg.Buckets[action]
+		if !ok {
+			b = s.cfg.Default
+		}
+		lim = rate.NewLimiter(rate.Limit(b.Refill), b.Size)
+		s.buckets[action] = lim
+	}
+	s.bucketsMu.Unlock()
+	return lim.Allow()
+}
+
+// apiError is an EC2 error answer.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.message }
+
+func badRequest(code, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// ServeHTTP answers one Query API request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		s.writeError(w, badRequest("MalformedQueryString", "%v", err))
+		return
+	}
+	action := r.Form.Get("Action")
+	s.count(action, func(st *ActionStats) { st.Requests++ })
+	if !s.allow(action) {
+		s.count(action, func(st *ActionStats) { st.Throttled++ })
+		s.writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "RequestLimitExceeded", message: "Request limit exceeded."})
+		return
+	}
+	var (
+		body  any
+		items int
+		err   *apiError
+	)
+	switch action {
+	case "DescribeInstances":
+		body, items, err = s.describeInstances(r)
+	case "DescribeAvailabilityZones":
+		body, items, err = s.describeAvailabilityZones(r)
+	case "DescribeInstanceTopology":
+		body, items, err = s.describeInstanceTopology(r)
+	case "":
+		err = badRequest("MissingAction", "The request must contain the parameter Action")
+	default:
+		err = badRequest("InvalidAction", "The action %s is not valid for this web service.", action)
+	}
+	if err != nil {
+		s.count(action, func(st *ActionStats) { st.Errors++ })
+		s.writeError(w, err)
+		return
+	}
+	s.count(action, func(st *ActionStats) { st.Items += int64(items) })
+	out, merr := xml.Marshal(body)
+	if merr != nil {
+		s.writeError(w, &apiError{status: http.StatusInternalServerError, code: "InternalError", message: merr.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	_, _ = w.Write([]byte(xml.Header))
+	_, _ = w.Write(out)
+}
+
+// errorResponse is EC2's error document (<Response><Errors><Error>...).
+type errorResponse struct {
+	XMLName   xml.Name `xml:"Response"`
+	Code      string   `xml:"Errors>Error>Code"`
+	Message   string   `xml:"Errors>Error>Message"`
+	RequestID string   `xml:"RequestID"`
+}
+
+func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
+	out, _ := xml.Marshal(errorResponse{Code: e.code, Message: e.message, RequestID: s.requestID()})
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.WriteHeader(e.status)
+	_, _ = w.Write([]byte(xml.Header))
+	_, _ = w.Write(out)
+}
+
+func (s *Server) requestID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%08d", hex.EncodeToString(b[:]), s.requestSeq.Add(1))
+}
+
+// sortedIDs returns the instance IDs in a stable order (pagination relies on it).
+func sortedIDs(m map[string]*Instance) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
