@@ -35,11 +35,8 @@ lint:
 # version. control-plane.sh prints KEY=VALUE lines (CLOUDGATE_KUBE_APISERVER=..., ...).
 test: deps setup control-plane
 	env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
-<<<<<<< HEAD
 	$(GO) test -count=1 -timeout 20m -run 'TestBenchLB' ./bench/
-=======
 	cd $(AWS_MOD) && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
->>>>>>> main
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 10s ./provider/
 	$(GO) test -run '^$$' -fuzz FuzzCacheKeys -fuzztime 10s ./provider/
 
