@@ -274,6 +274,8 @@ type FleetSide struct {
 	// controllers' calls to cloudgate then.
 	ScaleupCalls           map[string]int64 `json:"scaleup_calls_by_method,omitempty"`
 	ScaleupControllerCalls map[string]int64 `json:"scaleup_controller_calls,omitempty"`
+	// ThrottledByMethod splits Throttled by the cloud's API method.
+	ThrottledByMethod map[string]int64 `json:"throttled_by_method,omitempty"`
 
 	// Fallback transitions (cloudgate_fleet_fallback_transitions_total
 	// summed over members; shared only).
@@ -673,6 +675,12 @@ func runFleetColumn(ctx context.Context, o *FleetOptions, col string, seed int64
 	side.NodesInitialized = members[0].c.countInitialized(nodeNames(insts))
 	side.Throttled = end.cnt.TotalThrottled() - a.cnt.TotalThrottled()
 	side.ThrottledBackground = end.bgThr - a.bgThr
+	side.ThrottledByMethod = map[string]int64{}
+	for m, v := range end.cnt.Throttled {
+		if d := v - a.cnt.Throttled[m]; d > 0 {
+			side.ThrottledByMethod[m] = d
+		}
+	}
 	if side.InitSeconds != nil {
 		t := initAt.at.Sub(from).Seconds() * f
 		var others float64
@@ -702,8 +710,8 @@ func runFleetColumn(ctx context.Context, o *FleetOptions, col string, seed int64
 	if ch != nil {
 		side.Chaos = ch.result(o)
 	}
-	fmt.Fprintf(progress, "%s: init %s (bound %s), throttled %d (warm-up %d), writes lost %d; scale-up cloud calls %v, controller calls %v\n",
-		label, secs(side.InitSeconds, false), boundSecs(side.Bound), side.Throttled, side.ThrottledWarmup, side.WritesLost, side.ScaleupCalls, side.ScaleupControllerCalls)
+	fmt.Fprintf(progress, "%s: init %s (bound %s), throttled %d (warm-up %d), writes lost %d; throttled by method %v; scale-up cloud calls %v, controller calls %v\n",
+		label, secs(side.InitSeconds, false), boundSecs(side.Bound), side.Throttled, side.ThrottledWarmup, side.WritesLost, side.ThrottledByMethod, side.ScaleupCalls, side.ScaleupControllerCalls)
 	return side, nil
 }
 
