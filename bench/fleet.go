@@ -87,6 +87,12 @@ type FleetOptions struct {
 	Chaos                   bool
 	ChaosAfter, ChaosOutage time.Duration
 
+	// Adaptive is limits.<family>.adaptive of every member (AIMD on a
+	// throttling answer). Its recovery runs in real time (qps/30 per real
+	// second), not compressed: at time × f a cut lasts f times longer in
+	// simulated time than in a real cluster.
+	Adaptive bool
+
 	// RedisServer is the redis-server binary ("" finds it); RedisTimeout
 	// (real) is limits.shared.redisTimeout.
 	RedisServer  string
@@ -107,7 +113,7 @@ func DefaultFleetOptions() *FleetOptions {
 		KubeQPS: 20, KubeBurst: 30, TimeFactor: 20,
 		Warmup: 10 * time.Minute, SteadyWindow: 10 * time.Minute, QuiesceTimeout: 20 * time.Minute,
 		ChaosAfter: 20 * time.Second, ChaosOutage: time.Minute,
-		RedisTimeout: 50 * time.Millisecond,
+		RedisTimeout: 50 * time.Millisecond, Adaptive: true,
 	}
 }
 
@@ -181,8 +187,8 @@ func (o *FleetOptions) memberWrite(col string) (float64, int) {
 func (o *FleetOptions) memberYAML(col string, r *redisServer, account string) string {
 	rq, rb := o.memberRead(col)
 	wq, wb := o.memberWrite(col)
-	y := fmt.Sprintf("upstream: {name: %s}\nbatch: {enabled: false}\nlimits:\n  read:  {qps: %g, burst: %d}\n  write: {qps: %g, burst: %d}\n",
-		simcloud.ProviderName, rq, rb, wq, wb)
+	y := fmt.Sprintf("upstream: {name: %s}\nbatch: {enabled: false}\nlimits:\n  read:  {qps: %g, burst: %d, adaptive: %t}\n  write: {qps: %g, burst: %d, adaptive: %t}\n",
+		simcloud.ProviderName, rq, rb, o.Adaptive, wq, wb, o.Adaptive)
 	if col == FleetShared {
 		y += fmt.Sprintf("  shared:\n    account: %s\n    redis: {address: %q, passwordFile: %q}\n    redisTimeout: %s\n",
 			account, r.Addr, r.PasswordFile, o.RedisTimeout)
@@ -228,6 +234,8 @@ type FleetOptionsJSON struct {
 	Headroom      float64 `json:"headroom"`
 	TimeFactor    float64 `json:"time_factor"`
 	Chaos         bool    `json:"chaos"`
+	Adaptive      bool    `json:"adaptive"`
+	RedisTimeout  string  `json:"redis_timeout"`
 }
 
 // FleetSide is one column's figures (one seed, or the medians).
@@ -430,14 +438,15 @@ func RunFleet(ctx context.Context, o *FleetOptions, progress io.Writer) (*FleetR
 			Seeds: o.Seeds, Seed: o.Seed, Clusters: o.Clusters, Nodes: o.Nodes, ScaleupNodes: o.ScaleupNodes,
 			ReadQPS: o.ReadQPS, ReadBurst: o.ReadBurst, WriteQPS: o.WriteQPS, WriteBurst: o.WriteBurst,
 			BackgroundQPS: o.BackgroundQPS, Headroom: o.Headroom, TimeFactor: o.TimeFactor, Chaos: o.Chaos,
+			Adaptive: o.Adaptive, RedisTimeout: o.RedisTimeout.String(),
 		},
 	}
 	rep.Conditions = fmt.Sprintf("%d clusters × %d nodes (CCM defaults: --concurrent-node-syncs 1, kube client %g/%d; no LB services) "+
 		"and a background client reading %g/s, on one account allowing %g reads/s (burst %d) and %g writes/s (burst %d), "+
 		"latency %v ± %v; after a %v cold start and a %v steady window, %d nodes join cluster 1 at once; "+
-		"the provider implements neither batch nor list (one read per node); time × %g (simulated seconds reported)",
+		"the provider implements neither batch nor list (one read per node); limits adaptive (AIMD) %t, shared redisTimeout %v (real); time × %g (simulated seconds reported)",
 		o.Clusters, o.Nodes, o.KubeQPS, o.KubeBurst, o.BackgroundQPS, o.ReadQPS, o.ReadBurst, o.WriteQPS, o.WriteBurst,
-		o.Latency, o.Jitter, o.Warmup, o.SteadyWindow, o.ScaleupNodes, o.TimeFactor)
+		o.Latency, o.Jitter, o.Warmup, o.SteadyWindow, o.ScaleupNodes, o.Adaptive, o.RedisTimeout, o.TimeFactor)
 	if o.Chaos {
 		rep.Scenario = "fleet-chaos"
 		rep.Conditions += fmt.Sprintf("; shared: Redis killed %v into the scale-up, restarted %v later", o.ChaosAfter, o.ChaosOutage)
