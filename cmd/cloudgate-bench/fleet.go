@@ -9,8 +9,14 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/cloudgate/cloudgate/bench"
 )
+
+type discardRedisLog struct{}
+
+func (discardRedisLog) Printf(context.Context, string, ...any) {}
 
 // runFleet is "cloudgate-bench fleet": several clusters and a background
 // client on one simulated account, one cluster scaling up, in the columns
@@ -61,6 +67,8 @@ func runFleet(args []string, stdout, stderr io.Writer) error {
 	}
 	if !*verbose {
 		quietKlog()
+		// go-redis logs every refused dial while --chaos keeps Redis down.
+		redis.SetLogger(discardRedisLog{})
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
