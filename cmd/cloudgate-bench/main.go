@@ -46,6 +46,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "plan" {
 		return runPlan(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "fleet" {
+		return runFleet(args[1:], stdout, stderr)
+	}
 	o := bench.DefaultOptions()
 	fs := flag.NewFlagSet("cloudgate-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
+)
+
+// smallFleetOptions: 3 clusters × 60 nodes, 40 joining, an account of 3
+// reads/s with a background client at 0.5/s; short windows, time × 20.
+func smallFleetOptions(t *testing.T) *FleetOptions {
+	o := DefaultFleetOptions()
+	o.RedisServer = fleettest.Bin(t) // under CI a missing redis-server fails
+	o.Nodes, o.ScaleupNodes = 60, 40
+	o.ReadQPS, o.ReadBurst, o.BackgroundQPS = 3, 3, 0.5
+	o.Warmup, o.SteadyWindow, o.QuiesceTimeout = 2*time.Minute, time.Minute, 10*time.Minute
+	return o
+}
+
+// TestFleetScenario runs the fleet scenario's three columns once, the shared
+// one with Redis killed mid-scale-up and restarted (no LB services: it runs
+// under -race). Invariants: no write lost or duplicated, every scale-up done
+// and not below its bound, every member fell back while Redis was down and
+// rejoined after, throttling around the outage within the fallback bound.
+// Each is shown exercised: writes were sent, the fleet was contended
+// (local-full throttled), the outage happened.
+func TestFleetScenario(t *testing.T) {
+	o := smallFleetOptions(t)
+	o.Chaos = true
+	rep, err := RunFleet(context.Background(), o, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md strings.Builder
+	rep.WriteMarkdown(&md)
+	t.Log("\n" + md.String())
+	if err := rep.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range FleetColumns {
+		s := rep.Columns[col]
+		if s == nil {
+			t.Fatalf("column %s missing", col)
+		}
+		if s.NodesInitialized != o.ScaleupNodes || s.Bound == nil || s.OverBound == nil {
+			t.Errorf("%s: %d/%d nodes initialised, bound %v", col, s.NodesInitialized, o.ScaleupNodes, s.Bound)
+		}
+		if s.WritesSent < int64(o.ScaleupNodes) || s.WritesLanded < int64(o.ScaleupNodes) {
+			t.Errorf("%s: %d writes sent, %d landed: want a route per new node (%d)", col, s.WritesSent, s.WritesLanded, o.ScaleupNodes)
+		}
+		if run := rep.Runs[col][0]; run.ScaleupCalls["GetInstanceByName"] < int64(o.ScaleupNodes) {
+			t.Errorf("%s: %d instance reads during the scale-up, want one per new node at least", col, run.ScaleupCalls["GetInstanceByName"])
+		}
+	}
+	if full := rep.Columns[FleetLocalFull]; full.Throttled+full.ThrottledWarmup == 0 {
+		t.Errorf("local-full: no throttled answer: the fleet was not contended, the scenario shows nothing")
+	}
+	ch := rep.Columns[FleetShared].Chaos
+	if ch == nil || ch.KilledAt <= 0 || ch.RestartedAt <= ch.KilledAt {
+		t.Fatalf("shared: the Redis outage did not happen: %+v", ch)
+	}
+	if rep.Columns[FleetShared].FallbackTransitions < float64(o.Clusters) {
+		t.Errorf("shared: %v fallback transitions, want at least one per member", rep.Columns[FleetShared].FallbackTransitions)
+	}
+}
+
+// TestFleetOptionsValidate: bad options name the flag.
+func TestFleetOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(*FleetOptions)
+		want string
+	}{
+		{func(o *FleetOptions) { o.Columns = []string{"everything"} }, "--columns"},
+		{func(o *FleetOptions) { o.Clusters = 1 }, "--clusters"},
+		{func(o *FleetOptions) { o.BackgroundQPS = 100 }, "--background-qps"},
+		{func(o *FleetOptions) { o.Seeds = 0 }, "--seeds"},
+		{func(o *FleetOptions) { o.RedisTimeout = 0 }, "--redis-timeout"},
+	} {
+		o := DefaultFleetOptions()
+		tc.mod(o)
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate() = %v, want an error naming %s", err, tc.want)
+		}
+	}
+	if err := DefaultFleetOptions().Validate(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}
