@@ -66,8 +66,8 @@ func (g *gate) buildBatcher(final bool) {
 			MaxTimeout:    g.cfg.Batch.MaxWait.Duration,
 			MaxItems:      size,
 			RequestHasher: func(r nodeRequest) string { return keyOfNode(r.node).String() },
-			BatchExecutor: func(_ context.Context, reqs []nodeRequest, reason string) []InstanceStatus {
-				return g.sendBatch(up, reqs, reason)
+			BatchExecutor: func(_ context.Context, reqs []nodeRequest, reason string, answer func(int, InstanceStatus)) []InstanceStatus {
+				return g.sendBatch(up, reqs, reason, answer)
 			},
 			Clock: g.clock,
 		})
@@ -96,7 +96,7 @@ func (g *gate) batcher() *nodeBatcher {
 // sendBatch answers one batch of nodes with a BatchInstanceStatus call
 // (bisected on failure, see isolate); each call that answers fills the
 // instance caches.
-func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, reason string) []InstanceStatus {
+func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, reason string, answer func(int, InstanceStatus)) []InstanceStatus {
 	nodes := make([]*v1.Node, len(reqs))
 	prio := reqs[0].prio
 	for i, r := range reqs {
@@ -108,10 +108,10 @@ func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, reason string) [
 	// contexts: its own timeout counts as a hung cloud (errCallTimeout).
 	ctx, cancel := context.WithTimeoutCause(context.Background(), batchCallTimeout, errCallTimeout)
 	defer cancel()
-	b := batchCall{g: g, up: up}
-	results, err := b.call(ctx, nodes, prio)
+	b := batchCall{g: g, up: up, answer: answer}
+	results, err := b.call(ctx, nodes, prio, 0)
 	if err != nil {
-		results = b.isolate(ctx, nodes, prio, err)
+		results = b.isolate(ctx, nodes, prio, err, 0)
 	}
 	return results
 }
@@ -120,12 +120,17 @@ func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, reason string) [
 type batchCall struct {
 	g  *gate
 	up BatchInstances
+	// answer hands the batch's request i its answer at once (nil: at the
+	// end), so a caller does not wait, holding an aging answer, while the
+	// rest of a failed batch is bisected.
+	answer func(i int, st InstanceStatus)
 }
 
 // call sends one BatchInstanceStatus call and, when it answers, fills the
 // instance caches with its nodes' answers at once: an answer's age runs from
-// when the cloud gave it, even while bisection goes on with other nodes.
-func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority) ([]InstanceStatus, error) {
+// when the cloud gave it, even while bisection goes on with other nodes;
+// off is the index of nodes[0] in the batch, for answer.
+func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int) ([]InstanceStatus, error) {
 	results, err := invoke(ctx, b.g, b.g.m.batchInstanceStatus, prio, func(ctx context.Context) ([]InstanceStatus, error) {
 		return b.up.BatchInstanceStatus(ctx, nodes)
 	})
@@ -135,6 +140,9 @@ func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Prio
 	if err == nil {
 		for i, node := range nodes {
 			b.g.fill(keyOfNode(node), results[i])
+			if b.answer != nil {
+				b.answer(off+i, results[i])
+			}
 		}
 	}
 	return results, err
@@ -147,20 +155,20 @@ func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Prio
 // calls. It does not split at all when err says the cloud is throttling,
 // the breaker is open, a wait ran out or the call hung: more calls would
 // not help.
-func (b batchCall) isolate(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, err error) []InstanceStatus {
+func (b batchCall) isolate(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, err error, off int) []InstanceStatus {
 	if len(nodes) == 1 || !b.isolatable(ctx, err) {
 		return failAll(len(nodes), err)
 	}
 	h := len(nodes) / 2
-	left, lerr := b.call(ctx, nodes[:h], prio)
-	right, rerr := b.call(ctx, nodes[h:], prio)
+	left, lerr := b.call(ctx, nodes[:h], prio, off)
+	right, rerr := b.call(ctx, nodes[h:], prio, off+h)
 	switch {
 	case lerr != nil && rerr != nil:
 		return append(failAll(h, lerr), failAll(len(nodes)-h, rerr)...)
 	case lerr != nil:
-		left = b.isolate(ctx, nodes[:h], prio, lerr)
+		left = b.isolate(ctx, nodes[:h], prio, lerr, off)
 	case rerr != nil:
-		right = b.isolate(ctx, nodes[h:], prio, rerr)
+		right = b.isolate(ctx, nodes[h:], prio, rerr, off+h)
 	}
 	return append(left, right...)
 }

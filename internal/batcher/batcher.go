@@ -35,8 +35,11 @@ type Options[In, Out any] struct {
 	// BatchExecutor answers a batch: one Out per request, in order. It runs
 	// on a goroutine of its own with a context that no caller can cancel
 	// (a batch outlives the callers that left it); reason is FlushFull,
-	// FlushIdle or FlushTimeout.
-	BatchExecutor func(ctx context.Context, items []In, reason string) []Out
+	// FlushIdle or FlushTimeout. It may hand item i its answer early with
+	// answer(i, out) — its caller returns at once, while the executor goes on
+	// with the others (e.g. splitting a failed call); an item answered early
+	// keeps that answer, whatever the returned slice holds for it.
+	BatchExecutor func(ctx context.Context, items []In, reason string, answer func(i int, out Out)) []Out
 	// Clock is the time source of the timeouts; nil is the real clock. A
 	// clock that cannot schedule functions (clock.WithDelayedExecution)
 	// uses the real clock's timers.
@@ -62,11 +65,16 @@ type Batcher[In, Out any] struct {
 
 // batch is one batch being filled or sent.
 type batch[In, Out any] struct {
-	items   []In
-	index   map[string]int // slot of each named request
-	last    time.Time      // when a request last joined (IdleTimeout)
-	done    chan struct{}
+	items []In
+	index map[string]int // slot of each named request
+	last  time.Time      // when a request last joined (IdleTimeout)
+	// answered[i] is closed once results[i] is set (or the executor left
+	// it unanswered: short[i]).
+	answered []chan struct{}
+
+	mu      sync.Mutex // results and short, while the batch is being sent
 	results []Out
+	short   []bool
 }
 
 // New returns a Batcher, or an error naming the invalid option.
@@ -104,7 +112,7 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
 	bt := b.open
 	opened := bt == nil
 	if opened {
-		bt = &batch[In, Out]{index: map[string]int{}, done: make(chan struct{})}
+		bt = &batch[In, Out]{index: map[string]int{}}
 		b.open = bt
 	}
 	slot, joined := -1, false
@@ -114,10 +122,12 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
 	if !joined {
 		slot = len(bt.items)
 		bt.items = append(bt.items, in)
+		bt.answered = append(bt.answered, make(chan struct{}))
 		if b.opts.RequestHasher != nil {
 			bt.index[b.opts.RequestHasher(in)] = slot
 		}
 	}
+	answered := bt.answered[slot]
 	bt.last = b.clock.Now()
 	// A full batch leaves b.open under the same lock that filled it, so no
 	// request can join it past MaxItems.
@@ -143,8 +153,10 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
 	select {
 	case <-ctx.Done():
 		return zero, ctx.Err()
-	case <-bt.done:
-		if slot >= len(bt.results) {
+	case <-answered:
+		bt.mu.Lock()
+		defer bt.mu.Unlock()
+		if bt.short[slot] {
 			return zero, errShortAnswer
 		}
 		return bt.results[slot], nil
@@ -207,6 +219,34 @@ func (b *Batcher[In, Out]) flush(bt *batch[In, Out], reason string) {
 
 func (b *Batcher[In, Out]) send(bt *batch[In, Out], reason string) {
 	defer b.wg.Done()
-	defer close(bt.done)
-	bt.results = b.opts.BatchExecutor(context.Background(), bt.items, reason)
+	n := len(bt.items)
+	bt.mu.Lock()
+	bt.results, bt.short = make([]Out, n), make([]bool, n)
+	bt.mu.Unlock()
+	done := make([]bool, n) // only the executor's goroutine touches it
+	answer := func(i int, out Out) {
+		if i < 0 || i >= n || done[i] {
+			return
+		}
+		done[i] = true
+		bt.mu.Lock()
+		bt.results[i] = out
+		bt.mu.Unlock()
+		close(bt.answered[i])
+	}
+	rest := b.opts.BatchExecutor(context.Background(), bt.items, reason, answer)
+	for i := range n {
+		if done[i] {
+			continue
+		}
+		if i < len(rest) {
+			answer(i, rest[i])
+			continue
+		}
+		done[i] = true
+		bt.mu.Lock()
+		bt.short[i] = true
+		bt.mu.Unlock()
+		close(bt.answered[i])
+	}
 }

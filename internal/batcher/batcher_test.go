@@ -23,7 +23,7 @@ type recorder struct {
 	reasons []string
 }
 
-func (r *recorder) exec(_ context.Context, items []string, reason string) []string {
+func (r *recorder) exec(_ context.Context, items []string, reason string, _ func(int, string)) []string {
 	r.mu.Lock()
 	r.batches = append(r.batches, append([]string(nil), items...))
 	r.reasons = append(r.reasons, reason)
@@ -208,7 +208,7 @@ func TestStepWhileAdding(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	exec := func(context.Context, []int, string) []int { return nil }
+	exec := func(context.Context, []int, string, func(int, int)) []int { return nil }
 	for _, tc := range []struct {
 		o    Options[int, int]
 		want string
@@ -222,4 +222,43 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tc.o, err, tc.want)
 		}
 	}
+}
+
+// TestEarlyAnswer: an item the executor answers early returns at once, while
+// the executor still works on the others; those get the returned answers.
+func TestEarlyAnswer(t *testing.T) {
+	release := make(chan struct{})
+	b, err := New(Options[string, string]{
+		Name: "early", MaxItems: 2, MaxTimeout: time.Hour,
+		RequestHasher: func(s string) string { return s },
+		BatchExecutor: func(_ context.Context, items []string, _ string, answer func(int, string)) []string {
+			answer(0, "early "+items[0])
+			<-release
+			return []string{"late " + items[0], "late " + items[1]}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := make(chan string, 1), make(chan string, 1)
+	go func() { out, _ := b.Add(context.Background(), "a"); first <- out }()
+	for deadline := time.Now().Add(10 * time.Second); b.Pending() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first item never joined the batch")
+		}
+	}
+	go func() { out, _ := b.Add(context.Background(), "b"); second <- out }()
+	if got := <-first; got != "early a" {
+		t.Fatalf("first = %q, want the early answer", got)
+	}
+	select {
+	case got := <-second:
+		t.Fatalf("second answered %q before the executor returned", got)
+	default:
+	}
+	close(release)
+	if got := <-second; got != "late b" {
+		t.Fatalf("second = %q, want %q", got, "late b")
+	}
+	b.Wait()
 }
