@@ -20,7 +20,12 @@ const (
 	DefaultWeight        = 1.0
 	DefaultMinShare      = 0.1
 	DefaultCriticalShare = 0.2
-	DefaultRedisTimeout  = 5 * time.Millisecond
+	// DefaultRedisTimeout is tens of milliseconds: a Redis round trip on a
+	// loaded node regularly takes a few ms, and one slow call does not
+	// switch modes anyway (see FallbackAfter).
+	DefaultRedisTimeout  = 50 * time.Millisecond
+	DefaultFallbackAfter = 3
+	DefaultHeartbeat     = time.Second
 )
 
 // Config is the YAML section limits.shared of cloudgate.yaml: the account
@@ -43,9 +48,25 @@ type Config struct {
 	// (writes, node initialisation): the other calls may use only
 	// 1 - CriticalShare of it. In [0, 1); nil means 0.2.
 	CriticalShare *float64 `json:"criticalShare,omitempty"`
-	// RedisTimeout bounds every Redis call; a slower answer counts as Redis
-	// unavailable and the member falls back to its local share. Default 5ms.
+	// BackgroundShare caps the fraction of the quota that background calls
+	// (status refreshes, list sweeps) of all members together may use, so
+	// that they yield fleet-wide to normal and critical calls. In (0, 1];
+	// nil means no cap beyond 1 - CriticalShare.
+	BackgroundShare *float64 `json:"backgroundShare,omitempty"`
+	// RedisTimeout bounds every Redis call. A call that fails or times out is
+	// served from this member's local share at once (never blocking a
+	// controller for longer); the member switches to fallback only after
+	// FallbackAfter consecutive failures. Default 50ms.
 	RedisTimeout Duration `json:"redisTimeout,omitzero"`
+	// FallbackAfter is how many consecutive failed Redis calls switch the
+	// member to its local share (1-100; default 3). A success resets the
+	// count; a heartbeat that reaches Redis rejoins.
+	FallbackAfter int `json:"fallbackAfter,omitempty"`
+	// Heartbeat is how often the member renews its registration and, in
+	// fallback, probes Redis (10ms-1m; default 1s). A member silent for 3
+	// heartbeats counts as fallen: the others reserve its static share.
+	// Every member of a fleet should use the same heartbeat.
+	Heartbeat Duration `json:"heartbeat,omitzero"`
 }
 
 // RedisConfig is limits.shared.redis.
@@ -129,8 +150,17 @@ func (c Config) Validate() error {
 	if cs := c.CriticalShare; cs != nil && (math.IsNaN(*cs) || *cs < 0 || *cs >= 1) {
 		bad(p+"criticalShare must be in [0, 1), the fraction of the quota reserved for critical calls (got %v)", *cs)
 	}
+	if bs := c.BackgroundShare; bs != nil && (math.IsNaN(*bs) || *bs <= 0 || *bs > 1) {
+		bad(p+"backgroundShare must be in (0, 1], the fraction of the quota background calls may use fleet-wide (got %v; leave it out for no cap)", *bs)
+	}
+	if c.FallbackAfter < 0 || c.FallbackAfter > 100 {
+		bad(p+"fallbackAfter must be between 1 and 100 consecutive failed Redis calls (got %d; 0 means %d)", c.FallbackAfter, DefaultFallbackAfter)
+	}
+	if d := c.Heartbeat.Duration; d != 0 && (d < 10*time.Millisecond || d > time.Minute) {
+		bad(p+"heartbeat must be between 10ms and 1m (got %v; leave it out for %v)", d, DefaultHeartbeat)
+	}
 	if d := c.RedisTimeout.Duration; d < 0 || d > 10*time.Second {
-		bad(p+"redisTimeout must be between 0 and 10s, a few milliseconds in practice (got %v; 0 means %v)", d, DefaultRedisTimeout)
+		bad(p+"redisTimeout must be between 0 and 10s, tens of milliseconds in practice (got %v; 0 means %v)", d, DefaultRedisTimeout)
 	}
 	return errors.Join(errs...)
 }
@@ -149,6 +179,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RedisTimeout.Duration == 0 {
 		c.RedisTimeout.Duration = DefaultRedisTimeout
+	}
+	if c.FallbackAfter == 0 {
+		c.FallbackAfter = DefaultFallbackAfter
+	}
+	if c.Heartbeat.Duration == 0 {
+		c.Heartbeat.Duration = DefaultHeartbeat
 	}
 	return c
 }

@@ -21,12 +21,17 @@ type Options struct {
 	// MemberID names this member in Redis; default a random "m-…" id. Two
 	// live members must not share one.
 	MemberID string
-	// Heartbeat is how often the member renews its registration, reads the
-	// fleet's state and, in fallback, probes Redis; default 1s.
+	// Heartbeat overrides Config.Heartbeat (limits.shared.heartbeat) when
+	// set.
 	Heartbeat time.Duration
-	// MemberTTL is how long a member counts after its last heartbeat;
-	// default 3 × Heartbeat.
+	// MemberTTL is how long a member counts as live after its last
+	// heartbeat; afterwards it has fallen and the others hold its share.
+	// Default 3 × Heartbeat.
 	MemberTTL time.Duration
+	// ForgetAfter is how long a fallen member stays registered (its share
+	// held) before it is deregistered; default 120 × Heartbeat (2 min at
+	// 1s). A member that stops without Close holds its share that long.
+	ForgetAfter time.Duration
 	// Observer receives events; nil discards them.
 	Observer Observer
 	// Logf writes the fallback and rejoin log lines; nil means klog. The
@@ -52,8 +57,11 @@ type Fleet struct {
 	closed      bool
 	fallback    bool
 	known       bool    // the membership has been read at least once
-	members     int     // live members at the last heartbeat
-	totalWeight float64 // their weights
+	members     int     // registered members at the last heartbeat (live and fallen)
+	fallen      int     // of which fallen
+	held        float64 // the fallen members' share of the quota, held from the budget
+	totalWeight float64 // the registered members' weights
+	failures    int     // consecutive failed Redis calls
 
 	stop chan struct{}
 	done chan struct{}
@@ -78,7 +86,10 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 		return nil, err
 	}
 	if opts.Heartbeat <= 0 {
-		opts.Heartbeat = time.Second
+		opts.Heartbeat = cfg.Heartbeat.Duration
+	}
+	if opts.ForgetAfter <= 0 {
+		opts.ForgetAfter = 120 * opts.Heartbeat
 	}
 	if opts.MemberTTL <= 0 {
 		opts.MemberTTL = 3 * opts.Heartbeat
@@ -159,8 +170,8 @@ func (f *Fleet) Close() {
 		l.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	_ = heartbeatScript.Run(ctx, f.client, []string{f.key("weights"), f.key("heartbeats")},
-		f.opts.MemberID, 0, f.opts.MemberTTL.Milliseconds(), "leave").Err()
+	_ = heartbeatScript.Run(ctx, f.client, []string{f.key("weights"), f.key("heartbeats"), f.key("held")},
+		f.opts.MemberID, 0, f.opts.MemberTTL.Milliseconds(), "leave", f.opts.ForgetAfter.Milliseconds()).Err()
 	cancel()
 	_ = f.client.Close()
 }
@@ -188,8 +199,9 @@ func (f *Fleet) loop() {
 		case <-tk.C:
 		}
 		if err := f.heartbeat(); err != nil {
-			f.setFallback(true, err)
+			f.redisResult(err)
 		} else {
+			f.redisResult(nil)
 			f.setFallback(false, nil)
 		}
 	}
@@ -201,18 +213,19 @@ func (f *Fleet) heartbeat() error {
 	f.mu.Lock()
 	ls := append([]*Limiter(nil), f.limiters...)
 	f.mu.Unlock()
-	keys := []string{f.key("weights"), f.key("heartbeats")}
+	keys := []string{f.key("weights"), f.key("heartbeats"), f.key("held")}
 	for _, l := range ls {
 		keys = append(keys, l.keys[keyCount], l.keys[keyAIMD])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	v, err := heartbeatScript.Run(ctx, f.client, keys,
-		f.opts.MemberID, strconv.FormatFloat(f.cfg.Weight, 'g', -1, 64), f.opts.MemberTTL.Milliseconds(), "").Slice()
+		f.opts.MemberID, strconv.FormatFloat(f.cfg.Weight, 'g', -1, 64), f.opts.MemberTTL.Milliseconds(), "",
+		f.opts.ForgetAfter.Milliseconds()).Slice()
 	if err != nil {
 		return err
 	}
-	if len(v) != 2 {
+	if len(v) != 4 {
 		return fmt.Errorf("heartbeat: unexpected reply %v", v)
 	}
 	members, _ := v[0].([]any)
@@ -228,10 +241,14 @@ func (f *Fleet) heartbeat() error {
 			total += w
 		}
 	}
+	held, _ := strconv.ParseFloat(fmt.Sprint(v[2]), 64)
+	fallen, _ := v[3].(int64)
 	now := time.Now()
 	f.mu.Lock()
 	f.known = true
 	f.members = len(members) / 2
+	f.fallen = int(fallen)
+	f.held = held
 	f.totalWeight = total
 	fraction, n := f.fractionLocked()
 	f.mu.Unlock()
@@ -254,6 +271,7 @@ func (f *Fleet) setFallback(on bool, cause error) {
 		return
 	}
 	f.fallback = on
+	f.failures = 0
 	ls := append([]*Limiter(nil), f.limiters...)
 	fraction, n := f.fractionLocked()
 	f.mu.Unlock()
@@ -280,8 +298,39 @@ func (f *Fleet) setFallback(on bool, cause error) {
 	}
 }
 
-// redisFailed is called by a limiter whose Redis call failed.
-func (f *Fleet) redisFailed(err error) { f.setFallback(true, err) }
+// redisResult counts the outcome of a Redis call: a success resets the
+// count of consecutive failures; the FallbackAfter-th failure in a row
+// switches the member to fallback. It reports whether the member is in
+// fallback now.
+func (f *Fleet) redisResult(err error) bool {
+	f.mu.Lock()
+	if err == nil {
+		f.failures = 0
+		fb := f.fallback
+		f.mu.Unlock()
+		return fb
+	}
+	f.failures++
+	n, fb := f.failures, f.fallback
+	f.mu.Unlock()
+	f.obs.RedisError()
+	if fb {
+		return true
+	}
+	if n >= f.cfg.FallbackAfter {
+		f.setFallback(true, err)
+		return true
+	}
+	return false
+}
+
+// Held returns the fraction of the quota held for fallen members at the last
+// heartbeat, and how many members had fallen.
+func (f *Fleet) Held() (fraction float64, fallen int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held, f.fallen
+}
 
 // redisErrorText describes err for a log line.
 func redisErrorText(err error) string {
