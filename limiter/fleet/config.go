@@ -26,6 +26,7 @@ const (
 	DefaultRedisTimeout  = 50 * time.Millisecond
 	DefaultFallbackAfter = 3
 	DefaultHeartbeat     = time.Second
+	DefaultRecovery      = 30 * time.Second
 )
 
 // Config is the YAML section limits.shared of cloudgate.yaml: the account
@@ -67,6 +68,11 @@ type Config struct {
 	// heartbeats counts as fallen: the others reserve its static share.
 	// Every member of a fleet should use the same heartbeat.
 	Heartbeat Duration `json:"heartbeat,omitzero"`
+	// Recovery is how long the fleet's rate takes to grow back linearly
+	// from 0 to the quota after a throttling answer cut it (10ms-1h; default
+	// 30s, as a local bucket's qps/30 per second). Successive cuts are at
+	// least Recovery/30 apart.
+	Recovery Duration `json:"recovery,omitzero"`
 }
 
 // RedisConfig is limits.shared.redis.
@@ -158,6 +164,9 @@ func (c Config) Validate() error {
 	}
 	if d := c.Heartbeat.Duration; d != 0 && (d < 10*time.Millisecond || d > time.Minute) {
 		bad(p+"heartbeat must be between 10ms and 1m (got %v; leave it out for %v)", d, DefaultHeartbeat)
+	}
+	if d := c.Recovery.Duration; d != 0 && (d < time.Second/100 || d > time.Hour) {
+		bad(p+"recovery must be between 10ms and 1h (got %v; leave it out for %v)", d, DefaultRecovery)
 	}
 	if d := c.RedisTimeout.Duration; d < 0 || d > 10*time.Second {
 		bad(p+"redisTimeout must be between 0 and 10s, tens of milliseconds in practice (got %v; 0 means %v)", d, DefaultRedisTimeout)

@@ -65,6 +65,7 @@ type Limiter struct {
 	decrease float64 // AIMD, as fractions of the quota
 	minFrac  float64
 	recFrac  float64
+	cooldown float64 // seconds between two cuts, at least
 	bobs     limiter.BucketObserver
 	fobs     FamilyObserver
 	keys     [numKeys]string
@@ -168,6 +169,10 @@ func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig
 	if local.RecoveryQPSPerSecond > 0 {
 		l.recFrac = local.RecoveryQPSPerSecond * k / quota
 	}
+	if d := f.cfg.Recovery.Duration; d > 0 {
+		l.recFrac = 1 / d.Seconds()
+	}
+	l.cooldown = 1 / (30 * l.recFrac) // 1s at the default recovery
 	for i, s := range []string{"tat", "tat-noncritical", "tat-background", "aimd", "admitted"} {
 		l.keys[i] = f.key(family, s)
 	}
@@ -412,7 +417,7 @@ func (l *Limiter) OnThrottled(retryAfter time.Duration) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.f.timeout)
 	v, err := throttleScript.Run(ctx, l.f.client, []string{l.keys[keyAIMD]},
-		l.quota, factor, l.minFrac, l.recFrac, retryAfter.Seconds(), 1.0).Slice()
+		l.quota, factor, l.minFrac, l.recFrac, retryAfter.Seconds(), l.cooldown).Slice()
 	cancel()
 	if err == nil && len(v) != 2 {
 		err = fmt.Errorf("throttle: unexpected reply %v", v)
