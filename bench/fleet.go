@@ -174,10 +174,18 @@ func (o *FleetOptions) memberRead(col string) (float64, int) {
 		return o.clusterBudget() / float64(o.Clusters), max(1, int(math.Ceil(float64(o.ReadBurst)/float64(o.Clusters))))
 	}
 	// shared: the fleet's budget. Its burst leaves room for the background
-	// client's call and for arrival jitter (±Jitter, and the real scheduling
-	// delays × TimeFactor), which bunch the calls of a full burst at the
-	// cloud: floor(headroom × burst) − 1.
-	return o.clusterBudget(), max(1, int(math.Floor(o.Headroom*float64(o.ReadBurst)))-1)
+	// client's call and for the bunching of arrivals (see arrivalMargin).
+	return o.clusterBudget(), max(1, int(math.Floor(o.Headroom*float64(o.ReadBurst)))-1-o.arrivalMargin(o.ReadQPS))
+}
+
+// arrivalMargin is the tokens by which calls admitted at the fleet's pace can
+// arrive early at the cloud's bucket: the latency's spread (2 × Jitter) and
+// a real scheduling delay of 5 ms on a loaded machine, which time × f makes
+// f times longer in simulated time (at × 20 and 10 calls/s: 1.4 tokens).
+// One cloudgate alone rarely meets it; a fleet budget that is exactly the
+// quota's burst does, so the shared column's bursts keep this margin.
+func (o *FleetOptions) arrivalMargin(qps float64) int {
+	return int(math.Ceil((2*o.Jitter.Seconds() + 0.005*o.TimeFactor) * qps))
 }
 
 // memberWrite is a member's limits.write (qps, burst) in column col.
@@ -189,7 +197,7 @@ func (o *FleetOptions) memberWrite(col string) (float64, int) {
 		return o.Headroom * o.WriteQPS / float64(o.Clusters), max(1, int(math.Ceil(float64(o.WriteBurst)/float64(o.Clusters))))
 	}
 	// shared: as reads, without a background client.
-	return o.Headroom * o.WriteQPS, max(1, int(math.Floor(o.Headroom*float64(o.WriteBurst))))
+	return o.Headroom * o.WriteQPS, max(1, int(math.Floor(o.Headroom*float64(o.WriteBurst)))-o.arrivalMargin(o.WriteQPS))
 }
 
 // memberYAML is the cloudgate.yaml of one member, as an operator writes it
@@ -305,8 +313,11 @@ type FleetSide struct {
 
 	// Fallback transitions (cloudgate_fleet_fallback_transitions_total
 	// summed over members; shared only).
-	FallbackTransitions float64     `json:"fallback_transitions"`
-	Chaos               *FleetChaos `json:"chaos,omitempty"`
+	FallbackTransitions float64 `json:"fallback_transitions"`
+	// RedisErrors: failed or timed-out Redis calls (served locally, each
+	// without a switch; cloudgate_fleet_redis_errors_total summed).
+	RedisErrors float64     `json:"redis_errors"`
+	Chaos       *FleetChaos `json:"chaos,omitempty"`
 }
 
 // FleetChaos is the chaos variant's evidence.
@@ -772,6 +783,7 @@ func runFleetColumn(ctx context.Context, o *FleetOptions, col string, seed int64
 	for _, m := range members {
 		wire = append(wire, m.wire.snapshot()...)
 		side.FallbackTransitions += gauge(m.reg, "cloudgate_fleet_fallback_transitions_total")
+		side.RedisErrors += gauge(m.reg, "cloudgate_fleet_redis_errors_total")
 	}
 	var js ChaosSide
 	joinWrites(&js, wire, srv.WriteLog())
@@ -991,6 +1003,7 @@ func medianFleet(runs []FleetSide) (*FleetSide, map[string][2]float64) {
 		out.WritesDuplicated += r.WritesDuplicated
 	}
 	out.FallbackTransitions = med("fallback_transitions", func(s FleetSide) float64 { return s.FallbackTransitions })
+	out.RedisErrors = med("redis_errors", func(s FleetSide) float64 { return s.RedisErrors })
 	if runs[0].Chaos != nil {
 		c := &FleetChaos{FallbackBound: runs[0].Chaos.FallbackBound, MembersFellBack: len(runs[0].SteadyReadsPerSec), MembersRejoined: len(runs[0].SteadyReadsPerSec)}
 		var rej []float64
@@ -1154,10 +1167,16 @@ func (r *FleetReport) WriteMarkdown(w io.Writer) {
 		}
 		return withSpread(s.FallbackTransitions, sp["fallback_transitions"], "%.0f", seeds)
 	})
+	row("Redis calls failed or over redisTimeout (served locally; all members)", func(col string, s *FleetSide, sp map[string][2]float64) string {
+		if col != FleetShared {
+			return "-"
+		}
+		return withSpread(s.RedisErrors, sp["redis_errors"], "%.0f", seeds)
+	})
 	if c := r.Columns[FleetShared]; c != nil && c.Chaos != nil {
 		ch := c.Chaos
 		fmt.Fprintf(w, "\nChaos (shared): Redis killed at %.0fs of the scale-up, restarted at %.0fs (simulated). "+
-			"Members in fallback during the outage: %d/%d (least over seeds); rejoined after the restart: %d/%d, the last after %s (simulated; the heartbeat is 1 s real). "+
+			"Members in fallback during the outage: %d/%d (least over seeds); rejoined after the restart: %d/%d, the last after %s (simulated; the heartbeat is 1 s simulated). "+
 			"Throttled answers from the kill until a simulated minute after the rejoin: %d (most over seeds) against the fallback bound %d "+
 			"(2 × (read burst + write burst): the members' local bursts at the switch, then the fresh fleet burst at the rejoin). "+
 			"Reads served by the members during the outage: %.2f/s against their shares' sum %.3g/s.\n",

@@ -55,6 +55,9 @@ type Options struct {
 	// (host:port) under MasterName.
 	Sentinel   string
 	MasterName string
+	// Cluster starts a Redis Cluster node (cluster-enabled); the caller
+	// assigns its slots (CLUSTER ADDSLOTSRANGE).
+	Cluster bool
 }
 
 // Server is one redis-server process. Its methods are safe for concurrent
@@ -130,6 +133,9 @@ func (s *Server) config() (file string, args []string) {
 		args = []string{"--sentinel"}
 	default:
 		conf += fmt.Sprintf("requirepass %s\nmasterauth %s\nsave \"\"\nappendonly no\n", s.Password, s.Password)
+		if s.opts.Cluster {
+			conf += fmt.Sprintf("cluster-enabled yes\ncluster-config-file nodes-%s.conf\n", port)
+		}
 		if s.opts.ReplicaOf != "" {
 			host, mport, _ := net.SplitHostPort(s.opts.ReplicaOf)
 			conf += fmt.Sprintf("replicaof %s %s\n", host, mport)

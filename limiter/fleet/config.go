@@ -75,10 +75,21 @@ type Config struct {
 	Recovery Duration `json:"recovery,omitzero"`
 }
 
-// RedisConfig is limits.shared.redis.
+// RedisConfig is limits.shared.redis: one Redis (address), a Redis Cluster
+// (addresses, some of its nodes) or a Redis under Sentinel (masterName and
+// the Sentinels' addresses), through go-redis's UniversalClient.
 type RedisConfig struct {
-	// Address is host:port.
-	Address string `json:"address"`
+	// Address is host:port of a single Redis.
+	Address string `json:"address,omitempty"`
+	// Addresses are host:port of Redis Cluster nodes, or, with MasterName,
+	// of the Sentinels. Exclusive with Address.
+	Addresses []string `json:"addresses,omitempty"`
+	// MasterName is the master's name the Sentinels monitor; it selects
+	// Sentinel mode.
+	MasterName string `json:"masterName,omitempty"`
+	// SentinelPasswordFile holds the Sentinels' own password (requirepass
+	// of the Sentinels); empty means none.
+	SentinelPasswordFile string `json:"sentinelPasswordFile,omitempty"`
 	// Username is the Redis ACL user; empty means the default user.
 	Username string `json:"username,omitempty"`
 	// PasswordFile is a file holding the password (surrounding whitespace is
@@ -128,12 +139,33 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	const p = "limits.shared."
-	if c.Redis.Address == "" {
-		bad(p + "redis.address is required: host:port of the Redis that keeps the fleet's budget")
-	} else if host, port, err := net.SplitHostPort(c.Redis.Address); err != nil || host == "" {
-		bad(p+"redis.address must be host:port (got %q)", c.Redis.Address)
-	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		bad(p+"redis.address: port must be 1-65535 (got %q)", port)
+	checkAddr := func(field, a string) {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" {
+			bad(p+"%s must be host:port (got %q)", field, a)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			bad(p+"%s: port must be 1-65535 (got %q)", field, port)
+		}
+	}
+	switch r := c.Redis; {
+	case r.Address == "" && len(r.Addresses) == 0:
+		bad(p + "redis.address is required: host:port of the Redis that keeps the fleet's budget (or redis.addresses for a Redis Cluster, or with redis.masterName for Sentinels)")
+	case r.Address != "" && len(r.Addresses) > 0:
+		bad(p + "redis.address and redis.addresses exclude each other: address names one Redis, addresses the Cluster nodes or the Sentinels")
+	case r.Address != "":
+		checkAddr("redis.address", r.Address)
+		if r.MasterName != "" {
+			bad(p + "redis.masterName needs redis.addresses, the Sentinels' host:port (not redis.address)")
+		}
+	default:
+		for i, a := range r.Addresses {
+			checkAddr(fmt.Sprintf("redis.addresses[%d]", i), a)
+		}
+	}
+	if c.Redis.MasterName != "" && strings.ContainsAny(c.Redis.MasterName, " \t\r\n") {
+		bad(p + "redis.masterName must not contain whitespace")
+	}
+	if c.Redis.SentinelPasswordFile != "" && c.Redis.MasterName == "" {
+		bad(p + "redis.sentinelPasswordFile needs redis.masterName (Sentinel mode)")
 	}
 	if strings.ContainsAny(c.Redis.Username, " \t\r\n") {
 		bad(p + "redis.username must not contain whitespace")
@@ -201,25 +233,47 @@ func (c Config) withDefaults() Config {
 // password reads Redis.PasswordFile. Its errors name the field and the path,
 // never the content.
 func (c Config) password() (string, error) {
-	if c.Redis.PasswordFile == "" {
+	return readPassword("passwordFile", c.Redis.PasswordFile)
+}
+
+// sentinelPassword reads Redis.SentinelPasswordFile.
+func (c Config) sentinelPassword() (string, error) {
+	return readPassword("sentinelPasswordFile", c.Redis.SentinelPasswordFile)
+}
+
+func readPassword(field, file string) (string, error) {
+	if file == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(c.Redis.PasswordFile)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is in our message already
 		}
-		return "", fmt.Errorf("limits.shared.redis.passwordFile: cannot read %q: %v", c.Redis.PasswordFile, err)
+		return "", fmt.Errorf("limits.shared.redis.%s: cannot read %q: %v", field, file, err)
 	}
 	pw := strings.TrimSpace(string(b))
 	if pw == "" {
-		return "", fmt.Errorf("limits.shared.redis.passwordFile: %q is empty (leave passwordFile out for no password)", c.Redis.PasswordFile)
+		return "", fmt.Errorf("limits.shared.redis.%s: %q is empty (leave %[1]s out for no password)", field, file)
 	}
 	if strings.ContainsAny(pw, "\r\n") {
-		return "", fmt.Errorf("limits.shared.redis.passwordFile: %q holds more than one line; put only the password in it", c.Redis.PasswordFile)
+		return "", fmt.Errorf("limits.shared.redis.%s: %q holds more than one line; put only the password in it", field, file)
 	}
 	return pw, nil
+}
+
+// redisTarget describes the configured Redis for log lines and events
+// (addresses and the master's name; never credentials).
+func (c Config) redisTarget() string {
+	r := c.Redis
+	switch {
+	case r.MasterName != "":
+		return fmt.Sprintf("master %q via Sentinels %s", r.MasterName, strings.Join(r.Addresses, ","))
+	case len(r.Addresses) > 0:
+		return "Redis Cluster " + strings.Join(r.Addresses, ",")
+	}
+	return r.Address
 }
 
 // tlsConfig returns the TLS configuration, or nil without TLS.
@@ -229,7 +283,7 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if cfg.ServerName == "" {
+	if cfg.ServerName == "" && c.Redis.Address != "" {
 		host, _, _ := net.SplitHostPort(c.Redis.Address)
 		cfg.ServerName = host
 	}

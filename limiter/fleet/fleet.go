@@ -46,7 +46,7 @@ type Fleet struct {
 	cfg     Config
 	opts    Options
 	obs     Observer
-	client  *redis.Client
+	client  redis.UniversalClient
 	prefix  string // key prefix, with the account as hash tag
 	timeout time.Duration
 
@@ -78,6 +78,10 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 	}
 	cfg = cfg.withDefaults()
 	pw, err := cfg.password()
+	if err != nil {
+		return nil, err
+	}
+	spw, err := cfg.sentinelPassword()
 	if err != nil {
 		return nil, err
 	}
@@ -115,11 +119,21 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 		f.obs = nopObserver{}
 	}
 	t := f.timeout
-	f.client = redis.NewClient(&redis.Options{
-		Addr:      cfg.Redis.Address,
-		Username:  cfg.Redis.Username,
-		Password:  pw,
-		TLSConfig: tlsCfg,
+	addrs := cfg.Redis.Addresses
+	if cfg.Redis.Address != "" {
+		addrs = []string{cfg.Redis.Address}
+	}
+	// One address: a single Redis; with MasterName: Sentinel (the master is
+	// looked up at dial, a failover re-dials the new master); several: a
+	// Cluster (every key of the account in one slot, see the hash tag).
+	f.client = redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:            addrs,
+		MasterName:       cfg.Redis.MasterName,
+		IsClusterMode:    cfg.Redis.MasterName == "" && len(cfg.Redis.Addresses) > 0,
+		Username:         cfg.Redis.Username,
+		Password:         pw,
+		SentinelPassword: spw,
+		TLSConfig:        tlsCfg,
 		// Every call is bounded by the context's deadline (RedisTimeout);
 		// no retries, which would multiply the bound.
 		ContextTimeoutEnabled: true,
@@ -284,10 +298,10 @@ func (f *Fleet) setFallback(on bool, cause error) {
 			shares += fmt.Sprintf(", %s %.3g/s", l.family, fraction*l.quota)
 		}
 		f.opts.Logf("cloudgate: fleet %q: Redis at %s unavailable (%s); serving from this member's local share: %s of the quota (%d members known)%s; probing every %v",
-			f.cfg.Account, f.cfg.Redis.Address, redisErrorText(cause), strconv.FormatFloat(fraction, 'g', 3, 64), n,
+			f.cfg.Account, f.cfg.redisTarget(), redisErrorText(cause), strconv.FormatFloat(fraction, 'g', 3, 64), n,
 			shares, f.opts.Heartbeat)
 	} else {
-		f.opts.Logf("cloudgate: fleet %q: Redis at %s answers again; back on the shared budget", f.cfg.Account, f.cfg.Redis.Address)
+		f.opts.Logf("cloudgate: fleet %q: Redis at %s answers again; back on the shared budget", f.cfg.Account, f.cfg.redisTarget())
 	}
 	for _, l := range ls {
 		if on {

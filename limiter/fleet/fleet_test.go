@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloudgate/cloudgate/internal/redisserver"
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
@@ -956,5 +957,107 @@ func TestBackgroundShare(t *testing.T) {
 	}
 	if float64(nb) < 0.5*bg*quota*secs {
 		t.Errorf("background admitted only %d", nb)
+	}
+}
+
+// TestSentinelFailover: a member configured with masterName and the
+// Sentinels' addresses shares the budget on the master; when the master is
+// killed, the member keeps serving (locally), and once the Sentinel has
+// promoted the replica it rejoins the shared budget there.
+func TestSentinelFailover(t *testing.T) {
+	master := fleettest.Start(t)
+	replica, err := redisserver.Start(redisserver.Options{Bin: fleettest.Bin(t), Dir: t.TempDir(), Password: master.Password, ReplicaOf: master.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = replica.Close() })
+	sentinel, err := redisserver.Start(redisserver.Options{Bin: fleettest.Bin(t), Dir: t.TempDir(), Password: master.Password, Sentinel: master.Addr, MasterName: "cg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sentinel.Close() })
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr, Password: sentinel.Password, DisableIdentity: true})
+	defer sc.Close()
+	ctx := context.Background()
+	eventually(t, "the Sentinel sees the replica", func() bool {
+		rs, err := sc.Replicas(ctx, "cg").Result()
+		return err == nil && len(rs) == 1
+	})
+
+	m := newMember(t, master, "acct-s", 1, 100, local, func(c *fleet.Config) {
+		c.Redis = fleet.RedisConfig{Addresses: []string{sentinel.Addr}, MasterName: "cg",
+			PasswordFile: master.PasswordFile, SentinelPasswordFile: sentinel.PasswordFile}
+	})
+	if m.f.Fallback() {
+		t.Fatal("in fallback with the master up")
+	}
+	if err := m.l.Wait(ctx, limiter.PriorityNormal); err != nil {
+		t.Fatal(err)
+	}
+	if shared, _, _ := m.ev.counts(); shared != 1 {
+		t.Fatalf("admission through the Sentinel's master not shared (%d)", shared)
+	}
+
+	master.Kill()
+	if err := m.l.Wait(ctx, limiter.PriorityNormal); err != nil {
+		t.Fatalf("Wait with the master down: %v", err)
+	}
+	eventually(t, "the Sentinel promotes the replica", func() bool {
+		a, err := sc.GetMasterAddrByName(ctx, "cg").Result()
+		return err == nil && len(a) == 2 && net.JoinHostPort(a[0], a[1]) == replica.Addr
+	})
+	eventually(t, "the member on the new master", func() bool {
+		shared0, _, _ := m.ev.counts()
+		if m.f.Fallback() || m.l.Wait(ctx, limiter.PriorityNormal) != nil {
+			return false
+		}
+		shared1, _, _ := m.ev.counts()
+		return shared1 == shared0+1
+	})
+	rc := replica.Client()
+	defer rc.Close()
+	if n, err := rc.Get(ctx, "cloudgate:{acct-s}:read:admitted").Int(); err != nil || n < 1 {
+		t.Errorf("the promoted replica's admission counter = %d, %v; want >= 1", n, err)
+	}
+}
+
+// TestRedisCluster: with addresses and no masterName the member uses a
+// Redis Cluster client; every key of the account carries the hash tag, so
+// the scripts run in one slot.
+func TestRedisCluster(t *testing.T) {
+	node, err := redisserver.Start(redisserver.Options{Bin: fleettest.Bin(t), Dir: t.TempDir(), Cluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Close() })
+	c := node.Client()
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "cluster state ok", func() bool {
+		info, err := c.ClusterInfo(ctx).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	})
+	cfg := fleet.Config{Redis: fleet.RedisConfig{Addresses: []string{node.Addr}, PasswordFile: node.PasswordFile},
+		Account: "acct-c", RedisTimeout: fleet.Duration{Duration: testTimeout}}
+	ev := &events{}
+	f, err := fleet.New(cfg, fleet.Options{Heartbeat: 100 * time.Millisecond, Observer: ev, Logf: ev.logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	l, err := f.Limiter("read", 100, local, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := l.Wait(ctx, limiter.PriorityNormal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if shared, fb, tr := ev.counts(); shared != 3 || fb != 0 || len(tr) != 0 {
+		t.Errorf("on a Redis Cluster: shared %d, local %d, transitions %v; want 3, 0, []", shared, fb, tr)
 	}
 }

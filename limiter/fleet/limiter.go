@@ -190,15 +190,17 @@ func (l *Limiter) Name() string { return l.family }
 // ConfiguredQPS returns the fleet's quota for the family.
 func (l *Limiter) ConfiguredQPS() float64 { return l.quota }
 
-// EffectiveQPS returns the fleet-wide rate after AIMD as last seen in Redis,
-// or in fallback the local bucket's rate.
+// EffectiveQPS returns the rate the live members share, as last seen in
+// Redis (after AIMD, without the fallen members' held shares), or in
+// fallback the local bucket's rate.
 func (l *Limiter) EffectiveQPS() float64 {
+	held, _ := l.f.Held() // before l.mu: register holds the fleet's lock, then l.mu
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fallback && l.lb != nil {
 		return l.lb.EffectiveQPS()
 	}
-	return l.rate * l.quota
+	return l.rate * l.quota * (1 - held)
 }
 
 // ShareQPS returns this member's static share: the rate it falls back to.
