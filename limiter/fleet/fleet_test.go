@@ -570,7 +570,7 @@ func TestWaitCancelAndClose(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	bad := -0.5
+	bad, zero := -0.5, 0.0
 	tests := []struct {
 		name string
 		cfg  fleet.Config
@@ -587,6 +587,16 @@ func TestConfigValidate(t *testing.T) {
 		{"criticalShare", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", CriticalShare: &bad}, "limits.shared.criticalShare"},
 		{"redisTimeout", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", RedisTimeout: fleet.Duration{Duration: time.Minute}}, "limits.shared.redisTimeout"},
 		{"tls fields without tls", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1", TLS: fleet.TLSConfig{CAFile: "/ca"}}, Account: "a"}, "limits.shared.redis.tls"},
+		{"sentinel", fleet.Config{Redis: fleet.RedisConfig{Addresses: []string{"s1:26379", "s2:26379"}, MasterName: "m"}, Account: "a"}, ""},
+		{"cluster", fleet.Config{Redis: fleet.RedisConfig{Addresses: []string{"r1:6379", "r2:6379"}}, Account: "a"}, ""},
+		{"address and addresses", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1", Addresses: []string{"r:2"}}, Account: "a"}, "exclude each other"},
+		{"bad addresses entry", fleet.Config{Redis: fleet.RedisConfig{Addresses: []string{"r:1", "r2"}}, Account: "a"}, "limits.shared.redis.addresses[1] must be host:port"},
+		{"masterName with address", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1", MasterName: "m"}, Account: "a"}, "limits.shared.redis.masterName needs redis.addresses"},
+		{"sentinel password without masterName", fleet.Config{Redis: fleet.RedisConfig{Addresses: []string{"r:1"}, SentinelPasswordFile: "/p"}, Account: "a"}, "limits.shared.redis.sentinelPasswordFile needs redis.masterName"},
+		{"backgroundShare", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", BackgroundShare: &zero}, "limits.shared.backgroundShare"},
+		{"fallbackAfter", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", FallbackAfter: 500}, "limits.shared.fallbackAfter"},
+		{"heartbeat", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", Heartbeat: fleet.Duration{Duration: time.Millisecond}}, "limits.shared.heartbeat"},
+		{"recovery", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", Recovery: fleet.Duration{Duration: 2 * time.Hour}}, "limits.shared.recovery"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
