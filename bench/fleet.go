@@ -37,6 +37,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/bench/simcloud"
+	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/metrics"
 	"github.com/cloudgate/cloudgate/provider"
 )
@@ -97,6 +98,8 @@ type FleetOptions struct {
 	// (real) is limits.shared.redisTimeout.
 	RedisServer  string
 	RedisTimeout time.Duration
+	// BackgroundShare is limits.shared.backgroundShare (0: none).
+	BackgroundShare float64
 }
 
 // DefaultFleetOptions: 3 clusters × 1,000 nodes, 500 nodes scaling up, an
@@ -113,7 +116,7 @@ func DefaultFleetOptions() *FleetOptions {
 		KubeQPS: 20, KubeBurst: 30, TimeFactor: 20,
 		Warmup: 10 * time.Minute, SteadyWindow: 10 * time.Minute, QuiesceTimeout: 20 * time.Minute,
 		ChaosAfter: 20 * time.Second, ChaosOutage: time.Minute,
-		RedisTimeout: 50 * time.Millisecond, Adaptive: true,
+		RedisTimeout: 50 * time.Millisecond, Adaptive: true, BackgroundShare: 0.5,
 	}
 }
 
@@ -152,6 +155,8 @@ func (o *FleetOptions) Validate() error {
 		return fmt.Errorf("--chaos-after must be >= 0 and --chaos-outage > 0")
 	case o.RedisTimeout <= 0 || o.RedisTimeout > 10*time.Second:
 		return fmt.Errorf("--redis-timeout must be in (0, 10s]")
+	case !(o.BackgroundShare >= 0 && o.BackgroundShare <= 1):
+		return fmt.Errorf("--background-share must be in [0, 1] (0: no cap)")
 	}
 	return nil
 }
@@ -168,7 +173,19 @@ func (o *FleetOptions) memberRead(col string) (float64, int) {
 	case FleetLocalSplit:
 		return o.clusterBudget() / float64(o.Clusters), max(1, int(math.Ceil(float64(o.ReadBurst)/float64(o.Clusters))))
 	}
-	return o.clusterBudget(), o.ReadBurst // shared: the fleet's budget
+	// shared: the fleet's budget. Its burst leaves room for the background
+	// client's call and for the bunching of arrivals (see arrivalMargin).
+	return o.clusterBudget(), max(1, int(math.Floor(o.Headroom*float64(o.ReadBurst)))-1-o.arrivalMargin(o.ReadQPS))
+}
+
+// arrivalMargin is the tokens by which calls admitted at the fleet's pace can
+// arrive early at the cloud's bucket: the latency's spread (2 × Jitter) and
+// a real scheduling delay of 5 ms on a loaded machine, which time × f makes
+// f times longer in simulated time (at × 20 and 10 calls/s: 1.4 tokens).
+// One cloudgate alone rarely meets it; a fleet budget that is exactly the
+// quota's burst does, so the shared column's bursts keep this margin.
+func (o *FleetOptions) arrivalMargin(qps float64) int {
+	return int(math.Ceil((2*o.Jitter.Seconds() + 0.005*o.TimeFactor) * qps))
 }
 
 // memberWrite is a member's limits.write (qps, burst) in column col.
@@ -179,7 +196,8 @@ func (o *FleetOptions) memberWrite(col string) (float64, int) {
 	case FleetLocalSplit:
 		return o.Headroom * o.WriteQPS / float64(o.Clusters), max(1, int(math.Ceil(float64(o.WriteBurst)/float64(o.Clusters))))
 	}
-	return o.Headroom * o.WriteQPS, o.WriteBurst
+	// shared: as reads, without a background client.
+	return o.Headroom * o.WriteQPS, max(1, int(math.Floor(o.Headroom*float64(o.WriteBurst)))-o.arrivalMargin(o.WriteQPS))
 }
 
 // memberYAML is the cloudgate.yaml of one member, as an operator writes it
@@ -192,6 +210,9 @@ func (o *FleetOptions) memberYAML(col string, r *redisServer, account string) st
 	if col == FleetShared {
 		y += fmt.Sprintf("  shared:\n    account: %s\n    redis: {address: %q, passwordFile: %q}\n    redisTimeout: %s\n",
 			account, r.Addr, r.PasswordFile, o.RedisTimeout)
+		if o.BackgroundShare > 0 {
+			y += fmt.Sprintf("    backgroundShare: %g\n", o.BackgroundShare)
+		}
 	}
 	return y
 }
@@ -221,21 +242,22 @@ type FleetReport struct {
 
 // FleetOptionsJSON are the options in the report.
 type FleetOptionsJSON struct {
-	Seeds         int     `json:"seeds"`
-	Seed          int64   `json:"seed"`
-	Clusters      int     `json:"clusters"`
-	Nodes         int     `json:"nodes"`
-	ScaleupNodes  int     `json:"scaleup_nodes"`
-	ReadQPS       float64 `json:"read_qps"`
-	ReadBurst     int     `json:"read_burst"`
-	WriteQPS      float64 `json:"write_qps"`
-	WriteBurst    int     `json:"write_burst"`
-	BackgroundQPS float64 `json:"background_qps"`
-	Headroom      float64 `json:"headroom"`
-	TimeFactor    float64 `json:"time_factor"`
-	Chaos         bool    `json:"chaos"`
-	Adaptive      bool    `json:"adaptive"`
-	RedisTimeout  string  `json:"redis_timeout"`
+	Seeds           int     `json:"seeds"`
+	Seed            int64   `json:"seed"`
+	Clusters        int     `json:"clusters"`
+	Nodes           int     `json:"nodes"`
+	ScaleupNodes    int     `json:"scaleup_nodes"`
+	ReadQPS         float64 `json:"read_qps"`
+	ReadBurst       int     `json:"read_burst"`
+	WriteQPS        float64 `json:"write_qps"`
+	WriteBurst      int     `json:"write_burst"`
+	BackgroundQPS   float64 `json:"background_qps"`
+	Headroom        float64 `json:"headroom"`
+	TimeFactor      float64 `json:"time_factor"`
+	Chaos           bool    `json:"chaos"`
+	Adaptive        bool    `json:"adaptive"`
+	RedisTimeout    string  `json:"redis_timeout"`
+	BackgroundShare float64 `json:"background_share"`
 }
 
 // FleetSide is one column's figures (one seed, or the medians).
@@ -257,6 +279,10 @@ type FleetSide struct {
 	BackgroundPerSec    float64   `json:"background_reads_per_second"`
 	SteadyUtilization   float64   `json:"steady_quota_utilization"`
 	OthersScaleupPerSec float64   `json:"others_reads_per_second_during_scaleup"`
+	// OwnOtherScaleupPerSec: the scaling cluster's reads of its existing
+	// nodes during the scale-up (their status refreshes); part of the
+	// bound's "others".
+	OwnOtherScaleupPerSec float64 `json:"own_other_reads_per_second_during_scaleup"`
 
 	// The scale-up: time until every new node is initialised, its bound
 	// (Q = quota − the others' measured use during the scale-up),
@@ -287,8 +313,11 @@ type FleetSide struct {
 
 	// Fallback transitions (cloudgate_fleet_fallback_transitions_total
 	// summed over members; shared only).
-	FallbackTransitions float64     `json:"fallback_transitions"`
-	Chaos               *FleetChaos `json:"chaos,omitempty"`
+	FallbackTransitions float64 `json:"fallback_transitions"`
+	// RedisErrors: failed or timed-out Redis calls (served locally, each
+	// without a switch; cloudgate_fleet_redis_errors_total summed).
+	RedisErrors float64     `json:"redis_errors"`
+	Chaos       *FleetChaos `json:"chaos,omitempty"`
 }
 
 // FleetChaos is the chaos variant's evidence.
@@ -317,6 +346,10 @@ type FleetChaos struct {
 type readCounter struct {
 	next              http.RoundTripper
 	served, throttled atomic.Int64
+	// old holds the instance IDs and node names present before the
+	// scale-up; servedOld counts the served reads of one of them.
+	old       atomic.Pointer[map[string]bool]
+	servedOld atomic.Int64
 }
 
 func (t *readCounter) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -326,6 +359,10 @@ func (t *readCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.throttled.Add(1)
 		} else {
 			t.served.Add(1)
+			if old := t.old.Load(); old != nil && ((*old)[strings.TrimPrefix(req.URL.Path, "/v1/instances/")] ||
+				(req.URL.Path == "/v1/instances" && (*old)[req.URL.Query().Get("name")])) {
+				t.servedOld.Add(1)
+			}
 		}
 	}
 	return resp, err
@@ -381,6 +418,7 @@ func newFleetMember(o *FleetOptions, name, yaml string, srv *simcloud.Server, di
 		m.client.Close()
 		return nil, err
 	}
+	compressFleet(cfg, f)
 	mt := metrics.New()
 	m.reg = prometheus.NewRegistry()
 	if err := mt.Register(m.reg); err != nil {
@@ -403,6 +441,25 @@ func newFleetMember(o *FleetOptions, name, yaml string, srv *simcloud.Server, di
 		return nil, err
 	}
 	return m, nil
+}
+
+// compressFleet compresses the fleet's periods that cloudgateConfig leaves
+// real-time: the AIMD recovery (30 s to the quota, and the cooldown between
+// cuts with it; uncompressed, one cut would last f times longer in simulated
+// time) and the heartbeat (so that members fall, are held and rejoin in
+// simulated seconds). redisTimeout stays real: it bounds a real round trip.
+// The local columns' buckets still recover at qps/30 per real second
+// (cloudgate.yaml has no recovery setting per family): after a throttling
+// answer that penalises them, local-full most (RESULTS.fleet.md says so).
+func compressFleet(cfg *provider.Config, f float64) {
+	if s := cfg.Limits.Shared; s != nil {
+		if s.Heartbeat.Duration == 0 {
+			s.Heartbeat.Duration = scale(fleet.DefaultHeartbeat, f)
+		}
+		if s.Recovery.Duration == 0 {
+			s.Recovery.Duration = scale(fleet.DefaultRecovery, f)
+		}
+	}
 }
 
 // gauge sums a metric's values in reg (0 when absent).
@@ -438,15 +495,15 @@ func RunFleet(ctx context.Context, o *FleetOptions, progress io.Writer) (*FleetR
 			Seeds: o.Seeds, Seed: o.Seed, Clusters: o.Clusters, Nodes: o.Nodes, ScaleupNodes: o.ScaleupNodes,
 			ReadQPS: o.ReadQPS, ReadBurst: o.ReadBurst, WriteQPS: o.WriteQPS, WriteBurst: o.WriteBurst,
 			BackgroundQPS: o.BackgroundQPS, Headroom: o.Headroom, TimeFactor: o.TimeFactor, Chaos: o.Chaos,
-			Adaptive: o.Adaptive, RedisTimeout: o.RedisTimeout.String(),
+			Adaptive: o.Adaptive, RedisTimeout: o.RedisTimeout.String(), BackgroundShare: o.BackgroundShare,
 		},
 	}
 	rep.Conditions = fmt.Sprintf("%d clusters × %d nodes (CCM defaults: --concurrent-node-syncs 1, kube client %g/%d; no LB services) "+
 		"and a background client reading %g/s, on one account allowing %g reads/s (burst %d) and %g writes/s (burst %d), "+
 		"latency %v ± %v; after a %v cold start and a %v steady window, %d nodes join cluster 1 at once; "+
-		"the provider implements neither batch nor list (one read per node); limits adaptive (AIMD) %t, shared redisTimeout %v (real); time × %g (simulated seconds reported)",
+		"the provider implements neither batch nor list (one read per node); limits adaptive (AIMD) %t, shared redisTimeout %v (real) and backgroundShare %g; time × %g (simulated seconds reported)",
 		o.Clusters, o.Nodes, o.KubeQPS, o.KubeBurst, o.BackgroundQPS, o.ReadQPS, o.ReadBurst, o.WriteQPS, o.WriteBurst,
-		o.Latency, o.Jitter, o.Warmup, o.SteadyWindow, o.ScaleupNodes, o.Adaptive, o.RedisTimeout, o.TimeFactor)
+		o.Latency, o.Jitter, o.Warmup, o.SteadyWindow, o.ScaleupNodes, o.Adaptive, o.RedisTimeout, o.BackgroundShare, o.TimeFactor)
 	if o.Chaos {
 		rep.Scenario = "fleet-chaos"
 		rep.Conditions += fmt.Sprintf("; shared: Redis killed %v into the scale-up, restarted %v later", o.ChaosAfter, o.ChaosOutage)
@@ -516,9 +573,15 @@ func runFleetColumn(ctx context.Context, o *FleetOptions, col string, seed int64
 		if members[i], err = newFleetMember(o, name, o.memberYAML(col, rs, account), srv, dir); err != nil {
 			return nil, err
 		}
-		if _, err := members[i].c.AddNodes(o.Nodes, true, true); err != nil {
+		insts, err := members[i].c.AddNodes(o.Nodes, true, true)
+		if err != nil {
 			return nil, err
 		}
+		old := map[string]bool{}
+		for _, in := range insts {
+			old[in.ID], old[in.NodeName] = true, true
+		}
+		members[i].reads.old.Store(&old)
 	}
 	fmt.Fprintf(progress, "%s: %d clusters × %d nodes, member read limit %g/s (time x%g)\n", label, o.Clusters, o.Nodes, first(o.memberRead(col)), f)
 
@@ -588,12 +651,16 @@ func runFleetColumn(ctx context.Context, o *FleetOptions, col string, seed int64
 		at        time.Time
 		cnt       simcloud.Counters
 		served    []int64
+		ownOld    int64 // the scaling cluster's reads of its existing nodes
 		bg, bgThr int64
 	}
 	take := func() snap {
 		s := snap{at: time.Now(), cnt: srv.Counters(), bg: bgServed.Load(), bgThr: bgThrottled.Load()}
 		for _, m := range members {
 			s.served = append(s.served, m.reads.served.Load())
+			if len(s.served) == 1 {
+				s.ownOld = m.reads.servedOld.Load()
+			}
 		}
 		return s
 	}
@@ -698,13 +765,17 @@ func runFleetColumn(ctx context.Context, o *FleetOptions, col string, seed int64
 		}
 		others += float64(initAt.bg - b.bg)
 		side.OthersScaleupPerSec = others / t
+		// The scaling cluster keeps refreshing its existing nodes meanwhile:
+		// those reads are not available to the new nodes either. (Its other
+		// reads, e.g. a second read of a new node, count as scale-up work.)
+		side.OwnOtherScaleupPerSec = float64(initAt.ownOld-b.ownOld) / t
 		var all float64
 		for i := range members {
 			all += float64(initAt.served[i] - b.served[i])
 		}
 		all += float64(initAt.bg - b.bg)
 		side.ScaleupUtilization = all / t / o.ReadQPS
-		side.Bound = fleetBound(base, o.ScaleupNodes, o.ReadQPS, side.OthersScaleupPerSec)
+		side.Bound = fleetBound(base, o.ScaleupNodes, o.ReadQPS, side.OthersScaleupPerSec+side.OwnOtherScaleupPerSec)
 		x := *side.InitSeconds / side.Bound.Seconds
 		side.OverBound = &x
 	}
@@ -712,6 +783,7 @@ func runFleetColumn(ctx context.Context, o *FleetOptions, col string, seed int64
 	for _, m := range members {
 		wire = append(wire, m.wire.snapshot()...)
 		side.FallbackTransitions += gauge(m.reg, "cloudgate_fleet_fallback_transitions_total")
+		side.RedisErrors += gauge(m.reg, "cloudgate_fleet_redis_errors_total")
 	}
 	var js ChaosSide
 	joinWrites(&js, wire, srv.WriteLog())
@@ -742,7 +814,9 @@ func nodeNames(insts []simcloud.Instance) []string {
 }
 
 // fleetBound is initBound with Q = the quota minus the others' measured
-// use: the scaling cluster can have at most what the others left.
+// use: the new nodes can have at most what every other read left (the
+// other clusters', the background client's and the scaling cluster's own
+// refreshes of its existing nodes, measured during the same scale-up).
 func fleetBound(o *Options, k int, quota, others float64) *Bound {
 	q := quota - others
 	calls := float64(k) // the provider implements no batch: a read per node
@@ -904,6 +978,7 @@ func medianFleet(runs []FleetSide) (*FleetSide, map[string][2]float64) {
 	out.BackgroundPerSec = med("background_reads", func(s FleetSide) float64 { return s.BackgroundPerSec })
 	out.SteadyUtilization = med("steady_utilization", func(s FleetSide) float64 { return s.SteadyUtilization })
 	out.OthersScaleupPerSec = med("others_scaleup", func(s FleetSide) float64 { return s.OthersScaleupPerSec })
+	out.OwnOtherScaleupPerSec = med("own_other_scaleup", func(s FleetSide) float64 { return s.OwnOtherScaleupPerSec })
 	out.ScaleupUtilization = med("scaleup_utilization", func(s FleetSide) float64 { return s.ScaleupUtilization })
 	out.InitSeconds = medPtr("init_seconds", func(s FleetSide) *float64 { return s.InitSeconds })
 	out.QuiesceSeconds = medPtr("quiesce_seconds", func(s FleetSide) *float64 { return s.QuiesceSeconds })
@@ -928,6 +1003,7 @@ func medianFleet(runs []FleetSide) (*FleetSide, map[string][2]float64) {
 		out.WritesDuplicated += r.WritesDuplicated
 	}
 	out.FallbackTransitions = med("fallback_transitions", func(s FleetSide) float64 { return s.FallbackTransitions })
+	out.RedisErrors = med("redis_errors", func(s FleetSide) float64 { return s.RedisErrors })
 	if runs[0].Chaos != nil {
 		c := &FleetChaos{FallbackBound: runs[0].Chaos.FallbackBound, MembersFellBack: len(runs[0].SteadyReadsPerSec), MembersRejoined: len(runs[0].SteadyReadsPerSec)}
 		var rej []float64
@@ -1052,13 +1128,16 @@ func (r *FleetReport) WriteMarkdown(w io.Writer) {
 	row("others' reads/s during the scale-up (measured)", func(_ string, s *FleetSide, sp map[string][2]float64) string {
 		return withSpread(s.OthersScaleupPerSec, sp["others_scaleup"], "%.2f", seeds)
 	})
+	row("… and the scaling cluster's reads/s of its existing nodes", func(_ string, s *FleetSide, sp map[string][2]float64) string {
+		return withSpread(s.OwnOtherScaleupPerSec, sp["own_other_scaleup"], "%.2f", seeds)
+	})
 	row(fmt.Sprintf("scale-up: %d nodes initialised (s)", r.Options.ScaleupNodes), func(_ string, s *FleetSide, sp map[string][2]float64) string {
 		if s.InitSeconds == nil {
 			return "not reached"
 		}
 		return "**" + withSpread(*s.InitSeconds, sp["init_seconds"], "%.0f", seeds) + "**"
 	})
-	row("bound, Q = quota − others' measured use (s)", func(_ string, s *FleetSide, sp map[string][2]float64) string {
+	row("bound, Q = quota − every other read measured meanwhile (s)", func(_ string, s *FleetSide, sp map[string][2]float64) string {
 		if s.Bound == nil {
 			return "-"
 		}
@@ -1088,10 +1167,16 @@ func (r *FleetReport) WriteMarkdown(w io.Writer) {
 		}
 		return withSpread(s.FallbackTransitions, sp["fallback_transitions"], "%.0f", seeds)
 	})
+	row("Redis calls failed or over redisTimeout (served locally; all members)", func(col string, s *FleetSide, sp map[string][2]float64) string {
+		if col != FleetShared {
+			return "-"
+		}
+		return withSpread(s.RedisErrors, sp["redis_errors"], "%.0f", seeds)
+	})
 	if c := r.Columns[FleetShared]; c != nil && c.Chaos != nil {
 		ch := c.Chaos
 		fmt.Fprintf(w, "\nChaos (shared): Redis killed at %.0fs of the scale-up, restarted at %.0fs (simulated). "+
-			"Members in fallback during the outage: %d/%d (least over seeds); rejoined after the restart: %d/%d, the last after %s (simulated; the heartbeat is 1 s real). "+
+			"Members in fallback during the outage: %d/%d (least over seeds); rejoined after the restart: %d/%d, the last after %s (simulated; the heartbeat is 1 s simulated). "+
 			"Throttled answers from the kill until a simulated minute after the rejoin: %d (most over seeds) against the fallback bound %d "+
 			"(2 × (read burst + write burst): the members' local bursts at the switch, then the fresh fleet burst at the rejoin). "+
 			"Reads served by the members during the outage: %.2f/s against their shares' sum %.3g/s.\n",

@@ -25,6 +25,7 @@ type fleetMetrics struct {
 	members     *prometheus.GaugeVec
 	fallback    *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
+	redisErrors *prometheus.CounterVec
 	admissions  *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 }
@@ -44,10 +45,10 @@ func newFleetMetrics() *fleetMetrics {
 			"The fleet-wide rate of a family after adaptive decreases (shared through Redis), in calls per second.",
 			"provider", "family"),
 		share: gauge("fleet_share_rate",
-			"This member's static share of a family's quota (weight / sum of live members' weights), the rate it falls back to when Redis is unavailable, in calls per second.",
+			"This member's static share of a family's quota (weight / sum of registered members' weights, live or fallen), the rate it falls back to when Redis is unavailable, in calls per second.",
 			"provider", "family"),
 		members: gauge("fleet_members",
-			"Live members of the fleet (recent heartbeat in Redis) as last seen; 0 when none is known.",
+			"Registered members of the fleet as last seen in Redis, live or fallen (a fallen member's share is held from the budget); 0 when none is known.",
 			"provider"),
 		fallback: gauge("fleet_fallback",
 			"1 while this member serves from its local share because Redis is unavailable or slow, 0 on the shared budget.",
@@ -55,8 +56,11 @@ func newFleetMetrics() *fleetMetrics {
 		transitions: counter("fleet_fallback_transitions_total",
 			"Switches between the shared budget and the local fallback share, by the mode switched to (fallback, shared).",
 			"provider", "to"),
+		redisErrors: counter("fleet_redis_errors_total",
+			"Redis calls of this member that failed or exceeded redisTimeout; fallbackAfter of them in a row switch it to fallback.",
+			"provider"),
 		admissions: counter("fleet_admissions_total",
-			"Calls this member admitted, from the fleet's shared budget (mode shared) or from its local fallback share (mode fallback).",
+			"Calls this member admitted, from the fleet's shared budget (mode shared) or from its local share (mode fallback: in fallback, or right after a failed admission round trip).",
 			"provider", "family", "mode"),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "fleet_redis_admission_duration_seconds",
@@ -67,7 +71,7 @@ func newFleetMetrics() *fleetMetrics {
 }
 
 func (f *fleetMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{f.usage, f.rate, f.share, f.members, f.fallback, f.transitions, f.admissions, f.latency}
+	return []prometheus.Collector{f.usage, f.rate, f.share, f.members, f.fallback, f.transitions, f.redisErrors, f.admissions, f.latency}
 }
 
 // FleetRecorder records one cloudgate's fleet events under its provider
@@ -82,6 +86,7 @@ func (m *Metrics) Fleet(provider string) *FleetRecorder {
 	r := &FleetRecorder{m: m.fleet, provider: provider}
 	r.m.fallback.WithLabelValues(provider).Set(0)
 	r.m.members.WithLabelValues(provider).Set(0)
+	r.m.redisErrors.WithLabelValues(provider)
 	for _, to := range []string{fleetToFallback, fleetToShared} {
 		r.m.transitions.WithLabelValues(provider, to)
 	}
@@ -107,6 +112,9 @@ func (r *FleetRecorder) FallbackChanged(fallback bool) {
 	r.m.fallback.WithLabelValues(r.provider).Set(0)
 	r.m.transitions.WithLabelValues(r.provider, fleetToShared).Inc()
 }
+
+// RedisError implements fleet.Observer.
+func (r *FleetRecorder) RedisError() { r.m.redisErrors.WithLabelValues(r.provider).Inc() }
 
 // Family implements fleet.Observer: the observer of one family, its series
 // resolved once (an admission is on the hot path).

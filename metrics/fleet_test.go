@@ -31,9 +31,10 @@ func TestFleetRecorder(t *testing.T) {
 	r.FallbackChanged(false)
 	r.FallbackChanged(true)
 	read.RedisAdmission(300 * time.Microsecond)
+	r.RedisError()
 
 	expect := `
-# HELP cloudgate_fleet_admissions_total Calls this member admitted, from the fleet's shared budget (mode shared) or from its local fallback share (mode fallback).
+# HELP cloudgate_fleet_admissions_total Calls this member admitted, from the fleet's shared budget (mode shared) or from its local share (mode fallback: in fallback, or right after a failed admission round trip).
 # TYPE cloudgate_fleet_admissions_total counter
 cloudgate_fleet_admissions_total{family="read",mode="fallback",provider="simcloud"} 1
 cloudgate_fleet_admissions_total{family="read",mode="shared",provider="simcloud"} 2
@@ -47,10 +48,13 @@ cloudgate_fleet_fallback{provider="simcloud"} 1
 # TYPE cloudgate_fleet_fallback_transitions_total counter
 cloudgate_fleet_fallback_transitions_total{provider="simcloud",to="fallback"} 2
 cloudgate_fleet_fallback_transitions_total{provider="simcloud",to="shared"} 1
-# HELP cloudgate_fleet_members Live members of the fleet (recent heartbeat in Redis) as last seen; 0 when none is known.
+# HELP cloudgate_fleet_members Registered members of the fleet as last seen in Redis, live or fallen (a fallen member's share is held from the budget); 0 when none is known.
 # TYPE cloudgate_fleet_members gauge
 cloudgate_fleet_members{provider="simcloud"} 4
-# HELP cloudgate_fleet_share_rate This member's static share of a family's quota (weight / sum of live members' weights), the rate it falls back to when Redis is unavailable, in calls per second.
+# HELP cloudgate_fleet_redis_errors_total Redis calls of this member that failed or exceeded redisTimeout; fallbackAfter of them in a row switch it to fallback.
+# TYPE cloudgate_fleet_redis_errors_total counter
+cloudgate_fleet_redis_errors_total{provider="simcloud"} 1
+# HELP cloudgate_fleet_share_rate This member's static share of a family's quota (weight / sum of registered members' weights, live or fallen), the rate it falls back to when Redis is unavailable, in calls per second.
 # TYPE cloudgate_fleet_share_rate gauge
 cloudgate_fleet_share_rate{family="read",provider="simcloud"} 25
 # HELP cloudgate_fleet_usage_ratio Calls the whole fleet sharing this account admitted in the last minute, divided by what the family's quota allows in a minute.
@@ -58,7 +62,7 @@ cloudgate_fleet_share_rate{family="read",provider="simcloud"} 25
 cloudgate_fleet_usage_ratio{family="read",provider="simcloud"} 0.75
 `
 	names := []string{"cloudgate_fleet_admissions_total", "cloudgate_fleet_effective_rate", "cloudgate_fleet_fallback",
-		"cloudgate_fleet_fallback_transitions_total", "cloudgate_fleet_members", "cloudgate_fleet_share_rate", "cloudgate_fleet_usage_ratio"}
+		"cloudgate_fleet_fallback_transitions_total", "cloudgate_fleet_members", "cloudgate_fleet_redis_errors_total", "cloudgate_fleet_share_rate", "cloudgate_fleet_usage_ratio"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expect), names...); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,9 @@ var _ cloudprovider.Interface = (*cloud)(nil)
 // stop or Close. Called again (leader migration), it replaces the loop.
 func (c *cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.g.upstream.Initialize(clientBuilder, stop)
+	if c.g.fleet != nil {
+		c.g.fleetEv.initialize(clientBuilder, c.g.fleet.Member()) // fallback Events
+	}
 	c.g.buildBatcher(true)
 	c.g.start(stop)
 }

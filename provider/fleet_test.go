@@ -3,10 +3,17 @@ package provider
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	restclient "k8s.io/client-go/rest"
 
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
@@ -91,6 +98,73 @@ func TestFleetConfigErrorsNameTheField(t *testing.T) {
 		_, err := LoadConfig(strings.NewReader(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("LoadConfig(%q) = %v, want an error naming %s", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// fakeClientBuilder hands out one (fake) clientset.
+type fakeClientBuilder struct{ c kubernetes.Interface }
+
+func (b fakeClientBuilder) Config(string) (*restclient.Config, error) {
+	return &restclient.Config{}, nil
+}
+func (b fakeClientBuilder) ConfigOrDie(string) *restclient.Config       { return &restclient.Config{} }
+func (b fakeClientBuilder) Client(string) (kubernetes.Interface, error) { return b.c, nil }
+func (b fakeClientBuilder) ClientOrDie(string) kubernetes.Interface     { return b.c }
+
+// TestFleetFallbackEvents: a member that falls back when Redis dies, and
+// rejoins when it is back, reports both as Kubernetes Events in kube-system
+// on the kube-system Namespace, without the Redis password.
+func TestFleetFallbackEvents(t *testing.T) {
+	r := fleettest.Start(t)
+	cfg, err := LoadConfig(strings.NewReader(fleetConfigYAML(r, "acct-events", 20) + "    heartbeat: 50ms\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Metrics = metrics.New()
+	c := mustNew(t, newCountingCloud(), cfg)
+	defer c.(interface{ Close() error }).Close()
+	kc := fake.NewClientset()
+	stop := make(chan struct{})
+	defer close(stop)
+	c.Initialize(fakeClientBuilder{kc}, stop)
+	g := c.(*cloud).g
+
+	events := func() []corev1.Event {
+		l, err := kc.CoreV1().Events("kube-system").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name }) // kube-system.<hex ns>
+		return l.Items
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	r.Kill()
+	waitFor("fallback", g.fleet.Fallback)
+	r.Restart()
+	waitFor("rejoin", func() bool { return !g.fleet.Fallback() })
+	waitFor("two Events", func() bool { return len(events()) >= 2 })
+	evs := events()
+	want := []struct{ reason, typ string }{{"CloudgateRedisFallback", corev1.EventTypeWarning}, {"CloudgateRedisRejoined", corev1.EventTypeNormal}}
+	for i, w := range want {
+		e := evs[i]
+		if e.Reason != w.reason || e.Type != w.typ {
+			t.Errorf("Event %d: %s/%s, want %s/%s", i, e.Reason, e.Type, w.reason, w.typ)
+		}
+		if e.InvolvedObject.Kind != "Namespace" || e.InvolvedObject.Name != "kube-system" || e.Namespace != "kube-system" {
+			t.Errorf("Event %d on %+v in %q, want the kube-system Namespace", i, e.InvolvedObject, e.Namespace)
+		}
+		if !strings.Contains(e.Message, "acct-events") || !strings.Contains(e.Message, g.fleet.Member()) || strings.Contains(e.Message, r.Password) {
+			t.Errorf("Event %d message %q: want the account and the member, never the password", i, e.Message)
 		}
 	}
 }

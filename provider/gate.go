@@ -46,6 +46,7 @@ type gate struct {
 
 	buckets  []bucketState
 	fleet    *fleet.Fleet // nil without limits.shared
+	fleetEv  *fleetEvents // its Kubernetes Events; nil without limits.shared
 	breakers map[string]*limiter.Breaker
 	// m is the resolved policy, one field per method; methods indexes the
 	// same by name (for tests and by-name lookups outside the hot path).
@@ -156,7 +157,8 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 	if s := cfg.Limits.Shared; s != nil {
 		fr := m.Fleet(g.providerName)
 		fr.Init([]string{familyRead, familyWrite})
-		if g.fleet, err = fleet.New(*s, fleet.Options{Observer: fr}); err != nil {
+		g.fleetEv = newFleetEvents(fr, s.Account)
+		if g.fleet, err = fleet.New(*s, fleet.Options{Observer: g.fleetEv}); err != nil {
 			return nil, fmt.Errorf("cloudgate config: %w", err)
 		}
 	}
@@ -241,6 +243,7 @@ func (g *gate) close() {
 	}
 	if g.fleet != nil {
 		g.fleet.Close() // deregisters this member; its limiters then fall back to local buckets
+		g.fleetEv.wait()
 	}
 }
 

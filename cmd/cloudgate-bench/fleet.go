@@ -54,6 +54,7 @@ func runFleet(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.ChaosOutage, "chaos-outage", o.ChaosOutage, "simulated time Redis stays down")
 	fs.StringVar(&o.RedisServer, "redis-server", "", "redis-server binary (default: from PATH or /usr/bin)")
 	fs.DurationVar(&o.RedisTimeout, "redis-timeout", o.RedisTimeout, "limits.shared.redisTimeout (real time)")
+	fs.Float64Var(&o.BackgroundShare, "background-share", o.BackgroundShare, "limits.shared.backgroundShare of the shared column (0: no cap)")
 	fs.BoolVar(&o.Adaptive, "adaptive", o.Adaptive, "limits.<family>.adaptive of every member (AIMD; its recovery is not time-compressed)")
 	mdOut := fs.String("markdown", "", "also write the table as Markdown to this file")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")

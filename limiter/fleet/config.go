@@ -20,7 +20,13 @@ const (
 	DefaultWeight        = 1.0
 	DefaultMinShare      = 0.1
 	DefaultCriticalShare = 0.2
-	DefaultRedisTimeout  = 5 * time.Millisecond
+	// DefaultRedisTimeout is tens of milliseconds: a Redis round trip on a
+	// loaded node regularly takes a few ms, and one slow call does not
+	// switch modes anyway (see FallbackAfter).
+	DefaultRedisTimeout  = 50 * time.Millisecond
+	DefaultFallbackAfter = 3
+	DefaultHeartbeat     = time.Second
+	DefaultRecovery      = 30 * time.Second
 )
 
 // Config is the YAML section limits.shared of cloudgate.yaml: the account
@@ -43,15 +49,47 @@ type Config struct {
 	// (writes, node initialisation): the other calls may use only
 	// 1 - CriticalShare of it. In [0, 1); nil means 0.2.
 	CriticalShare *float64 `json:"criticalShare,omitempty"`
-	// RedisTimeout bounds every Redis call; a slower answer counts as Redis
-	// unavailable and the member falls back to its local share. Default 5ms.
+	// BackgroundShare caps the fraction of the quota that background calls
+	// (status refreshes, list sweeps) of all members together may use, so
+	// that they yield fleet-wide to normal and critical calls. In (0, 1];
+	// nil means no cap beyond 1 - CriticalShare.
+	BackgroundShare *float64 `json:"backgroundShare,omitempty"`
+	// RedisTimeout bounds every Redis call. A call that fails or times out is
+	// served from this member's local share at once (never blocking a
+	// controller for longer); the member switches to fallback only after
+	// FallbackAfter consecutive failures. Default 50ms.
 	RedisTimeout Duration `json:"redisTimeout,omitzero"`
+	// FallbackAfter is how many consecutive failed Redis calls switch the
+	// member to its local share (1-100; default 3). A success resets the
+	// count; a heartbeat that reaches Redis rejoins.
+	FallbackAfter int `json:"fallbackAfter,omitempty"`
+	// Heartbeat is how often the member renews its registration and, in
+	// fallback, probes Redis (10ms-1m; default 1s). A member silent for 3
+	// heartbeats counts as fallen: the others reserve its static share.
+	// Every member of a fleet should use the same heartbeat.
+	Heartbeat Duration `json:"heartbeat,omitzero"`
+	// Recovery is how long the fleet's rate takes to grow back linearly
+	// from 0 to the quota after a throttling answer cut it (10ms-1h; default
+	// 30s, as a local bucket's qps/30 per second). Successive cuts are at
+	// least Recovery/30 apart.
+	Recovery Duration `json:"recovery,omitzero"`
 }
 
-// RedisConfig is limits.shared.redis.
+// RedisConfig is limits.shared.redis: one Redis (address), a Redis Cluster
+// (addresses, some of its nodes) or a Redis under Sentinel (masterName and
+// the Sentinels' addresses), through go-redis's UniversalClient.
 type RedisConfig struct {
-	// Address is host:port.
-	Address string `json:"address"`
+	// Address is host:port of a single Redis.
+	Address string `json:"address,omitempty"`
+	// Addresses are host:port of Redis Cluster nodes, or, with MasterName,
+	// of the Sentinels. Exclusive with Address.
+	Addresses []string `json:"addresses,omitempty"`
+	// MasterName is the master's name the Sentinels monitor; it selects
+	// Sentinel mode.
+	MasterName string `json:"masterName,omitempty"`
+	// SentinelPasswordFile holds the Sentinels' own password (requirepass
+	// of the Sentinels); empty means none.
+	SentinelPasswordFile string `json:"sentinelPasswordFile,omitempty"`
 	// Username is the Redis ACL user; empty means the default user.
 	Username string `json:"username,omitempty"`
 	// PasswordFile is a file holding the password (surrounding whitespace is
@@ -101,12 +139,33 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	const p = "limits.shared."
-	if c.Redis.Address == "" {
-		bad(p + "redis.address is required: host:port of the Redis that keeps the fleet's budget")
-	} else if host, port, err := net.SplitHostPort(c.Redis.Address); err != nil || host == "" {
-		bad(p+"redis.address must be host:port (got %q)", c.Redis.Address)
-	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		bad(p+"redis.address: port must be 1-65535 (got %q)", port)
+	checkAddr := func(field, a string) {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" {
+			bad(p+"%s must be host:port (got %q)", field, a)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			bad(p+"%s: port must be 1-65535 (got %q)", field, port)
+		}
+	}
+	switch r := c.Redis; {
+	case r.Address == "" && len(r.Addresses) == 0:
+		bad(p + "redis.address is required: host:port of the Redis that keeps the fleet's budget (or redis.addresses for a Redis Cluster, or with redis.masterName for Sentinels)")
+	case r.Address != "" && len(r.Addresses) > 0:
+		bad(p + "redis.address and redis.addresses exclude each other: address names one Redis, addresses the Cluster nodes or the Sentinels")
+	case r.Address != "":
+		checkAddr("redis.address", r.Address)
+		if r.MasterName != "" {
+			bad(p + "redis.masterName needs redis.addresses, the Sentinels' host:port (not redis.address)")
+		}
+	default:
+		for i, a := range r.Addresses {
+			checkAddr(fmt.Sprintf("redis.addresses[%d]", i), a)
+		}
+	}
+	if c.Redis.MasterName != "" && strings.ContainsAny(c.Redis.MasterName, " \t\r\n") {
+		bad(p + "redis.masterName must not contain whitespace")
+	}
+	if c.Redis.SentinelPasswordFile != "" && c.Redis.MasterName == "" {
+		bad(p + "redis.sentinelPasswordFile needs redis.masterName (Sentinel mode)")
 	}
 	if strings.ContainsAny(c.Redis.Username, " \t\r\n") {
 		bad(p + "redis.username must not contain whitespace")
@@ -129,8 +188,20 @@ func (c Config) Validate() error {
 	if cs := c.CriticalShare; cs != nil && (math.IsNaN(*cs) || *cs < 0 || *cs >= 1) {
 		bad(p+"criticalShare must be in [0, 1), the fraction of the quota reserved for critical calls (got %v)", *cs)
 	}
+	if bs := c.BackgroundShare; bs != nil && (math.IsNaN(*bs) || *bs <= 0 || *bs > 1) {
+		bad(p+"backgroundShare must be in (0, 1], the fraction of the quota background calls may use fleet-wide (got %v; leave it out for no cap)", *bs)
+	}
+	if c.FallbackAfter < 0 || c.FallbackAfter > 100 {
+		bad(p+"fallbackAfter must be between 1 and 100 consecutive failed Redis calls (got %d; 0 means %d)", c.FallbackAfter, DefaultFallbackAfter)
+	}
+	if d := c.Heartbeat.Duration; d != 0 && (d < 10*time.Millisecond || d > time.Minute) {
+		bad(p+"heartbeat must be between 10ms and 1m (got %v; leave it out for %v)", d, DefaultHeartbeat)
+	}
+	if d := c.Recovery.Duration; d != 0 && (d < time.Second/100 || d > time.Hour) {
+		bad(p+"recovery must be between 10ms and 1h (got %v; leave it out for %v)", d, DefaultRecovery)
+	}
 	if d := c.RedisTimeout.Duration; d < 0 || d > 10*time.Second {
-		bad(p+"redisTimeout must be between 0 and 10s, a few milliseconds in practice (got %v; 0 means %v)", d, DefaultRedisTimeout)
+		bad(p+"redisTimeout must be between 0 and 10s, tens of milliseconds in practice (got %v; 0 means %v)", d, DefaultRedisTimeout)
 	}
 	return errors.Join(errs...)
 }
@@ -150,31 +221,59 @@ func (c Config) withDefaults() Config {
 	if c.RedisTimeout.Duration == 0 {
 		c.RedisTimeout.Duration = DefaultRedisTimeout
 	}
+	if c.FallbackAfter == 0 {
+		c.FallbackAfter = DefaultFallbackAfter
+	}
+	if c.Heartbeat.Duration == 0 {
+		c.Heartbeat.Duration = DefaultHeartbeat
+	}
 	return c
 }
 
 // password reads Redis.PasswordFile. Its errors name the field and the path,
 // never the content.
 func (c Config) password() (string, error) {
-	if c.Redis.PasswordFile == "" {
+	return readPassword("passwordFile", c.Redis.PasswordFile)
+}
+
+// sentinelPassword reads Redis.SentinelPasswordFile.
+func (c Config) sentinelPassword() (string, error) {
+	return readPassword("sentinelPasswordFile", c.Redis.SentinelPasswordFile)
+}
+
+func readPassword(field, file string) (string, error) {
+	if file == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(c.Redis.PasswordFile)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is in our message already
 		}
-		return "", fmt.Errorf("limits.shared.redis.passwordFile: cannot read %q: %v", c.Redis.PasswordFile, err)
+		return "", fmt.Errorf("limits.shared.redis.%s: cannot read %q: %v", field, file, err)
 	}
 	pw := strings.TrimSpace(string(b))
 	if pw == "" {
-		return "", fmt.Errorf("limits.shared.redis.passwordFile: %q is empty (leave passwordFile out for no password)", c.Redis.PasswordFile)
+		return "", fmt.Errorf("limits.shared.redis.%s: %q is empty (leave %[1]s out for no password)", field, file)
 	}
 	if strings.ContainsAny(pw, "\r\n") {
-		return "", fmt.Errorf("limits.shared.redis.passwordFile: %q holds more than one line; put only the password in it", c.Redis.PasswordFile)
+		return "", fmt.Errorf("limits.shared.redis.%s: %q holds more than one line; put only the password in it", field, file)
 	}
 	return pw, nil
+}
+
+// redisTarget describes the configured Redis for log lines and events
+// (addresses and the master's name; never credentials).
+func (c Config) redisTarget() string {
+	r := c.Redis
+	switch {
+	case r.MasterName != "":
+		return fmt.Sprintf("master %q via Sentinels %s", r.MasterName, strings.Join(r.Addresses, ","))
+	case len(r.Addresses) > 0:
+		return "Redis Cluster " + strings.Join(r.Addresses, ",")
+	}
+	return r.Address
 }
 
 // tlsConfig returns the TLS configuration, or nil without TLS.
@@ -184,7 +283,7 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if cfg.ServerName == "" {
+	if cfg.ServerName == "" && c.Redis.Address != "" {
 		host, _, _ := net.SplitHostPort(c.Redis.Address)
 		cfg.ServerName = host
 	}

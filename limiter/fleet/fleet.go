@@ -21,12 +21,17 @@ type Options struct {
 	// MemberID names this member in Redis; default a random "m-…" id. Two
 	// live members must not share one.
 	MemberID string
-	// Heartbeat is how often the member renews its registration, reads the
-	// fleet's state and, in fallback, probes Redis; default 1s.
+	// Heartbeat overrides Config.Heartbeat (limits.shared.heartbeat) when
+	// set.
 	Heartbeat time.Duration
-	// MemberTTL is how long a member counts after its last heartbeat;
-	// default 3 × Heartbeat.
+	// MemberTTL is how long a member counts as live after its last
+	// heartbeat; afterwards it has fallen and the others hold its share.
+	// Default 3 × Heartbeat.
 	MemberTTL time.Duration
+	// ForgetAfter is how long a fallen member stays registered (its share
+	// held) before it is deregistered; default 120 × Heartbeat (2 min at
+	// 1s). A member that stops without Close holds its share that long.
+	ForgetAfter time.Duration
 	// Observer receives events; nil discards them.
 	Observer Observer
 	// Logf writes the fallback and rejoin log lines; nil means klog. The
@@ -41,7 +46,7 @@ type Fleet struct {
 	cfg     Config
 	opts    Options
 	obs     Observer
-	client  *redis.Client
+	client  redis.UniversalClient
 	prefix  string // key prefix, with the account as hash tag
 	timeout time.Duration
 
@@ -52,8 +57,11 @@ type Fleet struct {
 	closed      bool
 	fallback    bool
 	known       bool    // the membership has been read at least once
-	members     int     // live members at the last heartbeat
-	totalWeight float64 // their weights
+	members     int     // registered members at the last heartbeat (live and fallen)
+	fallen      int     // of which fallen
+	held        float64 // the fallen members' share of the quota, held from the budget
+	totalWeight float64 // the registered members' weights
+	failures    int     // consecutive failed Redis calls
 
 	stop chan struct{}
 	done chan struct{}
@@ -73,12 +81,19 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
+	spw, err := cfg.sentinelPassword()
+	if err != nil {
+		return nil, err
+	}
 	tlsCfg, err := cfg.tlsConfig()
 	if err != nil {
 		return nil, err
 	}
 	if opts.Heartbeat <= 0 {
-		opts.Heartbeat = time.Second
+		opts.Heartbeat = cfg.Heartbeat.Duration
+	}
+	if opts.ForgetAfter <= 0 {
+		opts.ForgetAfter = 120 * opts.Heartbeat
 	}
 	if opts.MemberTTL <= 0 {
 		opts.MemberTTL = 3 * opts.Heartbeat
@@ -104,11 +119,21 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 		f.obs = nopObserver{}
 	}
 	t := f.timeout
-	f.client = redis.NewClient(&redis.Options{
-		Addr:      cfg.Redis.Address,
-		Username:  cfg.Redis.Username,
-		Password:  pw,
-		TLSConfig: tlsCfg,
+	addrs := cfg.Redis.Addresses
+	if cfg.Redis.Address != "" {
+		addrs = []string{cfg.Redis.Address}
+	}
+	// One address: a single Redis; with MasterName: Sentinel (the master is
+	// looked up at dial, a failover re-dials the new master); several: a
+	// Cluster (every key of the account in one slot, see the hash tag).
+	f.client = redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:            addrs,
+		MasterName:       cfg.Redis.MasterName,
+		IsClusterMode:    cfg.Redis.MasterName == "" && len(cfg.Redis.Addresses) > 0,
+		Username:         cfg.Redis.Username,
+		Password:         pw,
+		SentinelPassword: spw,
+		TLSConfig:        tlsCfg,
 		// Every call is bounded by the context's deadline (RedisTimeout);
 		// no retries, which would multiply the bound.
 		ContextTimeoutEnabled: true,
@@ -159,8 +184,8 @@ func (f *Fleet) Close() {
 		l.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	_ = heartbeatScript.Run(ctx, f.client, []string{f.key("weights"), f.key("heartbeats")},
-		f.opts.MemberID, 0, f.opts.MemberTTL.Milliseconds(), "leave").Err()
+	_ = heartbeatScript.Run(ctx, f.client, []string{f.key("weights"), f.key("heartbeats"), f.key("held")},
+		f.opts.MemberID, 0, f.opts.MemberTTL.Milliseconds(), "leave", f.opts.ForgetAfter.Milliseconds()).Err()
 	cancel()
 	_ = f.client.Close()
 }
@@ -188,8 +213,9 @@ func (f *Fleet) loop() {
 		case <-tk.C:
 		}
 		if err := f.heartbeat(); err != nil {
-			f.setFallback(true, err)
+			f.redisResult(err)
 		} else {
+			f.redisResult(nil)
 			f.setFallback(false, nil)
 		}
 	}
@@ -201,18 +227,19 @@ func (f *Fleet) heartbeat() error {
 	f.mu.Lock()
 	ls := append([]*Limiter(nil), f.limiters...)
 	f.mu.Unlock()
-	keys := []string{f.key("weights"), f.key("heartbeats")}
+	keys := []string{f.key("weights"), f.key("heartbeats"), f.key("held")}
 	for _, l := range ls {
 		keys = append(keys, l.keys[keyCount], l.keys[keyAIMD])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	v, err := heartbeatScript.Run(ctx, f.client, keys,
-		f.opts.MemberID, strconv.FormatFloat(f.cfg.Weight, 'g', -1, 64), f.opts.MemberTTL.Milliseconds(), "").Slice()
+		f.opts.MemberID, strconv.FormatFloat(f.cfg.Weight, 'g', -1, 64), f.opts.MemberTTL.Milliseconds(), "",
+		f.opts.ForgetAfter.Milliseconds()).Slice()
 	if err != nil {
 		return err
 	}
-	if len(v) != 2 {
+	if len(v) != 4 {
 		return fmt.Errorf("heartbeat: unexpected reply %v", v)
 	}
 	members, _ := v[0].([]any)
@@ -228,10 +255,14 @@ func (f *Fleet) heartbeat() error {
 			total += w
 		}
 	}
+	held, _ := strconv.ParseFloat(fmt.Sprint(v[2]), 64)
+	fallen, _ := v[3].(int64)
 	now := time.Now()
 	f.mu.Lock()
 	f.known = true
 	f.members = len(members) / 2
+	f.fallen = int(fallen)
+	f.held = held
 	f.totalWeight = total
 	fraction, n := f.fractionLocked()
 	f.mu.Unlock()
@@ -254,6 +285,7 @@ func (f *Fleet) setFallback(on bool, cause error) {
 		return
 	}
 	f.fallback = on
+	f.failures = 0
 	ls := append([]*Limiter(nil), f.limiters...)
 	fraction, n := f.fractionLocked()
 	f.mu.Unlock()
@@ -266,10 +298,10 @@ func (f *Fleet) setFallback(on bool, cause error) {
 			shares += fmt.Sprintf(", %s %.3g/s", l.family, fraction*l.quota)
 		}
 		f.opts.Logf("cloudgate: fleet %q: Redis at %s unavailable (%s); serving from this member's local share: %s of the quota (%d members known)%s; probing every %v",
-			f.cfg.Account, f.cfg.Redis.Address, redisErrorText(cause), strconv.FormatFloat(fraction, 'g', 3, 64), n,
+			f.cfg.Account, f.cfg.redisTarget(), redisErrorText(cause), strconv.FormatFloat(fraction, 'g', 3, 64), n,
 			shares, f.opts.Heartbeat)
 	} else {
-		f.opts.Logf("cloudgate: fleet %q: Redis at %s answers again; back on the shared budget", f.cfg.Account, f.cfg.Redis.Address)
+		f.opts.Logf("cloudgate: fleet %q: Redis at %s answers again; back on the shared budget", f.cfg.Account, f.cfg.redisTarget())
 	}
 	for _, l := range ls {
 		if on {
@@ -280,8 +312,39 @@ func (f *Fleet) setFallback(on bool, cause error) {
 	}
 }
 
-// redisFailed is called by a limiter whose Redis call failed.
-func (f *Fleet) redisFailed(err error) { f.setFallback(true, err) }
+// redisResult counts the outcome of a Redis call: a success resets the
+// count of consecutive failures; the FallbackAfter-th failure in a row
+// switches the member to fallback. It reports whether the member is in
+// fallback now.
+func (f *Fleet) redisResult(err error) bool {
+	f.mu.Lock()
+	if err == nil {
+		f.failures = 0
+		fb := f.fallback
+		f.mu.Unlock()
+		return fb
+	}
+	f.failures++
+	n, fb := f.failures, f.fallback
+	f.mu.Unlock()
+	f.obs.RedisError()
+	if fb {
+		return true
+	}
+	if n >= f.cfg.FallbackAfter {
+		f.setFallback(true, err)
+		return true
+	}
+	return false
+}
+
+// Held returns the fraction of the quota held for fallen members at the last
+// heartbeat, and how many members had fallen.
+func (f *Fleet) Held() (fraction float64, fallen int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held, f.fallen
+}
 
 // redisErrorText describes err for a log line.
 func redisErrorText(err error) string {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloudgate/cloudgate/internal/redisserver"
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
@@ -39,6 +42,7 @@ type events struct {
 	transitions []bool
 	logs        []string
 	redisCalls  int
+	redisErrors int
 	usage       float64 // last FleetState usage
 }
 
@@ -63,6 +67,12 @@ func (e *events) Admitted(fb bool) {
 func (e *events) FallbackChanged(fb bool) {
 	e.mu.Lock()
 	e.transitions = append(e.transitions, fb)
+	e.mu.Unlock()
+}
+
+func (e *events) RedisError() {
+	e.mu.Lock()
+	e.redisErrors++
 	e.mu.Unlock()
 }
 
@@ -106,11 +116,12 @@ func newMember(t *testing.T, r *fleettest.Redis, account string, weight float64,
 	cfg := r.Config(account)
 	cfg.Weight = weight
 	cfg.RedisTimeout = fleet.Duration{Duration: testTimeout}
+	cfg.Heartbeat = fleet.Duration{Duration: 100 * time.Millisecond}
 	if mod != nil {
 		mod(&cfg)
 	}
 	ev := &events{}
-	f, err := fleet.New(cfg, fleet.Options{Heartbeat: 100 * time.Millisecond, Observer: ev, Logf: ev.logf})
+	f, err := fleet.New(cfg, fleet.Options{ForgetAfter: 2 * time.Second, Observer: ev, Logf: ev.logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,17 +384,16 @@ func TestFallbackAndRejoin(t *testing.T) {
 	}
 
 	r.Kill()
-	// The very next admission succeeds, from the local share.
+	// The very next admission succeeds, from the local share; the member
+	// falls back after fallbackAfter failed calls (admissions, heartbeats).
 	for i, m := range ms {
 		if err := m.l.Wait(ctx, limiter.PriorityNormal); err != nil {
 			t.Fatalf("member %d: Wait with Redis down: %v", i, err)
 		}
-		if !m.f.Fallback() {
-			t.Errorf("member %d: not in fallback after Redis died", i)
-		}
 		if _, fb, _ := m.ev.counts(); fb < 1 {
-			t.Errorf("member %d: admission not served by the fallback bucket", i)
+			t.Errorf("member %d: admission not served by the local bucket", i)
 		}
+		eventually(t, fmt.Sprintf("member %d falls back", i), m.f.Fallback)
 	}
 	var sum float64
 	for _, m := range ms {
@@ -447,28 +457,69 @@ func TestFallbackAndRejoin(t *testing.T) {
 	}
 }
 
-// TestSlowRedis: a Redis that does not answer counts as down after
-// redisTimeout: the caller is served from the fallback bucket, not by Redis
-// after the pause.
+// TestSlowRedis: one admission that Redis does not answer within
+// redisTimeout is served at once from the local share without switching
+// modes; the call served locally is charged to the shared budget (a debt)
+// by the next admission; fallbackAfter failures in a row switch to fallback.
 func TestSlowRedis(t *testing.T) {
 	r := fleettest.Start(t)
-	m := newMember(t, r, "acct-g", 1, 100, local, func(c *fleet.Config) {
+	const quota = 1.0
+	m := newMember(t, r, "acct-g", 1, quota, limiter.BucketConfig{QPS: quota, Burst: 1}, func(c *fleet.Config) {
 		c.RedisTimeout = fleet.Duration{Duration: 50 * time.Millisecond}
+		c.FallbackAfter = 2
+		c.Heartbeat = fleet.Duration{Duration: time.Minute} // no heartbeat failure in between
 	})
 	ctx := context.Background()
 	if err := m.l.Wait(ctx, limiter.PriorityNormal); err != nil {
 		t.Fatal(err)
 	}
+	tat := func() float64 {
+		v, err := r.Admin().Get(ctx, "cloudgate:{acct-g}:read:tat").Float64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	tat1 := tat()
 	r.Pause(3 * time.Second)
 	if err := m.l.Wait(ctx, limiter.PriorityNormal); err != nil {
 		t.Fatal(err)
 	}
 	shared, fb, tr := m.ev.counts()
-	if fb != 1 || shared != 1 || len(tr) != 1 || !tr[0] {
-		t.Errorf("with Redis paused: shared %d, fallback %d, transitions %v; want 1, 1, [true]", shared, fb, tr)
+	if fb != 1 || shared != 1 || len(tr) != 0 || m.f.Fallback() {
+		t.Errorf("one slow call: shared %d, local %d, transitions %v, fallback %v; want 1, 1, [], false", shared, fb, tr, m.f.Fallback())
 	}
 	r.Unpause()
-	eventually(t, "rejoin", func() bool { return !m.f.Fallback() })
+	if err := m.l.Wait(ctx, limiter.PriorityNormal); err != nil {
+		t.Fatal(err)
+	}
+	// Two calls admitted by Redis and one served locally: the budget's TAT
+	// advanced by at least three intervals (more if Redis ran the timed-out
+	// admission after the pause: those tokens are lost, never reused).
+	if d := tat() - tat1; d < 2/quota-1e-3 {
+		t.Errorf("TAT advanced %.3fs after one more admission and one local call; want >= %.3fs (the local call charged)", d, 2/quota)
+	}
+	if shared, _, tr := m.ev.counts(); shared != 2 || len(tr) != 0 {
+		t.Errorf("after the pause: shared %d, transitions %v; want 2, []", shared, tr)
+	}
+
+	// fallbackAfter (2) failures in a row: fallback, then rejoin.
+	m2 := newMember(t, r, "acct-g2", 1, 100, local, func(c *fleet.Config) {
+		c.RedisTimeout = fleet.Duration{Duration: 50 * time.Millisecond}
+		c.FallbackAfter = 2
+		c.Heartbeat = fleet.Duration{Duration: 200 * time.Millisecond}
+	})
+	r.Pause(3 * time.Second)
+	for range 2 {
+		if err := m2.l.Wait(ctx, limiter.PriorityNormal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !m2.f.Fallback() {
+		t.Error("not in fallback after 2 failed calls with fallbackAfter 2")
+	}
+	r.Unpause()
+	eventually(t, "rejoin", func() bool { return !m2.f.Fallback() })
 }
 
 // TestRedisDownAtStart: a member that never reached Redis serves at
@@ -519,7 +570,7 @@ func TestWaitCancelAndClose(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	bad := -0.5
+	bad, zero := -0.5, 0.0
 	tests := []struct {
 		name string
 		cfg  fleet.Config
@@ -536,6 +587,16 @@ func TestConfigValidate(t *testing.T) {
 		{"criticalShare", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", CriticalShare: &bad}, "limits.shared.criticalShare"},
 		{"redisTimeout", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", RedisTimeout: fleet.Duration{Duration: time.Minute}}, "limits.shared.redisTimeout"},
 		{"tls fields without tls", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1", TLS: fleet.TLSConfig{CAFile: "/ca"}}, Account: "a"}, "limits.shared.redis.tls"},
+		{"sentinel", fleet.Config{Redis: fleet.RedisConfig{Addresses: []string{"s1:26379", "s2:26379"}, MasterName: "m"}, Account: "a"}, ""},
+		{"cluster", fleet.Config{Redis: fleet.RedisConfig{Addresses: []string{"r1:6379", "r2:6379"}}, Account: "a"}, ""},
+		{"address and addresses", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1", Addresses: []string{"r:2"}}, Account: "a"}, "exclude each other"},
+		{"bad addresses entry", fleet.Config{Redis: fleet.RedisConfig{Addresses: []string{"r:1", "r2"}}, Account: "a"}, "limits.shared.redis.addresses[1] must be host:port"},
+		{"masterName with address", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1", MasterName: "m"}, Account: "a"}, "limits.shared.redis.masterName needs redis.addresses"},
+		{"sentinel password without masterName", fleet.Config{Redis: fleet.RedisConfig{Addresses: []string{"r:1"}, SentinelPasswordFile: "/p"}, Account: "a"}, "limits.shared.redis.sentinelPasswordFile needs redis.masterName"},
+		{"backgroundShare", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", BackgroundShare: &zero}, "limits.shared.backgroundShare"},
+		{"fallbackAfter", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", FallbackAfter: 500}, "limits.shared.fallbackAfter"},
+		{"heartbeat", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", Heartbeat: fleet.Duration{Duration: time.Millisecond}}, "limits.shared.heartbeat"},
+		{"recovery", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", Recovery: fleet.Duration{Duration: 2 * time.Hour}}, "limits.shared.recovery"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -771,7 +832,19 @@ func TestMembership(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "a at weight 1 of 6 with the ghost", near(a, 15))
-	eventually(t, "the ghost expires: a at weight 1 of 3 again", near(a, 30))
+	// Silent for more than the TTL, the ghost has fallen: it still counts
+	// in the shares and the live members hold its share of the budget.
+	eventually(t, "the ghost's share held", func() bool {
+		h, n := a.f.Held()
+		return n == 1 && math.Abs(h-0.5) < 1e-6
+	})
+	if !near(a, 15)() {
+		t.Errorf("a's share %v while the ghost has fallen; want 15", a.l.ShareQPS())
+	}
+	eventually(t, "the ghost is forgotten: a at weight 1 of 3 again", near(a, 30))
+	if h, n := a.f.Held(); h != 0 || n != 0 {
+		t.Errorf("held %v for %d fallen members after the ghost was forgotten", h, n)
+	}
 	if n, err := r.Admin().HExists(ctx, "cloudgate:{acct-l}:weights", "ghost").Result(); err != nil || n {
 		t.Errorf("expired member still registered: %v %v", n, err)
 	}
@@ -781,4 +854,220 @@ func TestMembership(t *testing.T) {
 		t.Errorf("closed member still registered: %v %v", n, err)
 	}
 	eventually(t, "a alone after b closed", near(a, 90))
+}
+
+// proxy forwards TCP connections to addr until cut: a network partition
+// between one member and Redis.
+type proxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newProxy(t *testing.T, addr string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c); u.Close() }()
+			go func() { _, _ = io.Copy(c, u); c.Close() }()
+		}
+	}()
+	t.Cleanup(p.cut)
+	return p
+}
+
+// cut closes the listener and every connection.
+func (p *proxy) cut() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestFallenShareHeld: one member loses Redis alone and serves from its
+// local share; the members still in Redis hold that share back, so the
+// fleet as a whole stays within the quota.
+func TestFallenShareHeld(t *testing.T) {
+	r := fleettest.Start(t)
+	const quota, secs = 90.0, 2
+	px := newProxy(t, r.Addr)
+	a := newMember(t, r, "acct-m", 1, quota, local, nil)
+	b := newMember(t, r, "acct-m", 1, quota, local, nil)
+	c := newMember(t, r, "acct-m", 1, quota, local, func(c *fleet.Config) { c.Redis.Address = px.ln.Addr().String() })
+	for _, m := range []*member{a, b, c} {
+		eventually(t, "three members", func() bool { return math.Abs(m.l.ShareQPS()-quota/3) < 1e-9 })
+	}
+	px.cut()
+	eventually(t, "c falls back", c.f.Fallback)
+	eventually(t, "a holds c's share", func() bool { h, n := a.f.Held(); return n == 1 && math.Abs(h-1.0/3) < 1e-6 })
+	if a.f.Fallback() || b.f.Fallback() {
+		t.Fatal("a or b fell back too")
+	}
+	start, times := drive(secs*time.Second, func(ctx context.Context, wg *sync.WaitGroup, ld *load) {
+		ld.run(ctx, wg, "a", a.l, limiter.PriorityCritical, 4)
+		ld.run(ctx, wg, "b", b.l, limiter.PriorityCritical, 4)
+		ld.run(ctx, wg, "c", c.l, limiter.PriorityCritical, 4)
+	})
+	ab, nc := len(times["a"])+len(times["b"]), len(times["c"])
+	t.Logf("a+b %d, c %d in %ds, per second %v (quota %v/s, c's share %v/s)", ab, nc, secs,
+		perSecond(start, secs, times["a"], times["b"], times["c"]), quota, quota/3)
+	if lim := slack * (quota*2/3*secs + float64(local.Burst)); float64(ab) > lim {
+		t.Errorf("a+b admitted %d, over the quota minus c's held share (%v)", ab, lim)
+	}
+	if lim := slack * (quota*secs + 2*float64(local.Burst)); float64(ab+nc) > lim {
+		t.Errorf("the fleet admitted %d in %ds, over the quota (%v)", ab+nc, secs, lim)
+	}
+	if float64(ab) < 0.5*quota*2/3*secs || float64(nc) < 0.5*quota/3*secs {
+		t.Errorf("a+b %d, c %d: far below their shares", ab, nc)
+	}
+}
+
+// TestBackgroundShare: with backgroundShare, background calls of every
+// member together stay within that fraction of the quota, while normal
+// calls use the rest.
+func TestBackgroundShare(t *testing.T) {
+	r := fleettest.Start(t)
+	const quota, secs, bg = 100.0, 2, 0.25
+	mod := func(c *fleet.Config) { v := bg; c.BackgroundShare = &v }
+	a := newMember(t, r, "acct-n", 1, quota, local, mod)
+	b := newMember(t, r, "acct-n", 1, quota, local, mod)
+	start, times := drive(secs*time.Second, func(ctx context.Context, wg *sync.WaitGroup, ld *load) {
+		ld.run(ctx, wg, "bg", a.l, limiter.PriorityBackground, 4)
+		ld.run(ctx, wg, "bg", b.l, limiter.PriorityBackground, 4)
+		ld.run(ctx, wg, "normal", b.l, limiter.PriorityNormal, 4)
+	})
+	nb, nn := len(times["bg"]), len(times["normal"])
+	t.Logf("background %d, normal %d in %ds, per second %v (quota %v/s, backgroundShare %v)", nb, nn, secs,
+		perSecond(start, secs, times["bg"], times["normal"]), quota, bg)
+	if lim := slack * (bg*quota*secs + float64(local.Burst)); float64(nb) > lim {
+		t.Errorf("background admitted %d, over backgroundShare × quota (%v)", nb, lim)
+	}
+	if float64(nn) < 0.5*(1-fleet.DefaultCriticalShare-bg)*quota*secs {
+		t.Errorf("normal admitted only %d next to greedy background calls", nn)
+	}
+	if float64(nb) < 0.5*bg*quota*secs {
+		t.Errorf("background admitted only %d", nb)
+	}
+}
+
+// TestSentinelFailover: a member configured with masterName and the
+// Sentinels' addresses shares the budget on the master; when the master is
+// killed, the member keeps serving (locally), and once the Sentinel has
+// promoted the replica it rejoins the shared budget there.
+func TestSentinelFailover(t *testing.T) {
+	master := fleettest.Start(t)
+	replica, err := redisserver.Start(redisserver.Options{Bin: fleettest.Bin(t), Dir: t.TempDir(), Password: master.Password, ReplicaOf: master.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = replica.Close() })
+	sentinel, err := redisserver.Start(redisserver.Options{Bin: fleettest.Bin(t), Dir: t.TempDir(), Password: master.Password, Sentinel: master.Addr, MasterName: "cg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sentinel.Close() })
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr, Password: sentinel.Password, DisableIdentity: true})
+	defer sc.Close()
+	ctx := context.Background()
+	eventually(t, "the Sentinel sees the replica", func() bool {
+		rs, err := sc.Replicas(ctx, "cg").Result()
+		return err == nil && len(rs) == 1
+	})
+
+	m := newMember(t, master, "acct-s", 1, 100, local, func(c *fleet.Config) {
+		c.Redis = fleet.RedisConfig{Addresses: []string{sentinel.Addr}, MasterName: "cg",
+			PasswordFile: master.PasswordFile, SentinelPasswordFile: sentinel.PasswordFile}
+	})
+	if m.f.Fallback() {
+		t.Fatal("in fallback with the master up")
+	}
+	if err := m.l.Wait(ctx, limiter.PriorityNormal); err != nil {
+		t.Fatal(err)
+	}
+	if shared, _, _ := m.ev.counts(); shared != 1 {
+		t.Fatalf("admission through the Sentinel's master not shared (%d)", shared)
+	}
+
+	master.Kill()
+	if err := m.l.Wait(ctx, limiter.PriorityNormal); err != nil {
+		t.Fatalf("Wait with the master down: %v", err)
+	}
+	eventually(t, "the Sentinel promotes the replica", func() bool {
+		a, err := sc.GetMasterAddrByName(ctx, "cg").Result()
+		return err == nil && len(a) == 2 && net.JoinHostPort(a[0], a[1]) == replica.Addr
+	})
+	eventually(t, "the member on the new master", func() bool {
+		shared0, _, _ := m.ev.counts()
+		if m.f.Fallback() || m.l.Wait(ctx, limiter.PriorityNormal) != nil {
+			return false
+		}
+		shared1, _, _ := m.ev.counts()
+		return shared1 == shared0+1
+	})
+	rc := replica.Client()
+	defer rc.Close()
+	if n, err := rc.Get(ctx, "cloudgate:{acct-s}:read:admitted").Int(); err != nil || n < 1 {
+		t.Errorf("the promoted replica's admission counter = %d, %v; want >= 1", n, err)
+	}
+}
+
+// TestRedisCluster: with addresses and no masterName the member uses a
+// Redis Cluster client; every key of the account carries the hash tag, so
+// the scripts run in one slot.
+func TestRedisCluster(t *testing.T) {
+	node, err := redisserver.Start(redisserver.Options{Bin: fleettest.Bin(t), Dir: t.TempDir(), Cluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Close() })
+	c := node.Client()
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "cluster state ok", func() bool {
+		info, err := c.ClusterInfo(ctx).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	})
+	cfg := fleet.Config{Redis: fleet.RedisConfig{Addresses: []string{node.Addr}, PasswordFile: node.PasswordFile},
+		Account: "acct-c", RedisTimeout: fleet.Duration{Duration: testTimeout}}
+	ev := &events{}
+	f, err := fleet.New(cfg, fleet.Options{Heartbeat: 100 * time.Millisecond, Observer: ev, Logf: ev.logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	l, err := f.Limiter("read", 100, local, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := l.Wait(ctx, limiter.PriorityNormal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if shared, fb, tr := ev.counts(); shared != 3 || fb != 0 || len(tr) != 0 {
+		t.Errorf("on a Redis Cluster: shared %d, local %d, transitions %v; want 3, 0, []", shared, fb, tr)
+	}
 }

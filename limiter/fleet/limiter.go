@@ -25,29 +25,27 @@ const usageWindow = time.Minute
 
 // Indexes of Limiter.keys.
 const (
-	keyTAT      = iota // GCRA of the whole budget
-	keyTATOther        // GCRA of the non-critical part
-	keyAIMD            // the fleet's rate
-	keyCount           // admissions, for the usage ratio
+	keyTAT           = iota // GCRA of the whole budget
+	keyTATOther             // GCRA of the non-critical part
+	keyTATBackground        // GCRA of the background part
+	keyAIMD                 // the fleet's rate
+	keyCount                // admissions, for the usage ratio
+	keyHeld                 // fallen members' shares, held from the budget
 	numKeys
 )
 
-// Classes of the shared budget: critical calls may use all of it, the others
-// only 1 - criticalShare.
+// Classes of the shared budget, one per priority: critical calls may use all
+// of it, normal ones 1 - criticalShare, background ones also at most
+// backgroundShare.
 const (
-	classCritical = 0
-	classOther    = 1
+	classCritical   = 0
+	classNormal     = 1
+	classBackground = 2
+	numClasses      = 3
 )
 
+// classOf clamps p to a class (and queue index).
 func classOf(p limiter.Priority) int {
-	if p <= limiter.PriorityCritical {
-		return classCritical
-	}
-	return classOther
-}
-
-// prioIndex clamps p to a queue index.
-func prioIndex(p limiter.Priority) int {
 	return int(min(max(p, limiter.PriorityCritical), limiter.PriorityBackground))
 }
 
@@ -61,23 +59,28 @@ type Limiter struct {
 	quota    float64
 	burst    int
 	reserve  float64 // critical share
+	bgShare  float64 // background cap, 0 for none
 	local    limiter.BucketConfig
 	adaptive bool
 	decrease float64 // AIMD, as fractions of the quota
 	minFrac  float64
 	recFrac  float64
+	cooldown float64 // seconds between two cuts, at least
 	bobs     limiter.BucketObserver
 	fobs     FamilyObserver
 	keys     [numKeys]string
 
 	mu       sync.Mutex
 	closed   bool
-	queues   [3]list.List // of *waiter, by priority
-	fb       *limiter.Bucket
-	retired  []*limiter.Bucket // earlier fallback buckets still serving callers
+	queues   [numClasses]list.List // of *waiter, by class
+	fallback bool
+	lb       *limiter.Bucket   // the local bucket at lbShare (fallback, or a failed admission), made on demand
+	lbShare  float64           // the static share lb was made for
+	retired  []*limiter.Bucket // earlier local buckets still serving callers
 	fraction float64           // static share, as a fraction of the quota
 	members  int
-	credits  [2]int // tokens granted to waiters that gave up, by class
+	credits  [numClasses]int // tokens granted to waiters that gave up, by class
+	debt     [numClasses]int // calls served locally while on the shared budget, not yet charged to it
 	creditAt time.Time
 	rate     float64 // fleet rate fraction, last seen
 	reported float64 // last rate sent to RateChanged
@@ -93,21 +96,21 @@ type usageSample struct {
 	count float64
 }
 
-// waiter is one caller queued in Wait; state and fb are guarded by the
-// limiter's mutex.
+// waiter is one caller queued in Wait; state, fb and bridged are guarded by
+// the limiter's mutex.
 type waiter struct {
-	class int
-	elem  *list.Element
-	prio  int
-	done  chan struct{}
-	state int // waiting, granted, toFallback, released
-	fb    *limiter.Bucket
+	class   int
+	elem    *list.Element
+	done    chan struct{}
+	state   int // waiting, granted, toLocal, released
+	fb      *limiter.Bucket
+	bridged bool // sent to the local bucket by a failed admission, not by fallback
 }
 
 const (
 	waiting = iota
 	granted
-	toFallback
+	toLocal
 	released // closed
 )
 
@@ -140,6 +143,7 @@ func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig
 		quota:    quota,
 		burst:    local.Burst,
 		reserve:  *f.cfg.CriticalShare,
+		bgShare:  0,
 		local:    local,
 		adaptive: local.Adaptive,
 		decrease: 0.5,
@@ -153,6 +157,9 @@ func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	if bs := f.cfg.BackgroundShare; bs != nil {
+		l.bgShare = *bs
+	}
 	if local.DecreaseFactor > 0 {
 		l.decrease = local.DecreaseFactor
 	}
@@ -162,9 +169,14 @@ func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig
 	if local.RecoveryQPSPerSecond > 0 {
 		l.recFrac = local.RecoveryQPSPerSecond * k / quota
 	}
-	for i, s := range []string{"tat", "tat-noncritical", "aimd", "admitted"} {
+	if d := f.cfg.Recovery.Duration; d > 0 {
+		l.recFrac = 1 / d.Seconds()
+	}
+	l.cooldown = 1 / (30 * l.recFrac) // 1s at the default recovery
+	for i, s := range []string{"tat", "tat-noncritical", "tat-background", "aimd", "admitted"} {
 		l.keys[i] = f.key(family, s)
 	}
+	l.keys[keyHeld] = f.key("held") // one for every family: it is a fraction of each quota
 	if err := f.register(l); err != nil {
 		return nil, err
 	}
@@ -178,15 +190,17 @@ func (l *Limiter) Name() string { return l.family }
 // ConfiguredQPS returns the fleet's quota for the family.
 func (l *Limiter) ConfiguredQPS() float64 { return l.quota }
 
-// EffectiveQPS returns the fleet-wide rate after AIMD as last seen in Redis,
-// or in fallback the local bucket's rate.
+// EffectiveQPS returns the rate the live members share, as last seen in
+// Redis (after AIMD, without the fallen members' held shares), or in
+// fallback the local bucket's rate.
 func (l *Limiter) EffectiveQPS() float64 {
+	held, _ := l.f.Held() // before l.mu: register holds the fleet's lock, then l.mu
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.fb != nil {
-		return l.fb.EffectiveQPS()
+	if l.fallback && l.lb != nil {
+		return l.lb.EffectiveQPS()
 	}
-	return l.rate * l.quota
+	return l.rate * l.quota * (1 - held)
 }
 
 // ShareQPS returns this member's static share: the rate it falls back to.
@@ -202,10 +216,10 @@ func (l *Limiter) ShareQPS() float64 {
 func (l *Limiter) Tokens() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.fb != nil {
-		return l.fb.Tokens()
+	if l.fallback && l.lb != nil {
+		return l.lb.Tokens()
 	}
-	return float64(l.credits[0] + l.credits[1])
+	return float64(l.credits[0] + l.credits[1] + l.credits[2])
 }
 
 // Waiting returns the callers queued here.
@@ -213,8 +227,8 @@ func (l *Limiter) Waiting() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := l.queues[0].Len() + l.queues[1].Len() + l.queues[2].Len()
-	if l.fb != nil {
-		n += l.fb.Waiting()
+	if l.lb != nil {
+		n += l.lb.Waiting()
 	}
 	for _, b := range l.retired {
 		n += b.Waiting()
@@ -224,11 +238,12 @@ func (l *Limiter) Waiting() int {
 
 // Wait blocks until the call may be sent (nil), ctx is done or the limiter
 // is closed. On the shared budget callers are queued here, critical first and
-// FIFO within a priority, and admitted by Redis; in fallback, by the local
-// bucket. A waiter that gives up never consumes a token: one granted to it
-// meanwhile goes to the next caller. Errors are those of limiter.Bucket.Wait
-// (errors.Is context.Canceled, context.DeadlineExceeded or
-// limiter.ErrClosed) and name the family.
+// FIFO within a priority, and admitted by Redis; in fallback, or when the
+// admission round trip for them fails, by the local bucket at this member's
+// static share. A waiter that gives up never consumes a token: one granted
+// to it meanwhile goes to the next caller. Errors are those of
+// limiter.Bucket.Wait (errors.Is context.Canceled, context.DeadlineExceeded
+// or limiter.ErrClosed) and name the family.
 func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 	start := time.Now()
 	if ctx.Err() != nil {
@@ -240,17 +255,18 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 	case l.closed:
 		l.mu.Unlock()
 		return l.done1(p, start, l.closedError())
-	case l.fb != nil:
-		fb := l.fb
+	case l.fallback:
+		lb, closing := l.localLocked()
 		l.mu.Unlock()
-		return l.waitFallback(ctx, fb, p)
+		closeAll(closing)
+		return l.waitLocal(ctx, lb, p, false)
 	case l.takeCreditLocked(cls, start):
 		l.mu.Unlock()
 		l.fobs.Admitted(false)
 		return l.done1(p, start, nil)
 	}
-	w := &waiter{class: cls, prio: prioIndex(p), done: make(chan struct{})}
-	w.elem = l.queues[w.prio].PushBack(w)
+	w := &waiter{class: cls, done: make(chan struct{})}
+	w.elem = l.queues[cls].PushBack(w)
 	l.mu.Unlock()
 	l.signal()
 
@@ -260,10 +276,10 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 		l.mu.Lock()
 		switch w.state {
 		case waiting:
-			l.queues[w.prio].Remove(w.elem)
+			l.queues[cls].Remove(w.elem)
 		case granted:
 			// Granted while ctx ended: keep the token for the next caller.
-			l.credits[w.class]++
+			l.credits[cls]++
 			l.creditAt = time.Now()
 		}
 		l.mu.Unlock()
@@ -273,8 +289,8 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 	case granted:
 		l.fobs.Admitted(false)
 		return l.done1(p, start, nil)
-	case toFallback:
-		return l.waitFallback(ctx, w.fb, p)
+	case toLocal:
+		return l.waitLocal(ctx, w.fb, p, w.bridged)
 	default:
 		return l.done1(p, start, l.closedError())
 	}
@@ -285,39 +301,89 @@ func (l *Limiter) done1(p limiter.Priority, start time.Time, err error) error {
 	return err
 }
 
-// waitFallback waits on the local bucket (which reports WaitDone itself).
-func (l *Limiter) waitFallback(ctx context.Context, fb *limiter.Bucket, p limiter.Priority) error {
-	err := fb.Wait(ctx, p)
+// waitLocal waits on the local bucket (which reports WaitDone itself). A
+// call admitted there while the member is on the shared budget (bridged: its
+// admission round trip failed) is a debt charged to the shared budget by the
+// next admission of its class that reaches Redis.
+func (l *Limiter) waitLocal(ctx context.Context, lb *limiter.Bucket, p limiter.Priority, bridged bool) error {
+	err := lb.Wait(ctx, p)
 	if err == nil {
 		l.fobs.Admitted(true)
+		if bridged {
+			l.mu.Lock()
+			l.debt[classOf(p)]++
+			l.mu.Unlock()
+		}
 	}
 	return err
 }
 
+// localLocked returns the local bucket at the current static share, making
+// it on first use or when the share changed (the old one is retired while
+// callers still wait on it); the buckets it returns must be closed by the
+// caller outside the lock.
+func (l *Limiter) localLocked() (lb *limiter.Bucket, closing []*limiter.Bucket) {
+	if l.lb != nil && l.lbShare == l.fraction {
+		return l.lb, nil
+	}
+	kept := l.retired[:0]
+	for _, b := range append(l.retired, l.lb) {
+		switch {
+		case b == nil:
+		case b.Waiting() > 0:
+			kept = append(kept, b)
+		default:
+			closing = append(closing, b)
+		}
+	}
+	l.retired = kept
+	fraction := l.fraction
+	if fraction <= 0 {
+		fraction = l.f.cfg.MinShare // no share known yet
+	}
+	cfg := l.local
+	cfg.QPS = fraction * l.quota
+	cfg.Burst = max(1, int(math.Round(float64(l.local.Burst)*fraction)))
+	cfg.MinQPS = min(l.local.MinQPS*fraction, cfg.QPS)
+	cfg.RecoveryQPSPerSecond = l.local.RecoveryQPSPerSecond * fraction
+	b, err := limiter.NewBucket(l.family, cfg, nil, l.bobs)
+	if err != nil {
+		// Not expected (l.local is valid and fraction is in (0, 1]); a
+		// plain bucket at the share is always valid.
+		b, _ = limiter.NewBucket(l.family, limiter.BucketConfig{QPS: cfg.QPS, Burst: cfg.Burst}, nil, l.bobs)
+	}
+	l.lb, l.lbShare = b, l.fraction
+	return b, closing
+}
+
+func closeAll(bs []*limiter.Bucket) {
+	for _, b := range bs {
+		b.Close()
+	}
+}
+
 // takeCreditLocked takes a kept token usable by class, if any.
 func (l *Limiter) takeCreditLocked(cls int, now time.Time) bool {
-	if l.credits[0]+l.credits[1] == 0 {
+	if l.credits[0]+l.credits[1]+l.credits[2] == 0 {
 		return false
 	}
 	if now.Sub(l.creditAt) > creditTTL {
-		l.credits = [2]int{}
+		l.credits = [numClasses]int{}
 		return false
 	}
 	// Only when nobody of this class or above is queued (FIFO).
-	for i := 0; i <= int(limiter.PriorityBackground); i++ {
-		if l.queues[i].Len() > 0 && classOf(limiter.Priority(i)) <= cls {
+	for i := 0; i <= cls; i++ {
+		if l.queues[i].Len() > 0 {
 			return false
 		}
 	}
-	// A critical call may use a token of either class; the others only
-	// their own, so the reserved slice does not leak to them.
-	if l.credits[cls] > 0 {
-		l.credits[cls]--
-		return true
-	}
-	if cls == classCritical && l.credits[classOther] > 0 {
-		l.credits[classOther]--
-		return true
+	// A call may use a token of its class or of a lower one, never of a
+	// higher one, so the reserved slices do not leak downwards.
+	for c := cls; c < numClasses; c++ {
+		if l.credits[c] > 0 {
+			l.credits[c]--
+			return true
+		}
 	}
 	return false
 }
@@ -337,44 +403,53 @@ func (l *Limiter) signal() {
 func (l *Limiter) OnThrottled(retryAfter time.Duration) {
 	retryAfter = max(retryAfter, 0)
 	l.mu.Lock()
-	fb, closed := l.fb, l.closed
+	fallback, closed := l.fallback, l.closed
 	l.mu.Unlock()
 	if closed {
 		l.bobs.Throttled(retryAfter)
 		return
 	}
-	if fb != nil {
-		fb.OnThrottled(retryAfter) // reports Throttled
+	if fallback {
+		l.localThrottled(retryAfter) // reports Throttled
 		return
 	}
-	l.bobs.Throttled(retryAfter)
 	factor := l.decrease
 	if !l.adaptive {
 		factor = 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.f.timeout)
 	v, err := throttleScript.Run(ctx, l.f.client, []string{l.keys[keyAIMD]},
-		l.quota, factor, l.minFrac, l.recFrac, retryAfter.Seconds(), 1.0).Slice()
+		l.quota, factor, l.minFrac, l.recFrac, retryAfter.Seconds(), l.cooldown).Slice()
 	cancel()
 	if err == nil && len(v) != 2 {
 		err = fmt.Errorf("throttle: unexpected reply %v", v)
 	}
+	l.f.redisResult(err)
 	if err != nil {
-		l.f.redisFailed(err)
-		l.mu.Lock()
-		fb = l.fb
-		l.mu.Unlock()
-		if fb != nil {
-			fb.OnThrottled(retryAfter)
-		}
+		l.localThrottled(retryAfter)
 		return
 	}
+	l.bobs.Throttled(retryAfter)
 	if rate, err := strconv.ParseFloat(fmt.Sprint(v[1]), 64); err == nil {
 		l.mu.Lock()
 		l.rate = rate
 		l.mu.Unlock()
 		l.reportRate(true)
 	}
+}
+
+// localThrottled gives a throttling answer to the local bucket.
+func (l *Limiter) localThrottled(retryAfter time.Duration) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.bobs.Throttled(retryAfter)
+		return
+	}
+	lb, closing := l.localLocked()
+	l.mu.Unlock()
+	closeAll(closing)
+	lb.OnThrottled(retryAfter)
 }
 
 // reportRate sends the fleet's rate to RateChanged when it changed by 1% of
@@ -401,25 +476,23 @@ func (l *Limiter) Close() {
 		return
 	}
 	l.closed = true
-	l.releaseLocked(released, nil)
+	l.releaseLocked(released, nil, false)
 	fbs := l.retired
-	if l.fb != nil {
-		fbs = append(fbs, l.fb)
+	if l.lb != nil {
+		fbs = append(fbs, l.lb)
 	}
 	l.mu.Unlock()
 	close(l.stop)
 	<-l.done
-	for _, b := range fbs {
-		b.Close()
-	}
+	closeAll(fbs)
 }
 
 // releaseLocked ends the wait of every queued waiter with state.
-func (l *Limiter) releaseLocked(state int, fb *limiter.Bucket) {
+func (l *Limiter) releaseLocked(state int, fb *limiter.Bucket, bridged bool) {
 	for i := range l.queues {
 		for e := l.queues[i].Front(); e != nil; e = l.queues[i].Front() {
 			w := l.queues[i].Remove(e).(*waiter)
-			w.state, w.fb = state, fb
+			w.state, w.fb, w.bridged = state, fb, bridged
 			close(w.done)
 		}
 	}
@@ -437,49 +510,43 @@ func (l *Limiter) closedError() error {
 	return fmt.Errorf("cloudgate: waiting for a %q token: %w", l.family, limiter.ErrClosed)
 }
 
-// enterFallback switches to a local bucket at the static share and hands it
-// the queued waiters.
+// enterFallback switches to the local bucket at the static share and hands
+// it the queued waiters.
 func (l *Limiter) enterFallback(fraction float64, members int) {
-	cfg := l.local
-	cfg.QPS = fraction * l.quota
-	cfg.Burst = max(1, int(math.Round(float64(l.local.Burst)*fraction)))
-	cfg.MinQPS = min(l.local.MinQPS*fraction, cfg.QPS)
-	cfg.RecoveryQPSPerSecond = l.local.RecoveryQPSPerSecond * fraction
-	fb, err := limiter.NewBucket(l.family, cfg, nil, l.bobs)
-	if err != nil {
-		// Not expected (l.local is valid and fraction is in (0, 1]); a
-		// plain bucket at the share is always valid.
-		fb, _ = limiter.NewBucket(l.family, limiter.BucketConfig{QPS: cfg.QPS, Burst: cfg.Burst}, nil, l.bobs)
-	}
+	l.setShare(fraction, members)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		fb.Close()
 		return
 	}
-	l.fb = fb
-	l.credits = [2]int{}
-	l.releaseLocked(toFallback, fb)
+	l.fallback = true
+	lb, closing := l.localLocked()
+	l.credits = [numClasses]int{}
+	l.releaseLocked(toLocal, lb, false)
 	l.mu.Unlock()
-	l.setShare(fraction, members)
+	closeAll(closing)
 	l.signal()
+}
+
+// bridge hands the queued waiters to the local bucket after a failed
+// admission round trip, without leaving the shared budget.
+func (l *Limiter) bridge() {
+	l.mu.Lock()
+	if l.closed || l.fallback {
+		l.mu.Unlock()
+		return
+	}
+	lb, closing := l.localLocked()
+	l.releaseLocked(toLocal, lb, true)
+	l.mu.Unlock()
+	closeAll(closing)
 }
 
 // leaveFallback returns to the shared budget. Callers already waiting on the
 // local bucket finish there.
 func (l *Limiter) leaveFallback() {
 	l.mu.Lock()
-	if l.fb != nil {
-		// Kept (for Close) while callers still wait on it.
-		kept := l.retired[:0]
-		for _, b := range append(l.retired, l.fb) {
-			if b.Waiting() > 0 {
-				kept = append(kept, b)
-			}
-		}
-		l.retired = kept
-		l.fb = nil
-	}
+	l.fallback = false
 	l.mu.Unlock()
 	l.signal()
 }
@@ -521,7 +588,7 @@ func (l *Limiter) heartbeat(now time.Time, fraction float64, members int, count,
 func (l *Limiter) run() {
 	defer close(l.done)
 	var pause time.Duration // before the next round trip: Redis said to wait
-	pauseClass := classOther
+	pauseClass := classBackground
 	for {
 		if pause > 0 && !l.sleep(pause, pauseClass) {
 			return
@@ -543,8 +610,12 @@ func (l *Limiter) run() {
 			}
 		}
 		got, retry, err := l.admit(cls, n)
-		if err != nil {
-			l.f.redisFailed(err)
+		if l.f.redisResult(err) || err != nil {
+			if err != nil {
+				// Served locally at once, whether or not this failure
+				// switched the member to fallback (which moves them too).
+				l.bridge()
+			}
 			continue
 		}
 		l.mu.Lock()
@@ -570,7 +641,7 @@ func (l *Limiter) sleep(d time.Duration, cls int) bool {
 		case <-l.wake:
 			l.mu.Lock()
 			head, n := l.headLocked()
-			fb := l.fb != nil
+			fb := l.fallback
 			l.mu.Unlock()
 			if fb || (n > 0 && head < cls) {
 				return true
@@ -579,40 +650,34 @@ func (l *Limiter) sleep(d time.Duration, cls int) bool {
 	}
 }
 
-// headLocked returns the class of the first waiter to serve and how many
-// waiters of that class are queued (at most maxBatch); 0 in fallback.
+// headLocked returns the class of the first waiters to serve and how many
+// of that class are queued (at most maxBatch); 0 in fallback.
 func (l *Limiter) headLocked() (cls, n int) {
-	if l.fb != nil || l.closed {
+	if l.fallback || l.closed {
 		return 0, 0
 	}
-	if n := l.queues[limiter.PriorityCritical].Len(); n > 0 {
-		return classCritical, min(n, maxBatch)
+	for c := range l.queues {
+		if n := l.queues[c].Len(); n > 0 {
+			return c, min(n, maxBatch)
+		}
 	}
-	n = l.queues[limiter.PriorityNormal].Len() + l.queues[limiter.PriorityBackground].Len()
-	return classOther, min(n, maxBatch)
+	return 0, 0
 }
 
-// grantLocked gives n tokens of class cls to the queued waiters of that class
-// (normal before background); tokens nobody is left to take are kept as
-// credits.
+// grantLocked gives n tokens of class cls to the queued waiters of that
+// class; tokens nobody is left to take are kept as credits.
 func (l *Limiter) grantLocked(cls, n int) {
 	if n == 0 {
 		return
 	}
-	if l.fb != nil || l.closed {
+	if l.fallback || l.closed {
 		return // the waiters moved on; the tokens are lost, never over quota
 	}
-	prios := []limiter.Priority{limiter.PriorityNormal, limiter.PriorityBackground}
-	if cls == classCritical {
-		prios = []limiter.Priority{limiter.PriorityCritical}
-	}
-	for _, p := range prios {
-		q := &l.queues[p]
-		for ; n > 0 && q.Len() > 0; n-- {
-			w := q.Remove(q.Front()).(*waiter)
-			w.state = granted
-			close(w.done)
-		}
+	q := &l.queues[cls]
+	for ; n > 0 && q.Len() > 0; n-- {
+		w := q.Remove(q.Front()).(*waiter)
+		w.state = granted
+		close(w.done)
 	}
 	if n > 0 {
 		l.credits[cls] += n
@@ -620,13 +685,21 @@ func (l *Limiter) grantLocked(cls, n int) {
 	}
 }
 
-// admit asks Redis for up to n tokens of class cls.
+// admit asks Redis for up to n tokens of class cls, charging first the
+// class's debt. When the round trip fails, Redis may still have committed
+// the tokens (and the debt): those tokens are lost, and the waiters are
+// served locally and become a new debt, so a slow call can cost the fleet
+// tokens it did not use but never lets it send more than its budget over
+// time (the local bucket's burst at most, until the debt is charged).
 func (l *Limiter) admit(cls, n int) (got int, retry time.Duration, err error) {
+	l.mu.Lock()
+	debt := l.debt[cls]
+	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), l.f.timeout)
 	defer cancel()
 	start := time.Now()
 	v, err := admitScript.Run(ctx, l.f.client, l.keys[:],
-		l.quota, l.burst, l.reserve, cls, n).Slice()
+		l.quota, l.burst, l.reserve, l.bgShare, cls, n, debt).Slice()
 	took := time.Since(start)
 	if err != nil {
 		return 0, 0, err
@@ -643,6 +716,7 @@ func (l *Limiter) admit(cls, n int) (got int, retry time.Duration, err error) {
 	}
 	l.mu.Lock()
 	l.rate = rate
+	l.debt[cls] -= debt
 	l.mu.Unlock()
 	return int(g), time.Duration(ra * float64(time.Second)), nil
 }

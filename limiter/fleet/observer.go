@@ -13,6 +13,9 @@ type Observer interface {
 	// FallbackChanged is called when the member falls back to its local
 	// shares (true) and when it rejoins the shared budget (false).
 	FallbackChanged(fallback bool)
+	// RedisError is called after each Redis call that failed or timed out,
+	// whether or not it switched the member to fallback.
+	RedisError()
 	// Family returns the observer of one family's Limiter; it is called
 	// once per Limiter.
 	Family(family string) FamilyObserver
@@ -40,6 +43,7 @@ type FamilyObserver interface {
 type nopObserver struct{}
 
 func (nopObserver) FallbackChanged(bool)                 {}
+func (nopObserver) RedisError()                          {}
 func (nopObserver) Family(string) FamilyObserver         { return nopObserver{} }
 func (nopObserver) RedisAdmission(time.Duration)         {}
 func (nopObserver) Admitted(bool)                        {}

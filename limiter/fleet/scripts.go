@@ -26,51 +26,67 @@ end
 
 // admitScript admits up to n calls of one class, atomically.
 //
-// KEYS: 1 tat of the whole budget, 2 tat of the non-critical part, 3 AIMD
-// hash, 4 admission counter.
-// ARGV: 1 quota (calls/s), 2 burst, 3 critical share, 4 class (0 critical,
-// 1 other), 5 n.
+// KEYS: 1 tat of the whole budget, 2 tat of the non-critical part, 3 tat of
+// the background part, 4 AIMD hash, 5 admission counter, 6 held fraction
+// (the static shares of fallen members, written by the heartbeats).
+// ARGV: 1 quota (calls/s), 2 burst, 3 critical share, 4 background share (0:
+// no cap), 5 class (0 critical, 1 normal, 2 background), 6 n, 7 debt (calls
+// of this class the member served locally while Redis was slow).
 // Returns {granted, retryAfter seconds, rate fraction, counter}.
 //
 // GCRA as in github.com/go-redis/redis_rate: a call is allowed when
 // tat + cost*interval - burst*interval <= now, and then tat += cost*interval.
+// A class checks every budget it belongs to (critical: the whole; normal:
+// also the non-critical part; background: also its own cap) and commits all
+// or none. The budget the live members share is the quota minus the held
+// fraction, so a fallen member's local share is not spent twice.
 var admitScript = redis.NewScript(aimdLua + `
-local quota, burst, reserve = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local class, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+local quota, burst, reserve, bgs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local class, n, debt = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local t = now()
-local f, paused = aimd(KEYS[3], t)
-local rate = quota * f
-if t < paused then
-  return {0, string.format('%.6f', paused - t), string.format('%.6f', f), redis.call('GET', KEYS[4]) or '0'}
+local f, paused = aimd(KEYS[4], t)
+local held = tonumber(redis.call('GET', KEYS[6]) or '0') or 0
+local rate = quota * f * (1 - held)
+local b = math.max(1, math.floor(burst * (1 - held)))
+local budgets = {{KEYS[1], rate, b}}
+if class >= 1 then
+  table.insert(budgets, {KEYS[2], rate * (1 - reserve), math.max(1, math.floor(b * (1 - reserve)))})
 end
-local function gcra(key, r, b)
-  local interval = 1 / r
+if class >= 2 and bgs > 0 then
+  table.insert(budgets, {KEYS[3], rate * bgs, math.max(1, math.floor(b * bgs))})
+end
+local function tatOf(key)
   local tat = tonumber(redis.call('GET', key)) or t
   if tat < t then tat = t end
-  local m = math.floor((t - tat) / interval + b + 1e-9)
-  if m < 0 then m = 0 end
-  return m, tat + interval - b * interval - t, tat, interval
+  return tat
 end
-local m, retry, tat, iv = gcra(KEYS[1], rate, burst)
-local m2, retry2, tat2, iv2 = 0, 0, 0, 0
-if class ~= 0 then
-  local b2 = math.max(1, math.floor(burst * (1 - reserve)))
-  m2, retry2, tat2, iv2 = gcra(KEYS[2], rate * (1 - reserve), b2)
-  if m2 < m then m = m2 end
-  if m == 0 and retry2 > retry then retry = retry2 end
+local function store(key, tat)
+  redis.call('SET', key, string.format('%.6f', tat), 'PX', math.ceil((tat - t) * 1000) + 1000)
 end
-if m > n then m = n end
+-- Calls already sent on the local bucket are charged first, without a check.
+if debt > 0 then
+  for _, g in ipairs(budgets) do store(g[1], tatOf(g[1]) + debt / g[2]) end
+end
+local count = redis.call('GET', KEYS[5]) or '0'
+if t < paused then
+  return {0, string.format('%.6f', paused - t), string.format('%.6f', f), count}
+end
+local m, retry = n, 0
+for _, g in ipairs(budgets) do
+  local interval = 1 / g[2]
+  local tat = tatOf(g[1])
+  local k = math.floor((t - tat) / interval + g[3] + 1e-9)
+  if k < 0 then k = 0 end
+  if k == 0 then retry = math.max(retry, tat + interval - g[3] * interval - t) end
+  if k < m then m = k end
+  g[4], g[5] = tat, interval
+end
 if m == 0 then
-  return {0, string.format('%.6f', math.max(retry, 0.0001)), string.format('%.6f', f), redis.call('GET', KEYS[4]) or '0'}
+  return {0, string.format('%.6f', math.max(retry, 0.0001)), string.format('%.6f', f), count}
 end
-local function commit(key, tat0, interval)
-  local tat1 = tat0 + m * interval
-  redis.call('SET', key, string.format('%.6f', tat1), 'PX', math.ceil((tat1 - t) * 1000) + 1000)
-end
-commit(KEYS[1], tat, iv)
-if class ~= 0 then commit(KEYS[2], tat2, iv2) end
-local c = redis.call('INCRBY', KEYS[4], m)
-redis.call('EXPIRE', KEYS[4], 86400)
+for _, g in ipairs(budgets) do store(g[1], g[4] + m * g[5]) end
+local c = redis.call('INCRBY', KEYS[5], m)
+redis.call('EXPIRE', KEYS[5], 86400)
 return {m, '0', string.format('%.6f', f), tostring(c)}
 `)
 
@@ -105,36 +121,64 @@ redis.call('PEXPIRE', KEYS[1], math.ceil((since - t + (1 - f) / rec + math.max(0
 return {decreased, string.format('%.6f', f)}
 `)
 
-// heartbeatScript registers this member and returns the live membership and
+// heartbeatScript registers this member and returns the membership and
 // each family's state.
 //
 // KEYS: 1 weights hash (member → weight), 2 heartbeats sorted set (member →
-// ms), then for each family its admission counter and AIMD hash.
-// ARGV: 1 member, 2 weight, 3 TTL ms, 4 "leave" to deregister instead.
-// Returns {{member, weight, ...}, {counter, rate fraction, ...}}.
+// ms), 3 held fraction, then for each family its admission counter and AIMD
+// hash.
+// ARGV: 1 member, 2 weight, 3 TTL ms, 4 "leave" to deregister instead,
+// 5 forget ms.
+// Returns {{member, weight, ...}, {counter, rate fraction, ...}, held,
+// fallen members}.
+//
+// A member whose heartbeat is older than the TTL has fallen (back to its
+// local share, or it died): it stays registered, so its weight still counts
+// in every static share, and its share of the quota is held, i.e. removed
+// from the budget the live members share (KEYS[3], read by admitScript).
+// After forget ms without a heartbeat it is deregistered and its share freed.
 var heartbeatScript = redis.NewScript(aimdLua + `
 local t = now()
 local ms = math.floor(t * 1000)
-local ttl = tonumber(ARGV[3])
+local ttl, forget = tonumber(ARGV[3]), tonumber(ARGV[5])
 if ARGV[4] == 'leave' then
   redis.call('HDEL', KEYS[1], ARGV[1])
   redis.call('ZREM', KEYS[2], ARGV[1])
-  return {{}, {}}
+  return {{}, {}, '0', 0}
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], ms, ARGV[1])
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms - ttl)) do
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms - forget)) do
   redis.call('HDEL', KEYS[1], m)
   redis.call('ZREM', KEYS[2], m)
 end
+local fallen = {}
+local nfallen = 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. (ms - ttl))) do
+  fallen[m] = true
+  nfallen = nfallen + 1
+end
+local all = redis.call('HGETALL', KEYS[1])
+local live, gone = 0, 0
+for i = 1, #all, 2 do
+  local w = tonumber(all[i + 1]) or 0
+  if fallen[all[i]] then gone = gone + w else live = live + w end
+end
+local held = 0
+if gone > 0 then held = gone / (live + gone) end
+if held > 0 then
+  redis.call('SET', KEYS[3], string.format('%.6f', held), 'PX', 2 * ttl)
+else
+  redis.call('DEL', KEYS[3])
+end
 -- A fleet whose members all stopped leaves nothing behind.
-redis.call('PEXPIRE', KEYS[1], ttl * 10)
-redis.call('PEXPIRE', KEYS[2], ttl * 10)
+redis.call('PEXPIRE', KEYS[1], forget + ttl)
+redis.call('PEXPIRE', KEYS[2], forget + ttl)
 local fams = {}
-for i = 3, #KEYS, 2 do
+for i = 4, #KEYS, 2 do
   local f = aimd(KEYS[i + 1], t)
   table.insert(fams, redis.call('GET', KEYS[i]) or '0')
   table.insert(fams, string.format('%.6f', f))
 end
-return {redis.call('HGETALL', KEYS[1]), fams}
+return {all, fams, string.format('%.6f', held), nfallen}
 `)
