@@ -57,6 +57,13 @@ type ClusterConfig struct {
 	// Server is the simulated cloud account, the ground truth; several
 	// clusters may share one.
 	Server *simcloud.Server
+	// Ground replaces Server as the ground truth when Server is nil: another
+	// simulated cloud (providers/aws's EC2 simulator) seen through what the
+	// cluster needs from it.
+	Ground GroundTruth
+	// NoRoutes leaves the route controller out (--configure-cloud-routes=false,
+	// as the AWS CCM is deployed: the VPC CNI routes pods).
+	NoRoutes bool
 	// Cloud is the provider the controllers call (a bare client or
 	// cloudgate over one).
 	Cloud cloudprovider.Interface
@@ -72,13 +79,31 @@ type ClusterConfig struct {
 	ClusterCIDR string
 }
 
+// GroundTruth is what a Cluster needs from its simulated cloud account:
+// instances to create Nodes for and to check them against, routes and load
+// balancers to check the controllers' work. *simcloud.Server implements it.
+type GroundTruth interface {
+	// AddInstances creates n running instances for cluster.
+	AddInstances(n int, cluster string) ([]simcloud.Instance, error)
+	InstanceByNodeName(nodeName string) (simcloud.Instance, bool)
+	AddRoute(simcloud.Route) error
+	Routes(cluster string) []simcloud.Route
+	LoadBalancers() []simcloud.LoadBalancer
+}
+
+// ProviderIDer is implemented by a GroundTruth whose provider IDs are not
+// simcloud's (initialised Nodes get ProviderIDOf(inst)).
+type ProviderIDer interface {
+	ProviderIDOf(simcloud.Instance) string
+}
+
 // Cluster is a fake API server with the four CCM controllers calling a
 // provider through a recorder. The benchmark's own writes (nodes, services)
 // go straight to the API server; the controllers' go through clients
 // limited like a real CCM's.
 type Cluster struct {
 	cfg     ClusterConfig
-	srv     *simcloud.Server
+	srv     GroundTruth
 	kube    *fake.Clientset // unlimited: the benchmark's and the informers'
 	factory informers.SharedInformerFactory
 	rec     *recorder
@@ -94,14 +119,18 @@ type Cluster struct {
 
 // NewCluster makes an empty cluster; nothing runs until Start.
 func NewCluster(cfg ClusterConfig) (*Cluster, error) {
-	if cfg.Server == nil || cfg.Cloud == nil || cfg.Name == "" {
-		return nil, fmt.Errorf("bench: ClusterConfig needs Name, Server and Cloud")
+	ground := cfg.Ground
+	if cfg.Server != nil {
+		ground = cfg.Server
+	}
+	if ground == nil || cfg.Cloud == nil || cfg.Name == "" {
+		return nil, fmt.Errorf("bench: ClusterConfig needs Name, Server (or Ground) and Cloud")
 	}
 	if cfg.ClusterCIDR == "" {
 		cfg.ClusterCIDR = "10.128.0.0/9"
 	}
 	raiseWatchChanSize()
-	c := &Cluster{cfg: cfg, srv: cfg.Server, kube: fake.NewSimpleClientset()}
+	c := &Cluster{cfg: cfg, srv: ground, kube: fake.NewSimpleClientset()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.rec = newRecorder(cfg.Cloud)
 	return c, nil
@@ -152,6 +181,9 @@ func (c *Cluster) AddNodes(n int, initialized, withRoutes bool) ([]simcloud.Inst
 	}
 	for _, inst := range insts {
 		node := makeNode(inst, initialized, true)
+		if p, ok := c.srv.(ProviderIDer); ok && initialized {
+			node.Spec.ProviderID = p.ProviderIDOf(inst)
+		}
 		cidr := c.nextCIDR()
 		node.Spec.PodCIDR, node.Spec.PodCIDRs = cidr, []string{cidr}
 		if withRoutes {
@@ -262,14 +294,16 @@ func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 	if err != nil {
 		return err
 	}
-	routes, _ := c.rec.Routes()
-	_, cidr, err := net.ParseCIDR(c.cfg.ClusterCIDR)
-	if err != nil {
-		return err
-	}
-	rc, err := route.New(routes, c.controllerClient(), nodes, c.cfg.Name, []*net.IPNet{cidr})
-	if err != nil {
-		return err
+	var rc *route.RouteController
+	if !c.cfg.NoRoutes {
+		routes, _ := c.rec.Routes()
+		_, cidr, err := net.ParseCIDR(c.cfg.ClusterCIDR)
+		if err != nil {
+			return err
+		}
+		if rc, err = route.New(routes, c.controllerClient(), nodes, c.cfg.Name, []*net.IPNet{cidr}); err != nil {
+			return err
+		}
 	}
 	sc, err := service.New(c.rec, c.controllerClient(), services, nodes, c.cfg.Name, utilfeature.DefaultFeatureGate)
 	if err != nil {
@@ -292,7 +326,9 @@ func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 	}
 	run(func() { nc.RunWithContext(c.ctx, cm) })
 	run(func() { lc.Run(c.ctx, cm) })
-	run(func() { rc.Run(c.ctx, scale(routeReconcilePeriod, f), cm) })
+	if rc != nil {
+		run(func() { rc.Run(c.ctx, scale(routeReconcilePeriod, f), cm) })
+	}
 	run(func() { sc.Run(c.ctx, c.cfg.ServiceWorkers, cm) })
 	return nil
 }
@@ -359,7 +395,7 @@ func (c *Cluster) Quiescence() (Quiescence, error) {
 		}
 		got[r.TargetNode] = r.DestinationCIDR
 	}
-	if len(got) != len(want) {
+	if len(got) != len(want) && !c.cfg.NoRoutes { // no route controller: no routes wanted
 		q.RoutesMatch = false
 	}
 	lbs := map[string]simcloud.LoadBalancer{}
