@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
@@ -64,6 +65,11 @@ type ClusterConfig struct {
 	// NoRoutes leaves the route controller out (--configure-cloud-routes=false,
 	// as the AWS CCM is deployed: the VPC CNI routes pods).
 	NoRoutes bool
+	// CloudInit makes Start initialise the cloud as the CCM does: a client
+	// builder on the cluster's API server (the AWS provider's Initialize
+	// calls the kube API) and SetInformers for a cloudprovider.InformerUser.
+	// Off, Initialize gets a nil builder and no informers.
+	CloudInit bool
 	// Cloud is the provider the controllers call (a bare client or
 	// cloudgate over one).
 	Cloud cloudprovider.Interface
@@ -160,6 +166,17 @@ func (c *Cluster) controllerClient() kubernetes.Interface {
 	})
 	return cs
 }
+
+// clientBuilder gives the cloud (CloudInit) clients limited like a
+// controller's, on the cluster's API server.
+type clientBuilder struct{ c *Cluster }
+
+func (b clientBuilder) Config(string) (*rest.Config, error) { return &rest.Config{}, nil }
+func (b clientBuilder) ConfigOrDie(string) *rest.Config     { return &rest.Config{} }
+func (b clientBuilder) Client(string) (kubernetes.Interface, error) {
+	return b.c.controllerClient(), nil
+}
+func (b clientBuilder) ClientOrDie(string) kubernetes.Interface { return b.c.controllerClient() }
 
 // nextCIDR is the next node's pod CIDR: a /24 of the cluster CIDR.
 func (c *Cluster) nextCIDR() string {
@@ -281,8 +298,15 @@ func (c *Cluster) TouchService(i int) error {
 // by the time factor; handlers (may be nil) see Node events.
 func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 	f := c.cfg.TimeFactor
-	c.rec.Initialize(nil, c.ctx.Done())
 	c.factory = informers.NewSharedInformerFactory(c.kube, 0)
+	if c.cfg.CloudInit {
+		if iu, ok := c.cfg.Cloud.(cloudprovider.InformerUser); ok {
+			iu.SetInformers(c.factory)
+		}
+		c.rec.Initialize(clientBuilder{c}, c.ctx.Done())
+	} else {
+		c.rec.Initialize(nil, c.ctx.Done())
+	}
 	nodes := c.factory.Core().V1().Nodes()
 	services := c.factory.Core().V1().Services()
 	workers := int32(c.cfg.NodeWorkers)
