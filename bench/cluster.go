@@ -466,3 +466,12 @@ func tainted(n *v1.Node) bool {
 	}
 	return false
 }
+
+// Nodes lists the cluster's Nodes from the API server.
+func (c *Cluster) Nodes() ([]v1.Node, error) {
+	l, err := c.kube.CoreV1().Nodes().List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
