@@ -163,6 +163,14 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		"aws+cloudgate batching off; adapter: awsbatch, batching on, batch.listPrefetch (listInterval %v).\n\n",
 		o.Bucket.Size, o.Bucket.Refill, r.BucketPerHour(), kubeQPS, kubeBurst, o.Bucket.Refill, o.Bucket.Size, listInterval())
 
+	if len(r.sortedSizes()) > 0 {
+		r.writeSteady(w)
+	}
+	r.writeScaleup(w)
+}
+
+func (r *Result) writeSteady(w io.Writer) {
+	o := r.Options
 	fmt.Fprintf(w, "**Steady state** (N initialised Ready nodes; window %v from the controllers' start; medians [min–max] over seeds):\n\n", o.Window)
 	fmt.Fprintln(w, "| nodes | column | seeds | DescribeInstances in window | RequestLimitExceeded | status lookups (rate /s) | DescribeInstances per lookup | **DescribeInstances / h** (derived) | share of bucket |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
@@ -202,6 +210,10 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	for _, col := range o.Columns {
 		fmt.Fprintf(w, "- %s: %s\n", col, r.saturation(col))
 	}
+}
+
+func (r *Result) writeScaleup(w io.Writer) {
+	o := r.Options
 	if len(r.Scaleup) > 0 {
 		fmt.Fprintf(w, "\n**Scale-up**: %d nodes arrive at once (their instances exist; no provider ID, private-DNS names, uninitialized taint); medians [min–max] over %d seeds:\n\n", o.ScaleupNodes, o.Seeds)
 		fmt.Fprintln(w, "| column | initialised | time to all (s) | bound (s) | measured / bound | DescribeInstances | RequestLimitExceeded |")
