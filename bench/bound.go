@@ -36,6 +36,11 @@ func initBound(o *Options, k int) *Bound {
 	return b
 }
 
+// InitBound is initBound for another simulated cloud: o's ReadQPS,
+// ReadBurst, CloudMaxBatch and Latency describe its read quota, largest
+// batch and round trip, KubeQPS and KubeBurst the CCM's client.
+func InitBound(o *Options, k int) *Bound { return initBound(o, k) }
+
 // quiesceBound adds the writes quiescence needs to the init bound: a
 // CreateRoute per new node and at least one load balancer update per
 // service (the node set changed), through the cloud's write quota:

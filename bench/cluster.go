@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
@@ -57,6 +58,18 @@ type ClusterConfig struct {
 	// Server is the simulated cloud account, the ground truth; several
 	// clusters may share one.
 	Server *simcloud.Server
+	// Ground replaces Server as the ground truth when Server is nil: another
+	// simulated cloud (providers/aws's EC2 simulator) seen through what the
+	// cluster needs from it.
+	Ground GroundTruth
+	// NoRoutes leaves the route controller out (--configure-cloud-routes=false,
+	// as the AWS CCM is deployed: the VPC CNI routes pods).
+	NoRoutes bool
+	// CloudInit makes Start initialise the cloud as the CCM does: a client
+	// builder on the cluster's API server (the AWS provider's Initialize
+	// calls the kube API) and SetInformers for a cloudprovider.InformerUser.
+	// Off, Initialize gets a nil builder and no informers.
+	CloudInit bool
 	// Cloud is the provider the controllers call (a bare client or
 	// cloudgate over one).
 	Cloud cloudprovider.Interface
@@ -72,13 +85,31 @@ type ClusterConfig struct {
 	ClusterCIDR string
 }
 
+// GroundTruth is what a Cluster needs from its simulated cloud account:
+// instances to create Nodes for and to check them against, routes and load
+// balancers to check the controllers' work. *simcloud.Server implements it.
+type GroundTruth interface {
+	// AddInstances creates n running instances for cluster.
+	AddInstances(n int, cluster string) ([]simcloud.Instance, error)
+	InstanceByNodeName(nodeName string) (simcloud.Instance, bool)
+	AddRoute(simcloud.Route) error
+	Routes(cluster string) []simcloud.Route
+	LoadBalancers() []simcloud.LoadBalancer
+}
+
+// ProviderIDer is implemented by a GroundTruth whose provider IDs are not
+// simcloud's (initialised Nodes get ProviderIDOf(inst)).
+type ProviderIDer interface {
+	ProviderIDOf(simcloud.Instance) string
+}
+
 // Cluster is a fake API server with the four CCM controllers calling a
 // provider through a recorder. The benchmark's own writes (nodes, services)
 // go straight to the API server; the controllers' go through clients
 // limited like a real CCM's.
 type Cluster struct {
 	cfg     ClusterConfig
-	srv     *simcloud.Server
+	srv     GroundTruth
 	kube    *fake.Clientset // unlimited: the benchmark's and the informers'
 	factory informers.SharedInformerFactory
 	rec     *recorder
@@ -94,14 +125,18 @@ type Cluster struct {
 
 // NewCluster makes an empty cluster; nothing runs until Start.
 func NewCluster(cfg ClusterConfig) (*Cluster, error) {
-	if cfg.Server == nil || cfg.Cloud == nil || cfg.Name == "" {
-		return nil, fmt.Errorf("bench: ClusterConfig needs Name, Server and Cloud")
+	ground := cfg.Ground
+	if cfg.Server != nil {
+		ground = cfg.Server
+	}
+	if ground == nil || cfg.Cloud == nil || cfg.Name == "" {
+		return nil, fmt.Errorf("bench: ClusterConfig needs Name, Server (or Ground) and Cloud")
 	}
 	if cfg.ClusterCIDR == "" {
 		cfg.ClusterCIDR = "10.128.0.0/9"
 	}
 	raiseWatchChanSize()
-	c := &Cluster{cfg: cfg, srv: cfg.Server, kube: fake.NewSimpleClientset()}
+	c := &Cluster{cfg: cfg, srv: ground, kube: fake.NewSimpleClientset()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.rec = newRecorder(cfg.Cloud)
 	return c, nil
@@ -132,6 +167,17 @@ func (c *Cluster) controllerClient() kubernetes.Interface {
 	return cs
 }
 
+// clientBuilder gives the cloud (CloudInit) clients limited like a
+// controller's, on the cluster's API server.
+type clientBuilder struct{ c *Cluster }
+
+func (b clientBuilder) Config(string) (*rest.Config, error) { return &rest.Config{}, nil }
+func (b clientBuilder) ConfigOrDie(string) *rest.Config     { return &rest.Config{} }
+func (b clientBuilder) Client(string) (kubernetes.Interface, error) {
+	return b.c.controllerClient(), nil
+}
+func (b clientBuilder) ClientOrDie(string) kubernetes.Interface { return b.c.controllerClient() }
+
 // nextCIDR is the next node's pod CIDR: a /24 of the cluster CIDR.
 func (c *Cluster) nextCIDR() string {
 	_, n, _ := net.ParseCIDR(c.cfg.ClusterCIDR)
@@ -152,6 +198,9 @@ func (c *Cluster) AddNodes(n int, initialized, withRoutes bool) ([]simcloud.Inst
 	}
 	for _, inst := range insts {
 		node := makeNode(inst, initialized, true)
+		if p, ok := c.srv.(ProviderIDer); ok && initialized {
+			node.Spec.ProviderID = p.ProviderIDOf(inst)
+		}
 		cidr := c.nextCIDR()
 		node.Spec.PodCIDR, node.Spec.PodCIDRs = cidr, []string{cidr}
 		if withRoutes {
@@ -249,8 +298,15 @@ func (c *Cluster) TouchService(i int) error {
 // by the time factor; handlers (may be nil) see Node events.
 func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 	f := c.cfg.TimeFactor
-	c.rec.Initialize(nil, c.ctx.Done())
 	c.factory = informers.NewSharedInformerFactory(c.kube, 0)
+	if c.cfg.CloudInit {
+		if iu, ok := c.cfg.Cloud.(cloudprovider.InformerUser); ok {
+			iu.SetInformers(c.factory)
+		}
+		c.rec.Initialize(clientBuilder{c}, c.ctx.Done())
+	} else {
+		c.rec.Initialize(nil, c.ctx.Done())
+	}
 	nodes := c.factory.Core().V1().Nodes()
 	services := c.factory.Core().V1().Services()
 	workers := int32(c.cfg.NodeWorkers)
@@ -262,14 +318,16 @@ func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 	if err != nil {
 		return err
 	}
-	routes, _ := c.rec.Routes()
-	_, cidr, err := net.ParseCIDR(c.cfg.ClusterCIDR)
-	if err != nil {
-		return err
-	}
-	rc, err := route.New(routes, c.controllerClient(), nodes, c.cfg.Name, []*net.IPNet{cidr})
-	if err != nil {
-		return err
+	var rc *route.RouteController
+	if !c.cfg.NoRoutes {
+		routes, _ := c.rec.Routes()
+		_, cidr, err := net.ParseCIDR(c.cfg.ClusterCIDR)
+		if err != nil {
+			return err
+		}
+		if rc, err = route.New(routes, c.controllerClient(), nodes, c.cfg.Name, []*net.IPNet{cidr}); err != nil {
+			return err
+		}
 	}
 	sc, err := service.New(c.rec, c.controllerClient(), services, nodes, c.cfg.Name, utilfeature.DefaultFeatureGate)
 	if err != nil {
@@ -292,7 +350,9 @@ func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 	}
 	run(func() { nc.RunWithContext(c.ctx, cm) })
 	run(func() { lc.Run(c.ctx, cm) })
-	run(func() { rc.Run(c.ctx, scale(routeReconcilePeriod, f), cm) })
+	if rc != nil {
+		run(func() { rc.Run(c.ctx, scale(routeReconcilePeriod, f), cm) })
+	}
 	run(func() { sc.Run(c.ctx, c.cfg.ServiceWorkers, cm) })
 	return nil
 }
@@ -359,7 +419,7 @@ func (c *Cluster) Quiescence() (Quiescence, error) {
 		}
 		got[r.TargetNode] = r.DestinationCIDR
 	}
-	if len(got) != len(want) {
+	if len(got) != len(want) && !c.cfg.NoRoutes { // no route controller: no routes wanted
 		q.RoutesMatch = false
 	}
 	lbs := map[string]simcloud.LoadBalancer{}
@@ -405,4 +465,13 @@ func tainted(n *v1.Node) bool {
 		}
 	}
 	return false
+}
+
+// Nodes lists the cluster's Nodes from the API server.
+func (c *Cluster) Nodes() ([]v1.Node, error) {
+	l, err := c.kube.CoreV1().Nodes().List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
 }

@@ -98,5 +98,9 @@ check() { # name target_ns target_allocs(or -)
 		echo
 		cat bench/RESULTS.extra.md
 	fi
+	if [ -f bench/RESULTS.aws.md ]; then # issue 14, measured by providers/aws/cmd/aws-bench
+		echo
+		cat bench/RESULTS.aws.md
+	fi
 } > "$out"
 echo "wrote $out" >&2

@@ -12,6 +12,10 @@
 //	aws-batch+cloudgate  cloudgate in front of the provider with the awsbatch adapter
 //	aws-batch+cloudgate+list  the same with list prefetch (batch.listPrefetch)
 //
+// -mode table: the measured comparison of issue 14 (package awsbench: bench's cluster,
+// controllers and bound; columns aws, aws+cloudgate, aws+cloudgate+adapter; steady state at
+// -sizes, a -scaleup-nodes scale-up; several seeds) as markdown on stdout, progress on stderr.
+//
 // It reports, per side, the time until every node is initialized (scaleup) or the length of
 // the window (steady), the DescribeInstances calls EC2 received and how many it answered
 // RequestLimitExceeded. Everything runs in real time (no time compression).
@@ -22,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +46,7 @@ import (
 	"github.com/cloudgate/cloudgate/metrics"
 	"github.com/cloudgate/cloudgate/provider"
 	"github.com/cloudgate/cloudgate/providers/aws/awsbatch"
+	"github.com/cloudgate/cloudgate/providers/aws/awsbench"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
 )
 
@@ -51,7 +57,15 @@ func main() {
 	refill := flag.Float64("refill", ec2sim.NonMutatingBucket.Refill, "EC2 token refill per second per action")
 	timeout := flag.Duration("timeout", 3*time.Minute, "give up on a side after this long")
 	sides := flag.String("sides", "aws,aws+cloudgate,aws-batch+cloudgate", "sides to run, comma-separated")
-	mode := flag.String("mode", "scaleup", "scaleup or steady")
+	mode := flag.String("mode", "scaleup", "scaleup, steady or table")
+	def := awsbench.DefaultOptions()
+	sizes := flag.String("sizes", "1000,5000,20000", "table: steady node counts, comma-separated")
+	seeds := flag.Int("seeds", def.Seeds, "table: seeds per size and for the scale-up")
+	largeSeeds := flag.Int("large-seeds", def.LargeSeeds, "table: seeds for sizes >= -large-from")
+	largeFrom := flag.Int("large-from", def.LargeFrom, "table: sizes from this many nodes run -large-seeds seeds")
+	columns := flag.String("columns", strings.Join(awsbench.AllColumns, ","), "table: columns, comma-separated")
+	tableWindow := flag.Duration("table-window", def.Window, "table: the steady window (real time)")
+	scaleupNodes := flag.Int("scaleup-nodes", def.ScaleupNodes, "table: nodes of the scale-up (0: none)")
 	window := flag.Duration("window", 150*time.Second, "steady: how long to count")
 	klog.InitFlags(nil)
 	_ = flag.Set("v", "0")
@@ -67,8 +81,34 @@ func main() {
 	} {
 		os.Setenv(k, v)
 	}
+	if *mode == "table" {
+		o := def
+		o.Seeds, o.LargeSeeds, o.LargeFrom, o.Window, o.ScaleupNodes = *seeds, *largeSeeds, *largeFrom, *tableWindow, *scaleupNodes
+		o.Bucket = ec2sim.Bucket{Size: *bucket, Refill: *refill}
+		o.Columns = strings.Split(*columns, ",")
+		o.Sizes = nil
+		for _, f := range strings.Split(*sizes, ",") {
+			if strings.TrimSpace(f) == "" {
+				continue // -sizes "": the scale-up alone
+			}
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "-sizes: %q is not a node count\n", f)
+				os.Exit(2)
+			}
+			o.Sizes = append(o.Sizes, n)
+		}
+		o.Progress = os.Stderr
+		res, err := awsbench.Run(context.Background(), o)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		res.WriteMarkdown(os.Stdout)
+		return
+	}
 	if *mode != "scaleup" && *mode != "steady" {
-		fmt.Fprintln(os.Stderr, "-mode: want scaleup or steady")
+		fmt.Fprintln(os.Stderr, "-mode: want scaleup, steady or table")
 		os.Exit(2)
 	}
 	steady := *mode == "steady"

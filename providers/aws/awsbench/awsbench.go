@@ -1,0 +1,608 @@
+// Package awsbench measures the unmodified AWS cloud provider alone, behind
+// cloudgate, and behind cloudgate with the awsbatch adapter, on the
+// simulated EC2 (ec2sim, with EC2's documented DescribeInstances bucket),
+// driven by bench's cluster: the real cloud-node and cloud-node-lifecycle
+// (and service) controllers of k8s.io/cloud-provider on a fake API server,
+// each with a kube client limited like a real CCM's (20 QPS, burst 30).
+//
+// Columns:
+//
+//	aws                    the AWS provider alone: its describe-instance batcher, the SDK's retryer, CCM defaults
+//	aws+cloudgate          cloudgate's DefaultConfig in front (cache and limiter; no batch interface)
+//	aws+cloudgate+adapter  cloudgate in front of awsbatch (batch, batch.listPrefetch)
+//
+// Everything runs in real time: the AWS provider's batcher and the SDK's
+// retryer have their own real-time timers, which a compressed clock would
+// distort. A steady-state hour is therefore not run but derived from a
+// measured window (see Steady and the package's RESULTS section).
+package awsbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/cloudgate/cloudgate/bench"
+	"github.com/cloudgate/cloudgate/metrics"
+	"github.com/cloudgate/cloudgate/provider"
+	"github.com/cloudgate/cloudgate/providers/aws/awsbatch"
+	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
+)
+
+// Column names, in table order.
+const (
+	ColAWS       = "aws"
+	ColCloudgate = "aws+cloudgate"
+	ColAdapter   = "aws+cloudgate+adapter"
+)
+
+// AllColumns are the three columns.
+var AllColumns = []string{ColAWS, ColCloudgate, ColAdapter}
+
+// CCM defaults (k8s.io/cloud-provider v0.37.2) and cloudgate's defaults the
+// derivations use.
+const (
+	statusPeriod = 5 * time.Minute // --node-status-update-frequency
+	kubeQPS      = 20.0
+	kubeBurst    = 30
+	clusterName  = "bench"
+	describe     = "DescribeInstances"
+	// pageSize is the most instances one DescribeInstances page returns
+	// (MaxResults 1,000): the cloud's largest batch B of the bound.
+	pageSize = 1000
+)
+
+// Options are the benchmark's knobs.
+type Options struct {
+	// Sizes are the steady-state node counts.
+	Sizes []int
+	// Seeds runs every size and the scale-up with seeds Seed, Seed+1, ...;
+	// sizes of at least LargeFrom nodes run LargeSeeds seeds.
+	Seeds, LargeSeeds, LargeFrom int
+	Seed                         int64
+	Columns                      []string
+	// Window is the measured steady window, real time, from the
+	// controllers' start (the status loop's first round starts at once).
+	Window time.Duration
+	// ScaleupNodes arrive at once (0: no scale-up); each column gets
+	// ScaleupTimeout to initialise them.
+	ScaleupNodes   int
+	ScaleupTimeout time.Duration
+	// Bucket is EC2's DescribeInstances bucket (size, refill per second).
+	Bucket ec2sim.Bucket
+	// Progress gets a line every few seconds (nil: none).
+	Progress io.Writer
+}
+
+// DefaultOptions: 1,000, 5,000 and 20,000 nodes, three seeds (one at
+// 20,000), a 20 s window, a 1,000-node scale-up, EC2's documented bucket.
+func DefaultOptions() *Options {
+	return &Options{
+		Sizes: []int{1000, 5000, 20000}, Seeds: 3, LargeSeeds: 1, LargeFrom: 20000, Seed: 1,
+		Columns: slices.Clone(AllColumns), Window: 20 * time.Second,
+		ScaleupNodes: 1000, ScaleupTimeout: 10 * time.Minute, Bucket: ec2sim.NonMutatingBucket,
+	}
+}
+
+// Validate names the first bad option.
+func (o *Options) Validate() error {
+	for _, c := range o.Columns {
+		if !slices.Contains(AllColumns, c) {
+			return fmt.Errorf("-columns: unknown column %q: want %s", c, strings.Join(AllColumns, ", "))
+		}
+	}
+	switch {
+	case len(o.Columns) == 0:
+		return fmt.Errorf("-columns: name at least one of %s", strings.Join(AllColumns, ", "))
+	case o.Seeds < 1 || o.LargeSeeds < 1:
+		return fmt.Errorf("-seeds and -large-seeds must be >= 1")
+	case o.Window < time.Second:
+		return fmt.Errorf("-window must be >= 1s")
+	case o.ScaleupNodes < 0 || o.ScaleupTimeout <= 0:
+		return fmt.Errorf("-scaleup-nodes must be >= 0 and -scaleup-timeout > 0")
+	case o.Bucket.Size < 1 || !(o.Bucket.Refill > 0):
+		return fmt.Errorf("-bucket must be >= 1 and -refill > 0")
+	}
+	for _, n := range o.Sizes {
+		if n < 1 {
+			return fmt.Errorf("-sizes: every node count must be >= 1")
+		}
+	}
+	return nil
+}
+
+func (o *Options) seedsFor(n int) int {
+	if o.LargeFrom > 0 && n >= o.LargeFrom {
+		return o.LargeSeeds
+	}
+	return o.Seeds
+}
+
+// SteadyRun is one column's measured steady window.
+type SteadyRun struct {
+	Nodes  int
+	Seed   int64
+	Window float64 // seconds, real
+	// EC2's counters over the window.
+	Describe, Throttled, Other int64
+	// Lookups are the controllers' InstanceMetadata calls; LookupRate
+	// their rate (calls/s, first to last call of the window).
+	Lookups    int64
+	LookupRate float64
+	// ListPages is what one list refresh of the adapter costs, measured
+	// by running one after the window (adapter column only).
+	ListPages int64
+	state     map[string]nodeState
+}
+
+// ScaleupRun is one column's scale-up.
+type ScaleupRun struct {
+	Seed                  int64
+	Initialized, Expected int
+	// Seconds until every node was initialised (NaN: timed out).
+	Seconds                    float64
+	Describe, Throttled, Other int64
+	state                      map[string]nodeState
+}
+
+// Result is the whole benchmark.
+type Result struct {
+	Options *Options
+	Steady  map[string][]SteadyRun // by column
+	Scaleup map[string][]ScaleupRun
+	Bound   *bench.Bound
+	// StateChecks: per scenario ("steady/N", "scaleup"), the nodes whose
+	// state (provider ID, labels, addresses, taints) was compared across
+	// columns per seed, and how many differed.
+	StateChecks []StateCheck
+	Started     time.Time
+	Load        [2]string // uptime at start and end
+}
+
+// StateCheck is one node-state comparison across the columns of one seed.
+type StateCheck struct {
+	Scenario string
+	Seed     int64
+	Nodes    int // nodes compared (in every column)
+	Differ   int // nodes whose state differs in some column, or missing
+}
+
+// Run runs o and returns the result.
+func Run(ctx context.Context, o *Options) (*Result, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	progress := o.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	setAWSEnv()
+	res := &Result{Options: o, Steady: map[string][]SteadyRun{}, Scaleup: map[string][]ScaleupRun{}, Started: time.Now()}
+	res.Load[0] = uptime()
+	for _, n := range o.Sizes {
+		for s := range o.seedsFor(n) {
+			seed := o.Seed + int64(s)
+			states := map[string]map[string]nodeState{}
+			for _, col := range o.Columns {
+				r, err := runSteady(ctx, o, col, n, seed, progress)
+				if err != nil {
+					return nil, fmt.Errorf("steady %d/%s seed %d: %w", n, col, seed, err)
+				}
+				states[col] = r.state
+				res.Steady[col] = append(res.Steady[col], *r)
+			}
+			res.StateChecks = append(res.StateChecks, compareStates(fmt.Sprintf("steady/%d", n), seed, o.Columns, states))
+		}
+	}
+	if o.ScaleupNodes > 0 {
+		res.Bound = bench.InitBound(&bench.Options{
+			ReadQPS: o.Bucket.Refill, ReadBurst: o.Bucket.Size, CloudMaxBatch: pageSize, KubeQPS: kubeQPS, KubeBurst: kubeBurst,
+		}, o.ScaleupNodes)
+		for s := range o.Seeds {
+			seed := o.Seed + int64(s)
+			states := map[string]map[string]nodeState{}
+			for _, col := range o.Columns {
+				r, err := runScaleup(ctx, o, col, seed, progress)
+				if err != nil {
+					return nil, fmt.Errorf("scaleup/%s seed %d: %w", col, seed, err)
+				}
+				states[col] = r.state
+				res.Scaleup[col] = append(res.Scaleup[col], *r)
+			}
+			res.StateChecks = append(res.StateChecks, compareStates("scaleup", seed, o.Columns, states))
+		}
+	}
+	res.Load[1] = uptime()
+	return res, nil
+}
+
+// setAWSEnv: static credentials, no instance-metadata service, no shared
+// config; the provider reaches ec2sim through its own [ServiceOverride].
+func setAWSEnv() {
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIDSIMULATED", "AWS_SECRET_ACCESS_KEY": "simulated-secret",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+	} {
+		os.Setenv(k, v)
+	}
+}
+
+func uptime() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// rig is one column on a fresh simulated EC2 and cluster.
+type rig struct {
+	sim     *ec2sim.Server
+	cluster *bench.Cluster
+	count   *counting
+	lister  provider.InstanceLister // adapter column only
+}
+
+func (r *rig) close() {
+	r.cluster.Stop()
+	r.sim.Close()
+}
+
+func newRig(o *Options, col string, seed int64) (*rig, error) {
+	sim, err := ec2sim.Start(ec2sim.Config{Region: region, Zones: zones, Default: o.Bucket})
+	if err != nil {
+		return nil, err
+	}
+	conf := []byte(fmt.Sprintf(`[Global]
+Zone = us-east-1a
+VPC = vpc-0sim
+SubnetID = subnet-0sim
+KubernetesClusterID = %s
+
+[ServiceOverride "1"]
+Service = EC2
+Region = us-east-1
+URL = %s
+SigningRegion = us-east-1
+SigningName = ec2
+`, clusterName, sim.URL))
+	r := &rig{sim: sim}
+	cloud, err := buildColumn(o, col, conf, r)
+	if err != nil {
+		sim.Close()
+		return nil, err
+	}
+	r.count = &counting{Interface: cloud}
+	r.cluster, err = bench.NewCluster(bench.ClusterConfig{
+		Name: clusterName, Ground: newGround(sim, seed), Cloud: r.count, TimeFactor: 1,
+		NodeWorkers: 1, ServiceWorkers: 1, KubeQPS: kubeQPS, KubeBurst: kubeBurst,
+		NoRoutes: true, CloudInit: true,
+	})
+	if err != nil {
+		sim.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// buildColumn is the column's provider: the AWS provider from its own
+// cloud config, alone or behind cloudgate's DefaultConfig with the read
+// limit at EC2's bucket (as an operator would set it).
+func buildColumn(o *Options, col string, conf []byte, r *rig) (cloudprovider.Interface, error) {
+	cfg := provider.DefaultConfig()
+	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = o.Bucket.Refill, o.Bucket.Size
+	cfg.Metrics = metrics.New()
+	switch col {
+	case ColAWS:
+		return cloudprovider.GetCloudProvider("aws", strings.NewReader(string(conf)))
+	case ColCloudgate:
+		up, err := cloudprovider.GetCloudProvider("aws", strings.NewReader(string(conf)))
+		if err != nil {
+			return nil, err
+		}
+		off := false
+		cfg.Batch.Enabled = &off // the upstream has no batch interface anyway
+		return provider.New(up, cfg)
+	case ColAdapter:
+		up, err := awsbatch.New(conf)
+		if err != nil {
+			return nil, err
+		}
+		v2, _ := up.InstancesV2()
+		lister, ok := v2.(provider.InstanceLister)
+		if !ok {
+			return nil, fmt.Errorf("awsbatch's InstancesV2 is not a provider.InstanceLister")
+		}
+		r.lister = lister
+		cfg.Batch.ListPrefetch = true
+		return provider.New(up, cfg)
+	}
+	return nil, fmt.Errorf("unknown column %q", col)
+}
+
+func (r *rig) ec2Counts() (calls, throttled, other int64) {
+	for action, st := range r.sim.AllStats() {
+		if action == describe {
+			calls, throttled = st.Requests, st.Throttled
+		} else {
+			other += st.Requests
+		}
+	}
+	return calls, throttled, other
+}
+
+func runSteady(ctx context.Context, o *Options, col string, n int, seed int64, progress io.Writer) (*SteadyRun, error) {
+	r, err := newRig(o, col, seed)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if _, err := r.cluster.AddNodes(n, true, false); err != nil {
+		return nil, err
+	}
+	r.sim.ResetStats() // from the cloud's start: the adapter's first list refresh included
+	if err := r.cluster.Start(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	r.count.setStart(start)
+	label := fmt.Sprintf("steady %d/%s seed %d", n, col, seed)
+	if err := wait(ctx, o.Window, func() {
+		d, t, _ := r.ec2Counts()
+		fmt.Fprintf(progress, "  %s: t=%.0fs, %d lookups, %d DescribeInstances, %d throttled\n", label, time.Since(start).Seconds(), r.count.lookups.Load(), d, t)
+	}); err != nil {
+		return nil, err
+	}
+	res := &SteadyRun{Nodes: n, Seed: seed, Window: time.Since(start).Seconds()}
+	res.Describe, res.Throttled, res.Other = r.ec2Counts()
+	res.Lookups, res.LookupRate = r.count.rate()
+	if r.lister != nil {
+		before := r.sim.Stats(describe).Requests
+		for tok := ""; ; {
+			_, next, err := r.lister.ListInstances(ctx, tok)
+			if err != nil {
+				return nil, fmt.Errorf("one list refresh: %w", err)
+			}
+			if tok = next; tok == "" {
+				break
+			}
+		}
+		res.ListPages = r.sim.Stats(describe).Requests - before
+	}
+	if res.state, err = nodeStates(r.cluster); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "%s: %d DescribeInstances, %d throttled, %d lookups (%.1f/s) in %.1fs\n", label, res.Describe, res.Throttled, res.Lookups, res.LookupRate, res.Window)
+	return res, nil
+}
+
+func runScaleup(ctx context.Context, o *Options, col string, seed int64, progress io.Writer) (*ScaleupRun, error) {
+	r, err := newRig(o, col, seed)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if err := r.cluster.Start(); err != nil {
+		return nil, err
+	}
+	// Let the provider and cloudgate settle (the adapter's first list
+	// refresh, of no instances) before the nodes arrive.
+	if err := wait(ctx, 2*time.Second, func() {}); err != nil {
+		return nil, err
+	}
+	r.sim.ResetStats()
+	k := o.ScaleupNodes
+	label := fmt.Sprintf("scaleup %d/%s seed %d", k, col, seed)
+	start := time.Now()
+	if _, err := r.cluster.AddNodes(k, false, false); err != nil {
+		return nil, err
+	}
+	res := &ScaleupRun{Seed: seed, Expected: k, Seconds: math.NaN()}
+	deadline := start.Add(o.ScaleupTimeout)
+	lastPrint := start
+	for {
+		nodes, err := r.cluster.Nodes()
+		if err != nil {
+			return nil, err
+		}
+		res.Initialized = 0
+		for i := range nodes {
+			if initialized(&nodes[i]) {
+				res.Initialized++
+			}
+		}
+		if res.Initialized == k {
+			res.Seconds = time.Since(start).Seconds()
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		if time.Since(lastPrint) > 5*time.Second {
+			lastPrint = time.Now()
+			d, t, _ := r.ec2Counts()
+			fmt.Fprintf(progress, "  %s: t=%.0fs, %d/%d initialized, %d DescribeInstances, %d throttled\n", label, time.Since(start).Seconds(), res.Initialized, k, d, t)
+		}
+		if err := wait(ctx, 100*time.Millisecond, func() {}); err != nil {
+			return nil, err
+		}
+	}
+	res.Describe, res.Throttled, res.Other = r.ec2Counts()
+	if res.state, err = nodeStates(r.cluster); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "%s: %d/%d initialized in %.1fs, %d DescribeInstances, %d throttled\n", label, res.Initialized, k, res.Seconds, res.Describe, res.Throttled)
+	return res, nil
+}
+
+// wait sleeps d or until ctx ends, calling tick every 5 s.
+func wait(ctx context.Context, d time.Duration, tick func()) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	tk := time.NewTicker(5 * time.Second)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		case <-tk.C:
+			tick()
+		}
+	}
+}
+
+func initialized(n *v1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
+			return false
+		}
+	}
+	return len(n.Status.Addresses) > 0
+}
+
+// nodeState is what the columns must agree on.
+type nodeState struct {
+	ProviderID string
+	Labels     map[string]string
+	Addresses  []v1.NodeAddress
+	Taints     []v1.Taint
+}
+
+func nodeStates(c *bench.Cluster) (map[string]nodeState, error) {
+	nodes, err := c.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]nodeState, len(nodes))
+	for i := range nodes {
+		n := &nodes[i]
+		st := nodeState{ProviderID: n.Spec.ProviderID, Labels: n.Labels, Addresses: n.Status.Addresses}
+		for _, t := range n.Spec.Taints {
+			t.TimeAdded = nil // when, not what
+			st.Taints = append(st.Taints, t)
+		}
+		if len(st.Addresses) == 0 {
+			st.Addresses = nil
+		}
+		out[n.Name] = st
+	}
+	return out, nil
+}
+
+// compareStates compares every node's state in every column with the
+// first column's.
+func compareStates(scenario string, seed int64, cols []string, states map[string]map[string]nodeState) StateCheck {
+	sc := StateCheck{Scenario: scenario, Seed: seed}
+	names := map[string]bool{}
+	for _, col := range cols {
+		for name := range states[col] {
+			names[name] = true
+		}
+	}
+	for name := range names {
+		sc.Nodes++
+		ref, ok := states[cols[0]][name]
+		same := ok
+		for _, col := range cols[1:] {
+			st, ok := states[col][name]
+			same = same && ok && reflect.DeepEqual(st, ref)
+		}
+		if !same {
+			sc.Differ++
+		}
+	}
+	return sc
+}
+
+// counting counts the controllers' InstanceMetadata calls (the status
+// loop's lookups) and when they happened.
+type counting struct {
+	cloudprovider.Interface
+	lookups     atomic.Int64
+	mu          sync.Mutex
+	start, last time.Time
+}
+
+func (c *counting) setStart(t time.Time) {
+	c.mu.Lock()
+	c.start = t
+	c.mu.Unlock()
+}
+
+// rate is the lookups and their rate from the start to the last one.
+func (c *counting) rate() (int64, float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.lookups.Load()
+	d := c.last.Sub(c.start).Seconds()
+	if n == 0 || d <= 0 {
+		return n, 0
+	}
+	return n, float64(n) / d
+}
+
+// SetInformers forwards the CCM's informers (the AWS provider and
+// cloudgate use them).
+func (c *counting) SetInformers(f informers.SharedInformerFactory) {
+	if iu, ok := c.Interface.(cloudprovider.InformerUser); ok {
+		iu.SetInformers(f)
+	}
+}
+
+func (c *counting) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	v2, ok := c.Interface.InstancesV2()
+	if !ok || v2 == nil {
+		return nil, ok
+	}
+	return &countingV2{InstancesV2: v2, c: c}, true
+}
+
+type countingV2 struct {
+	cloudprovider.InstancesV2
+	c *counting
+}
+
+func (v *countingV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	md, err := v.InstancesV2.InstanceMetadata(ctx, node)
+	v.c.lookups.Add(1)
+	v.c.mu.Lock()
+	v.c.last = time.Now()
+	v.c.mu.Unlock()
+	return md, err
+}
+
+// sortedSizes are the steady sizes in the result, ascending.
+func (r *Result) sortedSizes() []int {
+	seen := map[int]bool{}
+	for _, runs := range r.Steady {
+		for _, s := range runs {
+			seen[s.Nodes] = true
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Ints(out)
+	return out
+}

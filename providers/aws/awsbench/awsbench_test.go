@@ -1,0 +1,148 @@
+package awsbench
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMissesPerHour(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int
+		rate float64
+		ttl  time.Duration
+		want float64
+	}{
+		// One node, 1 s a lookup: a round every 301 s (the period starts
+		// when the round ends); 3612 ... 6923 in the second hour.
+		{"no cache", 1, 1, 0, 12},
+		// TTL = two periods: every other round hits (601 s apart).
+		{"ttl 10m", 1, 1, 10 * time.Minute, 6},
+		// Rounds of 1,000 s outgrow the TTL: every lookup misses, as with
+		// no cache (rounds 1,300 s apart: 2 or 3 of them in the hour).
+		{"rounds longer than the ttl", 1000, 1, 10 * time.Minute, -1},
+		{"no rate", 10, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := missesPerHour(tc.n, tc.rate, tc.ttl)
+			want := tc.want
+			if want < 0 {
+				want = missesPerHour(tc.n, tc.rate, 0)
+			}
+			if got != want {
+				t.Errorf("missesPerHour(%d, %g, %v) = %g, want %g", tc.n, tc.rate, tc.ttl, got, want)
+			}
+		})
+	}
+}
+
+func TestSpread(t *testing.T) {
+	s := spreadOf([]float64{3, 1, 2})
+	if s != (spread{2, 1, 3}) {
+		t.Errorf("spreadOf(3,1,2) = %+v, want median 2 [1–3]", s)
+	}
+	if got := s.format("%.0f"); got != "2 [1–3]" {
+		t.Errorf("format = %q", got)
+	}
+	if got := spreadOf([]float64{4, 2}).med; got != 3 {
+		t.Errorf("median of 4, 2 = %g, want 3", got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Options)
+		want string
+	}{
+		{"unknown column", func(o *Options) { o.Columns = []string{"gcp"} }, "-columns"},
+		{"no seeds", func(o *Options) { o.Seeds = 0 }, "-seeds"},
+		{"short window", func(o *Options) { o.Window = time.Millisecond }, "-window"},
+		{"bad size", func(o *Options) { o.Sizes = []int{0} }, "-sizes"},
+		{"no bucket", func(o *Options) { o.Bucket.Refill = 0 }, "-bucket"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			tc.mod(o)
+			if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate() = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+	if err := DefaultOptions().Validate(); err != nil {
+		t.Errorf("DefaultOptions().Validate() = %v", err)
+	}
+}
+
+// TestComparison runs a small version of the table (200 nodes steady, 40
+// scaling up, one seed) and checks its structural invariants: every column
+// leaves every node in the same state, the adapter column is never
+// throttled, and it sends fewer DescribeInstances than the provider alone.
+// No timing is asserted.
+func TestComparison(t *testing.T) {
+	o := DefaultOptions()
+	o.Sizes = []int{200}
+	o.Seeds, o.LargeSeeds = 1, 1
+	o.Window = 3 * time.Second
+	o.ScaleupNodes = 40
+	o.ScaleupTimeout = 3 * time.Minute
+	var log strings.Builder
+	o.Progress = &log
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, log.String())
+	}
+	if len(res.StateChecks) != 2 {
+		t.Fatalf("%d node-state checks, want 2 (steady, scaleup)", len(res.StateChecks))
+	}
+	for _, sc := range res.StateChecks {
+		want := 200
+		if sc.Scenario == "scaleup" {
+			want = 40
+		}
+		if sc.Nodes != want || sc.Differ != 0 {
+			t.Errorf("%s seed %d: %d nodes compared, %d differ; want %d compared, 0 differ", sc.Scenario, sc.Seed, sc.Nodes, sc.Differ, want)
+		}
+	}
+	for _, col := range AllColumns {
+		for _, r := range res.Scaleup[col] {
+			if r.Initialized != r.Expected {
+				t.Errorf("scaleup %s: %d of %d nodes initialised", col, r.Initialized, r.Expected)
+			}
+		}
+	}
+	for _, r := range res.Steady[ColAdapter] {
+		if r.Throttled != 0 {
+			t.Errorf("steady adapter: %d RequestLimitExceeded, want 0", r.Throttled)
+		}
+		if r.ListPages != 2 { // one page by cluster tag, one for the legacy tag
+			t.Errorf("steady adapter: one list refresh of 200 instances took %d pages, want 2", r.ListPages)
+		}
+	}
+	for _, r := range res.Scaleup[ColAdapter] {
+		if r.Throttled != 0 {
+			t.Errorf("scaleup adapter: %d RequestLimitExceeded, want 0", r.Throttled)
+		}
+	}
+	aws, adapter := res.Steady[ColAWS][0], res.Steady[ColAdapter][0]
+	if adapter.Describe >= aws.Describe {
+		t.Errorf("steady window: adapter %d DescribeInstances, aws alone %d: want fewer", adapter.Describe, aws.Describe)
+	}
+	if a, g := res.SteadyPerHour(ColAWS, 200), res.SteadyPerHour(ColAdapter, 200); !(g < a) {
+		t.Errorf("derived per hour: adapter %g, aws alone %g: want fewer", g, a)
+	}
+	if sa, sg := res.Scaleup[ColAWS][0].Describe, res.Scaleup[ColAdapter][0].Describe; sg >= sa {
+		t.Errorf("scaleup: adapter %d DescribeInstances, aws alone %d: want fewer", sg, sa)
+	}
+	var md strings.Builder
+	res.WriteMarkdown(&md)
+	for _, want := range []string{"| 200 | aws |", "| 200 | aws+cloudgate+adapter |", "0 nodes differ", "Bound (bench.InitBound"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+}
