@@ -103,7 +103,8 @@ func (r *Recorder) CacheObserver(name string) cache.Observer {
 
 // cacheCounters counts one cache's events.
 type cacheCounters struct {
-	hits, negativeHits, misses, deduplicated, staleServed, evictions prometheus.Counter
+	hits, negativeHits                           *stripedCounter
+	misses, deduplicated, staleServed, evictions prometheus.Counter
 }
 
 // Hit implements cache.Observer.
@@ -303,9 +304,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // RequestCounter counts one method's calls from the controllers; its
-// counters are resolved once so the hot path is two atomic adds at most.
+// counters are resolved once, and striped, so the hot path is one atomic
+// add on a cache line of the calling goroutine's stripe.
 type RequestCounter struct {
-	ok, failed prometheus.Counter
+	ok, failed *stripedCounter
 }
 
 // Requests returns the request counter of method.
