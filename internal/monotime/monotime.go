@@ -26,6 +26,10 @@ var start = time.Now()
 // comment): start.Add(time.Since(start)).
 func Now() time.Time { return start.Add(time.Since(start)) }
 
+// Seconds returns the whole seconds from the process's start to t, a Time
+// from Now, by t's monotonic reading (for counting in one-second slots).
+func Seconds(t time.Time) int64 { return int64(t.Sub(start) / time.Second) }
+
 // Since returns the time elapsed since t, as time.Since does; with a t
 // from Now it reads only the monotonic clock.
 func Since(t time.Time) time.Duration { return time.Since(t) }
