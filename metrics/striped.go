@@ -73,12 +73,16 @@ func (v *stripedCounterVec) Collect(ch chan<- prometheus.Metric) {
 // writes a cache line the other one reads or writes. Any choice of stripe
 // is correct; the sum is the count.
 type stripedCounter struct {
+	// The read-only fields fill the first cache line (Inc's nil check
+	// reads it): were a stripe there, every Inc would read a line that
+	// some goroutine writes.
+	labels  []string
+	created time.Time
+	_       [64 - 24 - 24]byte
 	stripes [numStripes]struct {
 		n atomic.Uint64
 		_ [56]byte // one stripe per 64-byte cache line
 	}
-	labels  []string
-	created time.Time
 }
 
 // Inc adds 1.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -57,4 +58,16 @@ func scrape(t *testing.T, c prometheus.Collector) string {
 		out.WriteString(mf.String())
 	}
 	return out.String()
+}
+
+// TestStripedCounterLayout: the stripes start on the second cache line,
+// one per line.
+func TestStripedCounterLayout(t *testing.T) {
+	var c stripedCounter
+	if off := unsafe.Offsetof(c.stripes); off != 64 {
+		t.Fatalf("stripes at offset %d, want 64", off)
+	}
+	if size := unsafe.Sizeof(c.stripes[0]); size != 64 {
+		t.Fatalf("a stripe is %d bytes, want 64", size)
+	}
 }
