@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench bench-results run lint fuzz deps setup control-plane
+.PHONY: all build test bench bench-results bench-hotpath run lint fuzz deps setup control-plane
 
 all: lint build test
 
@@ -59,6 +59,11 @@ run: deps
 # benchmarks and make run's load benchmark, with the commands and targets.
 bench-results: deps
 	GO=$(GO) bash bench/results.sh
+
+# The hot-path benchmarks with their ratios (admission vs its floor,
+# provider/cache hit, -cpu 1,2 scaling vs a control), under the measurement lock.
+bench-hotpath: deps
+	GO=$(GO) bash bench/hotpath.sh
 
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 60s ./provider/

@@ -21,6 +21,8 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/clock"
+
+	"github.com/cloudgate/cloudgate/internal/monotime"
 )
 
 // Observer receives one cache's events (Config.Observer: one observer per
@@ -105,50 +107,73 @@ type Config[K comparable, V any] struct {
 	Observer Observer
 }
 
-type entry[V any] struct {
+type entry[K comparable, V any] struct {
 	value    V
 	err      error // non-nil: a negative entry
 	negative bool  // err != nil, or a NegativeValue: never served stale
 	stored   time.Time
-	fresh    time.Time // fresh until
-	keep     time.Time // retained (for Stale) until
+	fresh    time.Time     // fresh until
+	keep     time.Time     // retained (for Stale) until
+	gen      atomic.Uint64 // the shard's stores when the entry was stored or last moved to the front
+	shard    *shard[K, V]  // the shard holding the entry (set when stored)
 }
 
 // Cache is a bounded LRU+TTL read-through cache, safe for concurrent use.
 //
 // A large cache is split by key hash into shards, each an LRU of its own
 // behind its own lock, so that reads of different keys from several CPUs do
-// not queue on one lock (an LRU read moves the entry, so it cannot share a
-// read lock). Recency is per shard: when the cache holds Size entries, a
-// store evicts the least recently used entry of the key's own shard. A shard
-// with nothing else to evict lets the cache hold one more until a store in
-// another shard evicts it. A cache of fewer than 256 entries has one shard,
-// an exact LRU.
+// not queue on one lock. Recency is per shard: when the cache holds Size
+// entries, a store evicts the least recently used entry of the key's own
+// shard. A shard with nothing else to evict lets the cache hold one more
+// until a store in another shard evicts it.
+//
+// A cache of fewer than 256 entries has one shard, an exact LRU: every hit
+// takes the lock and moves its entry to the front. A sharded cache also
+// keeps an index of its entries in a sync.Map, whose reads take no lock and
+// write nothing, and a hit is answered from it: hits from several CPUs then
+// scale instead of passing a lock's cache line back and forth. Such a hit
+// moves its entry to the front of its shard's LRU (under the shard's lock)
+// only when a quarter of the shard's share of Size has been stored in the
+// shard since the entry was stored or last moved: recency is tracked with
+// that resolution, and while nothing is stored hits write nothing at all.
 type Cache[K comparable, V any] struct {
 	cfg     Config[K, V]
 	flights singleflight.Group
 	clock   clock.PassiveClock
-	obs     Observer
-	seed    maphash.Seed
-	shards  []shard[K, V]
-	mask    uint64
+	// realClock: clock is monotime's, read without an interface call.
+	realClock bool
+	obs       Observer
+	seed      maphash.Seed
+	shards    []shard[K, V]
+	mask      uint64
+	// index maps each key of a sharded cache to its entry (nil with one
+	// shard). It is changed under the key's shard lock, in step with the
+	// shard's LRU, and read without a lock.
+	index *sync.Map
 	// count is the number of entries over all shards, changed under the
 	// lock of the shard changed.
 	count atomic.Int64
 }
 
-// shard is one LRU with its lock and invalidation epoch.
+// shard is one LRU with its lock, invalidation epoch and store count.
 type shard[K comparable, V any] struct {
 	// mu guards the LRU and the epoch together (golang-lru's own pattern: a
 	// lock around simplelru), so an invalidation cannot land between a
 	// fetch's epoch check and its store.
 	mu      sync.Mutex
-	entries *simplelru.LRU[K, *entry[V]]
+	entries *simplelru.LRU[K, *entry[K, V]]
 	// epoch counts invalidations of the shard's keys: a fetch that started
 	// before an invalidation must not store its (possibly pre-write)
 	// answer, and a Get that starts after one must not join its flight.
 	epoch uint64
-	_     [40]byte // keeps shards' locks on separate cache lines
+	// stores counts the entries stored in the shard (written under mu,
+	// read without it); an entry's gen is its value when the entry was
+	// stored or last moved to the front.
+	stores atomic.Uint64
+	// promoteAfter: an index hit moves its entry to the front once stores
+	// has grown by more than this since the entry's gen.
+	promoteAfter uint64
+	_            [24]byte // 64 bytes: shards' locks on separate cache lines
 }
 
 // maxShards bounds the shard count; minShardSize keeps small caches whole.
@@ -195,20 +220,29 @@ func New[K comparable, V any](cfg Config[K, V]) (*Cache[K, V], error) {
 	}
 	c := &Cache[K, V]{cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, seed: maphash.MakeSeed(),
 		shards: make([]shard[K, V], n), mask: uint64(n - 1)}
+	var onEvict simplelru.EvictCallback[K, *entry[K, V]]
+	if n > 1 {
+		c.index = new(sync.Map)
+		// Every removal from an LRU (eviction, Remove) leaves the index
+		// too, under the same lock.
+		onEvict = func(key K, _ *entry[K, V]) { c.index.Delete(key) }
+	}
 	for i := range c.shards {
 		// Each shard may hold up to Size; addLocked keeps the total there.
-		entries, err := simplelru.NewLRU[K, *entry[V]](cfg.Size, nil)
+		entries, err := simplelru.NewLRU[K, *entry[K, V]](cfg.Size, onEvict)
 		if err != nil {
 			return nil, fmt.Errorf("cache %q: %w", cfg.Name, err)
 		}
 		c.shards[i].entries = entries
+		c.shards[i].promoteAfter = uint64(cfg.Size / n / 4)
 	}
 	if c.cfg.Hash == nil {
 		c.cfg.Hash = maphash.Comparable[K]
 	}
-	if c.clock == nil {
-		c.clock = clock.RealClock{}
-	}
+	// The real clock is read through monotime, which skips the wall clock
+	// (entries' times are only compared with each other).
+	c.clock = monotime.RealPassive(c.clock)
+	_, c.realClock = c.clock.(monotime.Clock)
 	if c.obs == nil {
 		c.obs = nopObserver{}
 	}
@@ -253,7 +287,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 		results := c.flights.DoChan(keyString+"\x00"+strconv.FormatUint(epoch, 10), func() (any, error) {
 			led = true
 			// A flight that just finished may have stored a fresh answer.
-			e, ok := c.lookup(s, key, c.clock.Now())
+			e, ok := c.lookup(key, c.now())
 			if ok {
 				return flightResult[V]{value: e.value, err: e.err}, nil
 			}
@@ -282,7 +316,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 // ok is false (nothing counted) when Get would have to fetch. It lets a
 // caller skip building its fetch function on the hot path.
 func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
-	e, ok := c.lookup(c.shard(key), key, c.clock.Now())
+	e, ok := c.lookup(key, c.now())
 	if !ok {
 		return value, nil, false
 	}
@@ -305,7 +339,7 @@ func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
 // something that exists.
 func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 	var zero V
-	now := c.clock.Now()
+	now := c.now()
 	s := c.shard(key)
 	s.mu.Lock()
 	e, ok := s.entries.Peek(key)
@@ -326,7 +360,7 @@ func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 // (used to fill the cache from batch and list calls). A NegativeValue is
 // stored as a negative answer.
 func (c *Cache[K, V]) Put(key K, value V) {
-	e := c.newEntry(key, c.clone(value), nil, c.clock.Now())
+	e := c.newEntry(key, c.clone(value), nil, c.now())
 	s := c.shard(key)
 	s.mu.Lock()
 	evicted := c.addLocked(s, key, e)
@@ -339,7 +373,7 @@ func (c *Cache[K, V]) PutNegative(key K, err error) {
 	if err == nil {
 		return
 	}
-	e := c.newEntry(key, *new(V), err, c.clock.Now())
+	e := c.newEntry(key, *new(V), err, c.now())
 	s := c.shard(key)
 	s.mu.Lock()
 	evicted := c.addLocked(s, key, e)
@@ -372,6 +406,14 @@ func (c *Cache[K, V]) Has(key K) bool {
 // Len returns the number of entries held, fresh or kept for Stale.
 func (c *Cache[K, V]) Len() int { return int(c.count.Load()) }
 
+// now reads the cache's clock: one read per Get, Fresh, Stale or Put.
+func (c *Cache[K, V]) now() time.Time {
+	if c.realClock {
+		return monotime.Now()
+	}
+	return c.clock.Now()
+}
+
 func (c *Cache[K, V]) shard(key K) *shard[K, V] {
 	if c.mask == 0 {
 		return &c.shards[0]
@@ -381,7 +423,24 @@ func (c *Cache[K, V]) shard(key K) *shard[K, V] {
 
 // lookup returns key's entry if it is fresh at now, and drops it if it is
 // past the time it is kept.
-func (c *Cache[K, V]) lookup(s *shard[K, V], key K, now time.Time) (*entry[V], bool) {
+func (c *Cache[K, V]) lookup(key K, now time.Time) (*entry[K, V], bool) {
+	if c.index != nil {
+		v, ok := c.index.Load(key)
+		if !ok {
+			return nil, false
+		}
+		if e := v.(*entry[K, V]); now.Before(e.fresh) {
+			if s := e.shard; s.stores.Load()-e.gen.Load() > s.promoteAfter {
+				s.mu.Lock()
+				if cur, ok := s.entries.Get(key); ok && cur == e { // moves it to the front
+					e.gen.Store(s.stores.Load())
+				}
+				s.mu.Unlock()
+			}
+			return e, true
+		}
+	}
+	s := c.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.entries.Get(key)
@@ -408,7 +467,7 @@ func (c *Cache[K, V]) store(s *shard[K, V], key K, epoch uint64, v V, err error)
 	} else {
 		v = *new(V)
 	}
-	e := c.newEntry(key, v, err, c.clock.Now())
+	e := c.newEntry(key, v, err, c.now())
 	s.mu.Lock()
 	evicted := false
 	if s.epoch == epoch {
@@ -420,8 +479,8 @@ func (c *Cache[K, V]) store(s *shard[K, V], key K, epoch uint64, v V, err error)
 
 // newEntry returns the entry for an answer, or nil when it is not to be
 // cached at all (a negative answer with NegativeTTL 0).
-func (c *Cache[K, V]) newEntry(key K, v V, err error, now time.Time) *entry[V] {
-	e := &entry[V]{value: v, err: err, stored: now}
+func (c *Cache[K, V]) newEntry(key K, v V, err error, now time.Time) *entry[K, V] {
+	e := &entry[K, V]{value: v, err: err, stored: now}
 	switch {
 	case err != nil || (c.cfg.NegativeValue != nil && c.cfg.NegativeValue(v)):
 		e.negative = true
@@ -447,12 +506,17 @@ func (c *Cache[K, V]) newEntry(key K, v V, err error, now time.Time) *entry[V] {
 // addLocked adds e to s, key's shard (nil: nothing to cache, and key's old
 // entry is dropped), and reports whether another entry was evicted to make
 // room. The caller holds s.mu.
-func (c *Cache[K, V]) addLocked(s *shard[K, V], key K, e *entry[V]) bool {
+func (c *Cache[K, V]) addLocked(s *shard[K, V], key K, e *entry[K, V]) bool {
 	if e == nil {
 		if s.entries.Remove(key) {
 			c.count.Add(-1)
 		}
 		return false
+	}
+	e.shard = s
+	e.gen.Store(s.stores.Add(1))
+	if c.index != nil {
+		c.index.Store(key, e)
 	}
 	if s.entries.Contains(key) {
 		s.entries.Add(key, e) // a replacement: the count stays

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
+
+	"github.com/cloudgate/cloudgate/internal/monotime"
 )
 
 // ErrClosed is wrapped by the error Wait returns after Close.
@@ -100,13 +102,15 @@ func (c BucketConfig) withDefaults() BucketConfig {
 // All methods are safe for concurrent use. A Bucket has no background
 // goroutine: queued waiters drive its timer themselves.
 type Bucket struct {
-	name  string
-	clk   clock.Clock
-	obs   BucketObserver
-	qps   float64
-	burst int
-	base  time.Time // origin of fastUntil and of the bucket's times (see now)
-	lim   *rate.Limiter
+	name string
+	clk  clock.Clock
+	// realClock: clk is the real clock, read directly (see now).
+	realClock bool
+	obs       BucketObserver // nil: events are discarded
+	qps       float64
+	burst     int
+	base      time.Time // origin of fastUntil and of the bucket's times (see now)
+	lim       *rate.Limiter
 
 	// fastUntil is the time, as an offset from base, before which Wait may
 	// take a token from lim without b.mu: 0 while the slow path is needed
@@ -137,22 +141,19 @@ func NewBucket(name string, cfg BucketConfig, clk clock.Clock, obs BucketObserve
 		return nil, fmt.Errorf("limiter: bucket %q: %w", name, err)
 	}
 	cfg = cfg.withDefaults()
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = monotime.Real(clk)
+	_, realClock := clk.(monotime.Clock)
 	b := &Bucket{
-		name:     name,
-		clk:      clk,
-		obs:      obs,
-		qps:      cfg.QPS,
-		burst:    cfg.Burst,
-		base:     clk.Now(),
-		lim:      rate.NewLimiter(rate.Limit(cfg.QPS), cfg.Burst),
-		policy:   newAIMD(cfg),
-		reported: cfg.QPS,
-	}
-	if b.obs == nil {
-		b.obs = nopObserver{}
+		name:      name,
+		clk:       clk,
+		realClock: realClock,
+		obs:       obs,
+		qps:       cfg.QPS,
+		burst:     cfg.Burst,
+		base:      clk.Now(),
+		lim:       rate.NewLimiter(rate.Limit(cfg.QPS), cfg.Burst),
+		policy:    newAIMD(cfg),
+		reported:  cfg.QPS,
 	}
 	b.fastUntil.Store(math.MaxInt64)
 	return b, nil
@@ -214,15 +215,26 @@ func (b *Bucket) Waiting() int {
 func (b *Bucket) Wait(ctx context.Context, p Priority) error {
 	if err := ctx.Err(); err != nil {
 		err = b.ctxError(ctx, err)
-		b.obs.WaitDone(p, 0, err)
+		b.waitDone(p, 0, err)
 		return err
 	}
-	sinceBase := b.clk.Since(b.base)
+	// The fast path: one clock read (monotonic only) and one
+	// rate.Limiter.AllowN, which is most of its cost (see
+	// BenchmarkRateLimiterFloor).
+	sinceBase := b.sinceBase()
 	if sinceBase < time.Duration(b.fastUntil.Load()) && b.lim.AllowN(b.base.Add(sinceBase), 1) {
-		b.obs.WaitDone(p, 0, nil)
+		if b.obs != nil {
+			b.obs.WaitDone(p, 0, nil)
+		}
 		return nil
 	}
 	return b.waitSlow(ctx, p)
+}
+
+func (b *Bucket) waitDone(p Priority, waited time.Duration, err error) {
+	if b.obs != nil {
+		b.obs.WaitDone(p, waited, err)
+	}
 }
 
 // waitSlow is Wait when the fast path found no token, or could not look.
@@ -243,7 +255,7 @@ func (b *Bucket) waitSlow(ctx context.Context, p Priority) error {
 		b.dispatchLocked(start)
 		err = b.await(ctx, w) // unlocks b.mu
 	}
-	b.obs.WaitDone(p, b.now().Sub(start), err)
+	b.waitDone(p, b.now().Sub(start), err)
 	return err
 }
 
@@ -271,13 +283,17 @@ func (b *Bucket) OnThrottled(retryAfter time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		b.obs.Throttled(min(max(retryAfter, 0), b.policy.maxPause))
+		if b.obs != nil {
+			b.obs.Throttled(min(max(retryAfter, 0), b.policy.maxPause))
+		}
 		return
 	}
 	now := b.now()
 	b.syncLocked(now)
 	honoured, reset := b.policy.throttled(now, retryAfter)
-	b.obs.Throttled(honoured)
+	if b.obs != nil {
+		b.obs.Throttled(honoured)
+	}
 	if reset {
 		b.fastUntil.Store(0)
 		b.releaseLocked(now)
@@ -310,10 +326,22 @@ func (b *Bucket) Close() {
 	b.stopTimerLocked()
 }
 
-// now returns the bucket clock's time as base plus the time since base: with
-// the real clock that reads only the monotonic clock, which costs about half
-// of time.Now on Wait's fast path.
-func (b *Bucket) now() time.Time { return b.base.Add(b.clk.Since(b.base)) }
+// now returns the bucket clock's time as base plus the time since base.
+// With the real clock base is a monotime.Now, so this reads only the
+// monotonic clock (about half the cost of time.Now), directly rather than
+// through the clock interface. rate.Limiter only subtracts and compares
+// such times, which uses their monotonic readings; their wall-clock part
+// is used for nothing (see internal/monotime).
+func (b *Bucket) now() time.Time { return b.base.Add(b.sinceBase()) }
+
+// sinceBase is the bucket clock's time since base: the one clock read of
+// Wait's fast path.
+func (b *Bucket) sinceBase() time.Duration {
+	if b.realClock {
+		return time.Since(b.base)
+	}
+	return b.clk.Since(b.base)
+}
 
 func (b *Bucket) ctxError(ctx context.Context, err error) error {
 	if cause := context.Cause(ctx); cause != nil && cause != err {
@@ -396,6 +424,8 @@ func (b *Bucket) updateFastLocked() {
 func (b *Bucket) reportLocked() {
 	if r := b.policy.rate; r != b.reported {
 		b.reported = r
-		b.obs.RateChanged(r)
+		if b.obs != nil {
+			b.obs.RateChanged(r)
+		}
 	}
 }

@@ -36,10 +36,8 @@ type BreakerObserver interface {
 	StateChanged(from, to State)
 }
 
-// nopObserver discards all events.
+// nopObserver discards a breaker's events. (A Bucket keeps a nil
+// observer and skips the calls: one interface call less per admission.)
 type nopObserver struct{}
 
-func (nopObserver) WaitDone(Priority, time.Duration, error) {}
-func (nopObserver) Throttled(time.Duration)                 {}
-func (nopObserver) RateChanged(float64)                     {}
-func (nopObserver) StateChanged(State, State)               {}
+func (nopObserver) StateChanged(State, State) {}

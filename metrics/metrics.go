@@ -41,7 +41,7 @@ const QuotaWindow = time.Minute
 type Metrics struct {
 	upstreamCalls    *prometheus.CounterVec
 	upstreamDuration *prometheus.HistogramVec
-	requests         *prometheus.CounterVec
+	requests         *stripedCounterVec // striped.go: counted on every cached read
 
 	limiterWait      *prometheus.HistogramVec
 	limiterCancelled *prometheus.CounterVec
@@ -49,8 +49,8 @@ type Metrics struct {
 	retryAfter       *prometheus.HistogramVec
 	rateChanges      *prometheus.CounterVec
 
-	cacheHits         *prometheus.CounterVec
-	cacheNegativeHits *prometheus.CounterVec
+	cacheHits         *stripedCounterVec
+	cacheNegativeHits *stripedCounterVec
 	cacheMisses       *prometheus.CounterVec
 	cacheDeduplicated *prometheus.CounterVec
 	cacheStaleServed  *prometheus.CounterVec
@@ -80,7 +80,7 @@ func New() *Metrics {
 			"provider", "family", "method", "result"),
 		upstreamDuration: histogram("upstream_call_duration_seconds",
 			"Latency of calls to the upstream cloud provider.", latency, "provider", "family", "method"),
-		requests: counter("requests_total",
+		requests: newStripedCounterVec("requests_total",
 			"Calls the controllers made to cloudgate, by method and result (ok or error), however they were answered.",
 			"provider", "method", "result"),
 		limiterWait: histogram("limiter_wait_seconds",
@@ -96,9 +96,9 @@ func New() *Metrics {
 			[]float64{0, .1, .5, 1, 2, 5, 10, 30, 60, 120}, "provider", "bucket"),
 		rateChanges: counter("limiter_rate_changes_total",
 			"Changes of a bucket's effective rate by adaptive limiting (decreases and recoveries).", "provider", "bucket"),
-		cacheHits: counter("cache_hits_total",
+		cacheHits: newStripedCounterVec("cache_hits_total",
 			"Reads answered from a fresh cache entry.", "provider", "cache"),
-		cacheNegativeHits: counter("cache_negative_hits_total",
+		cacheNegativeHits: newStripedCounterVec("cache_negative_hits_total",
 			"Reads answered from a fresh negative entry (e.g. instance not found).", "provider", "cache"),
 		cacheMisses: counter("cache_misses_total",
 			"Reads that found no fresh entry.", "provider", "cache"),

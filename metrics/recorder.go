@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/internal/monotime"
 	"github.com/cloudgate/cloudgate/limiter"
 )
 
@@ -103,7 +104,8 @@ func (r *Recorder) CacheObserver(name string) cache.Observer {
 
 // cacheCounters counts one cache's events.
 type cacheCounters struct {
-	hits, negativeHits, misses, deduplicated, staleServed, evictions prometheus.Counter
+	hits, negativeHits                           *stripedCounter
+	misses, deduplicated, staleServed, evictions prometheus.Counter
 }
 
 // Hit implements cache.Observer.
@@ -126,34 +128,38 @@ func (o *cacheCounters) Evicted() { o.evictions.Inc() }
 
 // BucketObserver returns the observer of the token bucket named name: its
 // waits, the throttling it was told of, its rate changes, and the tokens it
-// granted (for cloudgate_quota_utilization_ratio).
+// granted (for cloudgate_quota_utilization_ratio). Its series are resolved
+// once: WaitDone is on every admission.
 func (r *Recorder) BucketObserver(name string) limiter.BucketObserver {
-	return &bucketObserver{
-		r: r, name: name, window: r.window(name),
+	o := &bucketObserver{
+		window:      r.window(name),
 		cancelled:   r.m.limiterCancelled.WithLabelValues(r.provider, name),
 		throttled:   r.m.throttled.WithLabelValues(r.provider, name),
 		retryAfter:  r.m.retryAfter.WithLabelValues(r.provider, name),
 		rateChanges: r.m.rateChanges.WithLabelValues(r.provider, name),
 	}
+	for p := range o.wait {
+		o.wait[p] = r.m.limiterWait.WithLabelValues(r.provider, name, limiter.Priority(p).String())
+	}
+	return o
 }
 
 type bucketObserver struct {
-	r                                 *Recorder
-	name                              string
+	wait                              [limiter.PriorityBackground + 1]prometheus.Observer // by priority
 	window                            *windowCounter
 	cancelled, throttled, rateChanges prometheus.Counter
 	retryAfter                        prometheus.Observer
 }
 
 func (o *bucketObserver) WaitDone(p limiter.Priority, waited time.Duration, err error) {
-	o.r.m.limiterWait.WithLabelValues(o.r.provider, o.name, p.String()).Observe(waited.Seconds())
+	o.wait[min(max(p, limiter.PriorityCritical), limiter.PriorityBackground)].Observe(waited.Seconds())
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			o.cancelled.Inc()
 		}
 		return
 	}
-	o.window.add(time.Now())
+	o.window.add(monotime.Now())
 }
 
 func (o *bucketObserver) Throttled(retryAfter time.Duration) {
@@ -188,7 +194,9 @@ func (r *Recorder) window(bucket string) *windowCounter {
 	return w
 }
 
-// windowCounter counts events over the last QuotaWindow in one-second slots.
+// windowCounter counts events over the last QuotaWindow in one-second
+// slots. Its times are monotime.Now's, and only their monotonic part is
+// used: a slot is a second since monotime's start.
 type windowCounter struct {
 	mu    sync.Mutex
 	slots [60]uint64
@@ -196,7 +204,7 @@ type windowCounter struct {
 }
 
 func (w *windowCounter) add(now time.Time) {
-	s := now.Unix()
+	s := monotime.Seconds(now)
 	i := s % 60
 	w.mu.Lock()
 	if w.secs[i] != s {
@@ -207,7 +215,7 @@ func (w *windowCounter) add(now time.Time) {
 }
 
 func (w *windowCounter) sum(now time.Time) uint64 {
-	s := now.Unix()
+	s := monotime.Seconds(now)
 	var total uint64
 	w.mu.Lock()
 	for i := range w.slots {
@@ -270,7 +278,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.mu.Unlock()
 
-	now := time.Now()
+	now := monotime.Now()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -303,9 +311,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // RequestCounter counts one method's calls from the controllers; its
-// counters are resolved once so the hot path is two atomic adds at most.
+// counters are resolved once, and striped, so the hot path is one atomic
+// add on a cache line of the calling goroutine's stripe.
 type RequestCounter struct {
-	ok, failed prometheus.Counter
+	ok, failed *stripedCounter
 }
 
 // Requests returns the request counter of method.

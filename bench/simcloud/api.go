@@ -1,6 +1,10 @@
 package simcloud
 
 import (
+	"fmt"
+	"io"
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -141,4 +145,68 @@ type listClustersResponse struct {
 
 type masterResponse struct {
 	Address string `json:"address"`
+}
+
+// Shared by both sides: provider IDs, resource names, secrets.
+
+// ProviderIDPrefix starts every simcloud provider ID.
+const ProviderIDPrefix = "simcloud://"
+
+// ParseProviderID splits "simcloud://<zone>/<id>" into zone and id. It also
+// accepts "simcloud://<id>" (zone ""), the form
+// cloudprovider.GetInstanceProviderID builds from an instance ID without a
+// zone.
+func ParseProviderID(providerID string) (zone, id string, err error) {
+	rest, found := strings.CutPrefix(providerID, ProviderIDPrefix)
+	if !found {
+		return "", "", fmt.Errorf("simcloud: provider ID %q does not start with %q", providerID, ProviderIDPrefix)
+	}
+	zone, id, found = strings.Cut(rest, "/")
+	if !found {
+		zone, id = "", rest
+	}
+	if !validName(id) || strings.Contains(id, "/") {
+		return "", "", fmt.Errorf("simcloud: provider ID %q has no valid instance ID", providerID)
+	}
+	return zone, id, nil
+}
+
+// Secret is a string that never prints: every fmt verb renders it as
+// "[REDACTED]", and it marshals to JSON the same way. Use string(s) to read
+// the value.
+type Secret string
+
+// Format implements fmt.Formatter.
+func (s Secret) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.redacted()) }
+
+// String implements fmt.Stringer.
+func (s Secret) String() string { return s.redacted() }
+
+// GoString implements fmt.GoStringer.
+func (s Secret) GoString() string { return s.redacted() }
+
+// MarshalJSON implements json.Marshaler; the value is never marshalled.
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + s.redacted() + `"`), nil }
+
+func (s Secret) redacted() string {
+	if s == "" {
+		return ""
+	}
+	return "[REDACTED]"
+}
+
+// validName reports whether s is a usable resource name: 1-253 characters
+// from [A-Za-z0-9._-], so it is safe in a URL path segment unescaped.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }

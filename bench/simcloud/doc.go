@@ -17,6 +17,21 @@
 //     optional provider.BatchInstances and provider.InstanceLister
 //     interfaces, so cloudgate can batch and prefetch against it.
 //
+// The files are named for their side, so that a provider's author reading
+// this package as an example finds the client alone:
+//
+//   - server.go (Server, routing, quota, faults), server_handlers.go (one
+//     handler per API method), server_data.go (instances, load balancers,
+//     routes), server_counters.go (Counters, the write log),
+//     server_config.go (ServerConfig, Faults);
+//   - client.go (Cloud, ClientConfig, APIError, the HTTP call),
+//     client_instances.go (Instances, InstancesV2 with batching and
+//     listing, Zones), client_loadbalancer.go, client_routes.go (Routes,
+//     Clusters), client_register.go (registration as "simcloud", the
+//     cloud-config file);
+//   - api.go: what both sides share: the API's method names, error codes,
+//     headers and JSON wire types, provider IDs, names, Secret.
+//
 // The client keeps the contracts the CCM controllers rely on: a missing
 // instance is exactly cloudprovider.InstanceNotFound (compare with ==), while
 // a throttled or failed call is an *APIError, never "not found".

@@ -2,7 +2,6 @@ package simcloud
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/netip"
@@ -26,30 +25,6 @@ const (
 // DefaultZones are the zones AddInstances spreads instances over when
 // ServerConfig.Zones is empty.
 var DefaultZones = []string{"zone-a", "zone-b", "zone-c"}
-
-// Secret is a string that never prints: every fmt verb renders it as
-// "[REDACTED]", and it marshals to JSON the same way. Use string(s) to read
-// the value.
-type Secret string
-
-// Format implements fmt.Formatter.
-func (s Secret) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.redacted()) }
-
-// String implements fmt.Stringer.
-func (s Secret) String() string { return s.redacted() }
-
-// GoString implements fmt.GoStringer.
-func (s Secret) GoString() string { return s.redacted() }
-
-// MarshalJSON implements json.Marshaler; the value is never marshalled.
-func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + s.redacted() + `"`), nil }
-
-func (s Secret) redacted() string {
-	if s == "" {
-		return ""
-	}
-	return "[REDACTED]"
-}
 
 // ServerConfig configures a simulated cloud. The zero value is a usable,
 // unlimited, fault-free cloud on a random loopback port.
@@ -242,20 +217,4 @@ func (c ServerConfig) withDefaults() (ServerConfig, error) {
 		return c, err
 	}
 	return c, nil
-}
-
-// validName reports whether s is a usable resource name: 1-253 characters
-// from [A-Za-z0-9._-], so it is safe in a URL path segment unescaped.
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 253 {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -11,9 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// ProviderIDPrefix starts every simcloud provider ID.
-const ProviderIDPrefix = "simcloud://"
-
 // Instance is a simulated VM.
 type Instance struct {
 	// ID is the instance ID: 1-253 characters from [A-Za-z0-9._-].
@@ -44,25 +41,6 @@ func (i Instance) toJSON() instanceJSON {
 		ID: i.ID, NodeName: i.NodeName, ProviderID: i.ProviderID(), Type: i.Type,
 		Zone: i.Zone, Region: i.Region, Addresses: slices.Clone(i.Addresses), Shutdown: i.Shutdown,
 	}
-}
-
-// ParseProviderID splits "simcloud://<zone>/<id>" into zone and id. It also
-// accepts "simcloud://<id>" (zone ""), the form
-// cloudprovider.GetInstanceProviderID builds from an instance ID without a
-// zone.
-func ParseProviderID(providerID string) (zone, id string, err error) {
-	rest, found := strings.CutPrefix(providerID, ProviderIDPrefix)
-	if !found {
-		return "", "", fmt.Errorf("simcloud: provider ID %q does not start with %q", providerID, ProviderIDPrefix)
-	}
-	zone, id, found = strings.Cut(rest, "/")
-	if !found {
-		zone, id = "", rest
-	}
-	if !validName(id) || strings.Contains(id, "/") {
-		return "", "", fmt.Errorf("simcloud: provider ID %q has no valid instance ID", providerID)
-	}
-	return zone, id, nil
 }
 
 // LoadBalancer is a simulated load balancer.
