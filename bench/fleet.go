@@ -631,21 +631,10 @@ func runFleetColumn(ctx context.Context, o *FleetOptions, col string, seed int64
 	}
 	start := time.Now()
 	sleep := func(d time.Duration) error {
-		t := time.NewTimer(real(d))
-		defer t.Stop()
-		tick := time.NewTicker(5 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-t.C:
-				return nil
-			case <-tick.C:
-				cnt := srv.Counters()
-				fmt.Fprintf(progress, "  %s: t=%.0fs, %d reads, %d throttled\n", label, simSince(start), cnt.ReadCalls, cnt.TotalThrottled())
-			}
-		}
+		return Wait(ctx, real(d), func() {
+			cnt := srv.Counters()
+			fmt.Fprintf(progress, "  %s: t=%.0fs, %d reads, %d throttled\n", label, simSince(start), cnt.ReadCalls, cnt.TotalThrottled())
+		})
 	}
 	type snap struct {
 		at        time.Time

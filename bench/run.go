@@ -200,21 +200,10 @@ func (r *colRun) fill() {
 
 // sleep waits d (simulated) or until ctx ends, printing progress every 5 s.
 func (r *colRun) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(r.real(d))
-	defer t.Stop()
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		case <-tick.C:
-			cnt := r.srv.Counters()
-			fmt.Fprintf(r.progress, "  %s: t=%.0fs, %d upstream calls, %d throttled\n", r.label, r.simSince(r.start), cnt.TotalCalls(), cnt.TotalThrottled())
-		}
-	}
+	return Wait(ctx, r.real(d), func() {
+		cnt := r.srv.Counters()
+		fmt.Fprintf(r.progress, "  %s: t=%.0fs, %d upstream calls, %d throttled\n", r.label, r.simSince(r.start), cnt.TotalCalls(), cnt.TotalThrottled())
+	})
 }
 
 // waitQuiescent polls the cluster until every condition holds or limit

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cloudgate/cloudgate/bench/simcloud"
@@ -35,7 +33,6 @@ const (
 	statusUpdateEvery = time.Second // --node-status-update-frequency
 	monitorEvery      = time.Second // --node-monitor-period
 	steadyWindow      = 12 * time.Second
-	uninitializedKey  = "node.cloudprovider.kubernetes.io/uninitialized"
 )
 
 // TestE2E runs the CCM binary, with cloudgate in front of simcloud, against a real etcd and
@@ -150,40 +147,18 @@ func TestE2E(t *testing.T) {
 				len(forbidden), strings.Join(forbidden[:min(len(forbidden), 10)], "\n"))
 		}
 	})
-	ccmURL := fmt.Sprintf("https://127.0.0.1:%d", port)
-	https := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // loopback, self-signed
-	}}
-	err = e2e.Poll(ctx, "CCM /healthz", 250*time.Millisecond, time.Minute, func() (bool, error) {
-		if done, err := ccm.Exited(); done {
-			return false, fmt.Errorf("cloud-controller-manager exited: %v", err)
-		}
-		code, body, err := e2e.Get(https, ccmURL+"/healthz", cp.AdminToken)
-		if err != nil {
-			return false, err
-		}
-		return code == http.StatusOK, fmt.Errorf("/healthz: HTTP %d: %s", code, body)
-	})
-	if err != nil {
-		ccm.Quit(t)
-		t.Fatal(err)
-	}
+	https, ccmURL := ccm.WaitServing(ctx, t, port, cp.AdminToken, time.Minute)
 	phase("CCM serving")
 
 	// Nodes as a kubelet with --cloud-provider=external registers them; Ready, as the
 	// kubelet would report them.
 	nodes := cp.Admin.CoreV1().Nodes()
 	for _, inst := range insts {
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: inst.NodeName},
-			Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-				{Key: uninitializedKey, Value: "true", Effect: corev1.TaintEffectNoSchedule},
-			}},
-		}
+		node := e2e.UninitializedNode(inst.NodeName)
 		if _, err := nodes.Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		setReady(ctx, t, cp, inst.NodeName, corev1.ConditionTrue)
+		cp.SetNodeReady(ctx, t, inst.NodeName, corev1.ConditionTrue)
 	}
 	created := time.Now()
 	var pending []string
@@ -291,7 +266,7 @@ func TestE2E(t *testing.T) {
 	if !sim.DeleteInstance(gone.ID) {
 		t.Fatalf("simcloud has no instance %s", gone.ID)
 	}
-	setReady(ctx, t, cp, gone.NodeName, corev1.ConditionUnknown)
+	cp.SetNodeReady(ctx, t, gone.NodeName, corev1.ConditionUnknown)
 	removed := time.Now()
 	err = e2e.Poll(ctx, "node of the deleted instance deleted", 250*time.Millisecond, 2*time.Minute, func() (bool, error) {
 		_, err := nodes.Get(ctx, gone.NodeName, metav1.GetOptions{})
@@ -325,7 +300,7 @@ func TestE2E(t *testing.T) {
 // initialized returns what is still missing for node to be initialized from inst, or "".
 func initialized(node *corev1.Node, inst simcloud.Instance) string {
 	for _, taint := range node.Spec.Taints {
-		if taint.Key == uninitializedKey {
+		if taint.Key == e2e.UninitializedTaint {
 			return "still tainted"
 		}
 	}
@@ -351,12 +326,3 @@ func initialized(node *corev1.Node, inst simcloud.Instance) string {
 
 // setReady sets the node's Ready condition, as a kubelet (True) or the node lifecycle
 // controller (Unknown) would.
-func setReady(ctx context.Context, t *testing.T, cp *e2e.ControlPlane, name string, status corev1.ConditionStatus) {
-	t.Helper()
-	now := time.Now().UTC().Format(time.RFC3339)
-	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":%q,"reason":"E2E","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`,
-		status, now, now)
-	if _, err := cp.Admin.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatalf("setting node %s Ready=%s: %v", name, status, err)
-	}
-}

@@ -365,7 +365,7 @@ func runSteady(ctx context.Context, o *Options, col string, n int, seed int64, p
 	start := time.Now()
 	r.count.setStart(start)
 	label := fmt.Sprintf("steady %d/%s seed %d", n, col, seed)
-	if err := wait(ctx, o.Window, func() {
+	if err := bench.Wait(ctx, o.Window, func() {
 		d, t, _ := r.ec2Counts()
 		fmt.Fprintf(progress, "  %s: t=%.0fs, %d lookups, %d DescribeInstances, %d throttled\n", label, time.Since(start).Seconds(), r.count.lookups.Load(), d, t)
 	}); err != nil {
@@ -405,7 +405,7 @@ func runScaleup(ctx context.Context, o *Options, col string, seed int64, progres
 	}
 	// Let the provider and cloudgate settle (the adapter's first list
 	// refresh, of no instances) before the nodes arrive.
-	if err := wait(ctx, 2*time.Second, func() {}); err != nil {
+	if err := bench.Wait(ctx, 2*time.Second, func() {}); err != nil {
 		return nil, err
 	}
 	r.sim.ResetStats()
@@ -441,7 +441,7 @@ func runScaleup(ctx context.Context, o *Options, col string, seed int64, progres
 			d, t, _ := r.ec2Counts()
 			fmt.Fprintf(progress, "  %s: t=%.0fs, %d/%d initialized, %d DescribeInstances, %d throttled\n", label, time.Since(start).Seconds(), res.Initialized, k, d, t)
 		}
-		if err := wait(ctx, 100*time.Millisecond, func() {}); err != nil {
+		if err := bench.Wait(ctx, 100*time.Millisecond, func() {}); err != nil {
 			return nil, err
 		}
 	}
@@ -451,24 +451,6 @@ func runScaleup(ctx context.Context, o *Options, col string, seed int64, progres
 	}
 	fmt.Fprintf(progress, "%s: %d/%d initialized in %.1fs, %d DescribeInstances, %d throttled\n", label, res.Initialized, k, res.Seconds, res.Describe, res.Throttled)
 	return res, nil
-}
-
-// wait sleeps d or until ctx ends, calling tick every 5 s.
-func wait(ctx context.Context, d time.Duration, tick func()) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	tk := time.NewTicker(5 * time.Second)
-	defer tk.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		case <-tk.C:
-			tick()
-		}
-	}
 }
 
 func initialized(n *v1.Node) bool {

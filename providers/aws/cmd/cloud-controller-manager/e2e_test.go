@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cloudgate/cloudgate/deploy"
 	"github.com/cloudgate/cloudgate/internal/e2e"
@@ -28,10 +26,9 @@ import (
 )
 
 const (
-	uninitializedKey = "node.cloudprovider.kubernetes.io/uninitialized"
-	shutdownKey      = "node.cloudprovider.kubernetes.io/shutdown"
-	clusterID        = "e2e"
-	monitorEvery     = time.Second // --node-monitor-period
+	shutdownKey  = "node.cloudprovider.kubernetes.io/shutdown"
+	clusterID    = "e2e"
+	monitorEvery = time.Second // --node-monitor-period
 )
 
 // awsNode is one simulated instance and the Node a kubelet registers for it.
@@ -169,24 +166,7 @@ batch:
 				len(forbidden), strings.Join(forbidden[:min(len(forbidden), 10)], "\n"))
 		}
 	})
-	ccmURL := fmt.Sprintf("https://127.0.0.1:%d", port)
-	https := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // loopback, self-signed
-	}}
-	err = e2e.Poll(ctx, "CCM /healthz", 250*time.Millisecond, 2*time.Minute, func() (bool, error) {
-		if done, err := ccm.Exited(); done {
-			return false, fmt.Errorf("cloud-controller-manager exited: %v", err)
-		}
-		code, body, err := e2e.Get(https, ccmURL+"/healthz", cp.AdminToken)
-		if err != nil {
-			return false, err
-		}
-		return code == http.StatusOK, fmt.Errorf("/healthz: HTTP %d: %s", code, body)
-	})
-	if err != nil {
-		ccm.Quit(t)
-		t.Fatal(err)
-	}
+	https, ccmURL := ccm.WaitServing(ctx, t, port, cp.AdminToken, 2*time.Minute)
 	phase("CCM serving")
 
 	// Nodes as a kubelet with --cloud-provider=external registers them (no provider ID;
@@ -194,18 +174,13 @@ batch:
 	// Ready, so their lookups can share batches.
 	nodes := cp.Admin.CoreV1().Nodes()
 	for _, n := range fleet {
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: n.nodeName},
-			Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-				{Key: uninitializedKey, Value: "true", Effect: corev1.TaintEffectNoSchedule},
-			}},
-		}
+		node := e2e.UninitializedNode(n.nodeName)
 		if _, err := nodes.Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, n := range fleet {
-		setReady(ctx, t, cp, n.nodeName, corev1.ConditionTrue)
+		cp.SetNodeReady(ctx, t, n.nodeName, corev1.ConditionTrue)
 	}
 	var pending []string
 	err = e2e.Poll(ctx, "nodes initialized", 100*time.Millisecond, 2*time.Minute, func() (bool, error) {
@@ -229,7 +204,7 @@ batch:
 	// A stopped instance: its node goes NotReady; the lifecycle controller taints it.
 	stopped := fleet[1]
 	sim.SetState(stopped.inst.ID, ec2sim.StateStopped)
-	setReady(ctx, t, cp, stopped.nodeName, corev1.ConditionUnknown)
+	cp.SetNodeReady(ctx, t, stopped.nodeName, corev1.ConditionUnknown)
 	err = e2e.Poll(ctx, "shutdown taint on the stopped instance's node", 250*time.Millisecond, 2*time.Minute, func() (bool, error) {
 		node, err := nodes.Get(ctx, stopped.nodeName, metav1.GetOptions{})
 		if err != nil {
@@ -250,7 +225,7 @@ batch:
 	// An instance EC2 no longer knows (InvalidInstanceID.NotFound): its node is deleted.
 	removed := fleet[2]
 	sim.Remove(removed.inst.ID)
-	setReady(ctx, t, cp, removed.nodeName, corev1.ConditionUnknown)
+	cp.SetNodeReady(ctx, t, removed.nodeName, corev1.ConditionUnknown)
 	waitDeleted(ctx, t, cp, removed.nodeName)
 	phase("removed instance's node deleted")
 
@@ -259,7 +234,7 @@ batch:
 	// "does not exist" (a negative entry): the node is deleted.
 	terminated := fleet[3]
 	sim.SetState(terminated.inst.ID, ec2sim.StateTerminated)
-	setReady(ctx, t, cp, terminated.nodeName, corev1.ConditionUnknown)
+	cp.SetNodeReady(ctx, t, terminated.nodeName, corev1.ConditionUnknown)
 	waitDeleted(ctx, t, cp, terminated.nodeName)
 	phase("terminated instance's node deleted")
 
@@ -337,7 +312,7 @@ func startCCM(t *testing.T, dir, bin, kubeconfig, cloudConfig string, port int) 
 // initialized returns what is still missing for the node to be initialized, or "".
 func initialized(node *corev1.Node, n awsNode) string {
 	for _, taint := range node.Spec.Taints {
-		if taint.Key == uninitializedKey {
+		if taint.Key == e2e.UninitializedTaint {
 			return "still tainted"
 		}
 	}
@@ -385,12 +360,3 @@ func waitDeleted(ctx context.Context, t *testing.T, cp *e2e.ControlPlane, name s
 
 // setReady sets the node's Ready condition, as its kubelet (or the node lifecycle
 // controller) would.
-func setReady(ctx context.Context, t *testing.T, cp *e2e.ControlPlane, name string, status corev1.ConditionStatus) {
-	t.Helper()
-	now := time.Now().UTC().Format(time.RFC3339)
-	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":%q,"reason":"E2E","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`,
-		status, now, now)
-	if _, err := cp.Admin.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatalf("setting node %s Ready=%s: %v", name, status, err)
-	}
-}
