@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,21 +73,7 @@ func TestE2E(t *testing.T) {
 	// Build the binary while the control plane starts. -race shares the compiled
 	// dependencies with this `go test -race` run, so this is mostly a link.
 	ccmBin := filepath.Join(dir, "cloud-controller-manager")
-	built, buildDone := make(chan error, 1), make(chan struct{})
-	go func() {
-		defer close(buildDone)
-		bctx, bcancel := context.WithTimeout(ctx, 20*time.Minute)
-		defer bcancel()
-		cmd := exec.CommandContext(bctx, goBin, "build", "-race", "-o", ccmBin, ".")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			err = fmt.Errorf("go build -race ./cmd/cloud-controller-manager: %v\n%s", err, out)
-		}
-		built <- err
-	}()
-	t.Cleanup(func() { cancel(); <-buildDone }) // before dir is removed
+	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./cmd/cloud-controller-manager", 20*time.Minute)
 	buildStart := time.Now()
 
 	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)

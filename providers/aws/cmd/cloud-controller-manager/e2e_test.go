@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,21 +69,7 @@ func TestE2E(t *testing.T) {
 	// Build the binary while the control plane starts; -race shares the compiled
 	// dependencies (the AWS SDK) with this `go test -race` run.
 	ccmBin := filepath.Join(dir, "cloud-controller-manager")
-	built, buildDone := make(chan error, 1), make(chan struct{})
-	go func() {
-		defer close(buildDone)
-		bctx, bcancel := context.WithTimeout(ctx, 25*time.Minute)
-		defer bcancel()
-		cmd := exec.CommandContext(bctx, goBin, "build", "-race", "-o", ccmBin, ".")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			err = fmt.Errorf("go build -race ./providers/aws/cmd/cloud-controller-manager: %v\n%s", err, out)
-		}
-		built <- err
-	}()
-	t.Cleanup(func() { cancel(); <-buildDone })
+	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./providers/aws/cmd/cloud-controller-manager", 25*time.Minute)
 
 	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
 	rbac, err := deploy.Objects("rbac.yaml")
