@@ -69,6 +69,10 @@ type InstanceRecord struct {
 	// Shutdown reports whether the instance is shut down.
 	Shutdown bool
 	// Deleted reports that the instance no longer exists although it is still
-	// listed (see InstanceStatus.Deleted).
+	// listed (see InstanceStatus.Deleted). A Deleted record answers reads by
+	// its provider ID only, never by NodeName: a VM re-created under the same
+	// name lists a live record and a Deleted one with one NodeName, and the
+	// by-name answer (InstanceExists of a node without a provider ID) must be
+	// the live one whatever the records' order.
 	Deleted bool
 }

@@ -88,7 +88,9 @@ func (g *gate) prefetch(ctx context.Context) error {
 			if rec.Metadata.ProviderID != "" {
 				g.fill(nodeKey{byProviderID: true, id: rec.Metadata.ProviderID}, st)
 			}
-			if rec.NodeName != "" {
+			// A Deleted record does not answer by name: its name may
+			// already belong to a re-created instance (see InstanceRecord).
+			if rec.NodeName != "" && !rec.Deleted {
 				g.fill(nodeKey{id: rec.NodeName}, st)
 			}
 		}
