@@ -88,8 +88,8 @@ type Config[K comparable, V any] struct {
 	// any caller can corrupt what others see. nil means V needs no copy (a
 	// value type, or documented immutable).
 	Clone func(V) V
-	// Shared hands callers the stored copy itself (and a fetch's leader and
-	// joiners the fetched value) instead of a Clone each: for values that
+	// Shared hands callers the stored copy itself (a fetch's leader and
+	// joiners too, never the fetched value) instead of a Clone each: for values that
 	// callers are documented to treat as read-only. Clone still copies what
 	// is stored, so the upstream cannot change it afterwards.
 	Shared bool
@@ -292,7 +292,10 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 				return flightResult[V]{value: e.value, err: e.err}, nil
 			}
 			v, err := fetch(ctx)
-			c.store(s, key, epoch, v, err)
+			// The flight's callers get the stored copy, never the fetched
+			// value itself: with Shared it is handed out as is, and the
+			// fetched value is the upstream's (or another caller's).
+			v = c.store(s, key, epoch, v, err)
 			return flightResult[V]{value: v, err: err, leaderGone: err != nil && ctx.Err() != nil}, nil
 		})
 		select {
@@ -457,13 +460,17 @@ func (c *Cache[K, V]) lookup(key K, now time.Time) (*entry[K, V], bool) {
 }
 
 // store adds a fetch's answer unless an invalidation happened since the
-// fetch started (epoch), checked under the same lock as the add.
-func (c *Cache[K, V]) store(s *shard[K, V], key K, epoch uint64, v V, err error) {
+// fetch started (epoch), checked under the same lock as the add, and
+// returns the value for the fetch's callers: the stored copy (a copy even
+// when nothing is stored), or v as the fetch returned it with an error.
+func (c *Cache[K, V]) store(s *shard[K, V], key K, epoch uint64, v V, err error) V {
 	if err != nil && (c.cfg.IsNegative == nil || !c.cfg.IsNegative(err)) {
-		return
+		return v
 	}
+	out := v // an error's value goes back as the fetch returned it
 	if err == nil {
 		v = c.clone(v)
+		out = v
 	} else {
 		v = *new(V)
 	}
@@ -475,6 +482,7 @@ func (c *Cache[K, V]) store(s *shard[K, V], key K, epoch uint64, v V, err error)
 	}
 	s.mu.Unlock()
 	c.evicted(evicted)
+	return out
 }
 
 // newEntry returns the entry for an answer, or nil when it is not to be
