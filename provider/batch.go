@@ -18,7 +18,9 @@ import (
 // implements cloudprovider.InstancesV2, plus MaxBatchSize.
 type BatchInstances interface {
 	// MaxBatchSize is the largest number of nodes one BatchInstanceStatus call
-	// accepts. cloudgate never sends more.
+	// accepts. cloudgate never sends more. It is read once, after the
+	// upstream's Initialize (or at first use, if that comes first); <= 0
+	// turns batching off (per-node calls).
 	MaxBatchSize() int
 	// BatchInstanceStatus looks up every node in one call. On success it
 	// returns exactly one result per input node, in the same order. A node
@@ -26,7 +28,7 @@ type BatchInstances interface {
 	// (per node, never for the whole batch). A returned error fails the whole
 	// batch: throttling, a hung call or an open breaker is reported to every
 	// caller; any other error makes cloudgate bisect the batch (at most
-	// 2*log2(size) more calls, stopping when both halves fail) so that a node
+	// 2*ceil(log2(size)) more calls, stopping when both halves fail) so that a node
 	// the cloud rejects fails alone.
 	BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) ([]InstanceStatus, error)
 }

@@ -56,11 +56,10 @@ func (g *gate) buildBatcher(final bool) {
 	if l, ok := v2.(InstanceLister); ok && g.cfg.Batch.ListPrefetch {
 		g.lister = l
 	}
-	if up, ok := v2.(BatchInstances); ok && (g.cfg.Batch.Enabled == nil || *g.cfg.Batch.Enabled) {
-		size := g.cfg.Batch.MaxSize
-		if max := up.MaxBatchSize(); max > 0 && max < size {
-			size = max
-		}
+	// MaxBatchSize is read now (at Initialize, or first use): <= 0 means
+	// the upstream takes no batches.
+	if up, ok := v2.(BatchInstances); ok && (g.cfg.Batch.Enabled == nil || *g.cfg.Batch.Enabled) && up.MaxBatchSize() > 0 {
+		size := min(g.cfg.Batch.MaxSize, up.MaxBatchSize())
 		b, err := batcher.New(batcher.Options[nodeRequest, InstanceStatus]{
 			Name:          "BatchInstanceStatus",
 			MaxTimeout:    g.cfg.Batch.MaxWait.Duration,
@@ -151,8 +150,8 @@ func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Prio
 // isolate answers nodes after their batch failed as a whole with err: a
 // node the cloud rejects (a malformed ID) must not fail the others. It
 // bisects — two calls per level — and stops as soon as both halves fail
-// (the cloud is failing, not a node), so at most 2*log2(len(nodes)) more
-// calls. It does not split at all when err says the cloud is throttling,
+// (the cloud is failing, not a node), so at most 2*ceil(log2(len(nodes)))
+// more calls. It does not split at all when err says the cloud is throttling,
 // the breaker is open, a wait ran out or the call hung: more calls would
 // not help.
 func (b batchCall) isolate(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, err error, off int) []InstanceStatus {

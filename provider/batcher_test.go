@@ -105,7 +105,7 @@ func TestBatchCoalescesBySizeAndTime(t *testing.T) {
 	// Two full batches go at once; the last five wait for maxWait.
 	waitUntil(t, "two full batches", func() bool { return len(up.batchSizes()) == 2 })
 	waitUntil(t, "five queued", func() bool {
-		return g.batch.Pending() == 5
+		return g.batcher().Pending() == 5
 	})
 	step(100 * time.Millisecond)
 	seen := map[string]bool{}
@@ -138,7 +138,7 @@ func TestBatchPerNodeErrorsAndCacheFill(t *testing.T) {
 	go func() { defer wg.Done(); shutdownStopped, _ = i.InstanceShutdown(ctx, testNode("stopped", "")) }()
 	// Two nodes, below maxSize: sent at maxWait.
 	waitUntil(t, "two nodes queued", func() bool {
-		return g.batch.Pending() == 2
+		return g.batcher().Pending() == 2
 	})
 	step(100 * time.Millisecond)
 	wg.Wait()
@@ -182,7 +182,7 @@ func TestBatchCallerCancellationLeavesBatchForOthers(t *testing.T) {
 		stayer <- err
 	}()
 	waitUntil(t, "both queued", func() bool {
-		return g.batch.Pending() == 2
+		return g.batcher().Pending() == 2
 	})
 	cancel()
 	if err := <-leaver; !errors.Is(err, context.Canceled) {

@@ -217,7 +217,8 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 	if err := g.buildCaches(); err != nil {
 		return nil, err
 	}
-	g.buildBatcher(false)
+	// Batching is decided at Initialize (or first use), not here: a
+	// provider may read its MaxBatchSize from a config it loads there.
 	bucketNames := make([]string, len(g.buckets))
 	for i, b := range g.buckets {
 		bucketNames[i] = b.Name()

@@ -105,3 +105,74 @@ func TestRegression24_MissCallersGetStoredCopy(t *testing.T) {
 		t.Fatalf("a caller's append wrote into the upstream's own array: %v", spare)
 	}
 }
+
+// regMaxCloud's MaxBatchSize is read from a config its Initialize loads.
+type regMaxCloud struct {
+	*batchCloud
+	max, afterInit atomic.Int64
+}
+
+func (r *regMaxCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return r, true }
+func (r *regMaxCloud) MaxBatchSize() int                              { return int(r.max.Load()) }
+func (r *regMaxCloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {
+	r.max.Store(r.afterInit.Load())
+}
+
+// lookups runs n concurrent InstanceMetadata lookups of distinct nodes and
+// fails the test on a wrong answer.
+func lookups(t *testing.T, i cloudprovider.InstancesV2, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprint("node-", k)
+			md, err := i.InstanceMetadata(context.Background(), testNode(name, ""))
+			if err != nil || md.ProviderID != "fake://"+name {
+				t.Errorf("%s: %+v, %v", name, md, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Issue 24 item 5: MaxBatchSize is read at Initialize (a drop there caps
+// the batches), and MaxBatchSize <= 0 means no batching.
+func TestRegression24_MaxBatchSizeReadAtInitialize(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		before, afterInit int64
+		n                 int
+	}{
+		{"drop to 2", 1000, 2, 6},
+		{"0 at Initialize", 1000, 0, 3},
+		{"0 from the start", 0, 0, 3},
+		{"negative", -1, -1, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &regMaxCloud{batchCloud: &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}}}
+			up.max.Store(tc.before)
+			up.afterInit.Store(tc.afterInit)
+			cfg := testConfig(newFakeClock()) // the clock never moves: batches go when full
+			cfg.Batch.MaxSize = tc.n
+			c := mustNew(t, up, cfg)
+			stop := make(chan struct{})
+			defer close(stop)
+			c.Initialize(nil, stop)
+			lookups(t, v2(t, c), tc.n)
+			sizes := up.batchSizes()
+			if tc.afterInit <= 0 {
+				if len(sizes) != 0 || up.single != tc.n {
+					t.Fatalf("MaxBatchSize %d: batch sizes %v, per-node calls %d; want no batching", tc.afterInit, sizes, up.single)
+				}
+				return
+			}
+			for _, s := range sizes {
+				if s > int(tc.afterInit) {
+					t.Fatalf("batch sizes %v with MaxBatchSize %d", sizes, tc.afterInit)
+				}
+			}
+		})
+	}
+}
