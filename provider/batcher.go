@@ -15,8 +15,10 @@ import (
 	"github.com/cloudgate/cloudgate/limiter"
 )
 
-// batchCallTimeout bounds one batch or list call, token wait included.
-const batchCallTimeout = time.Minute
+// batchCallTimeout bounds one batch call (its token wait is bounded by the
+// family's waitTimeout instead), or one list call, token wait included. A
+// variable for tests.
+var batchCallTimeout = time.Minute
 
 // nodeBatcher coalesces concurrent per-node lookups into BatchInstanceStatus
 // calls (internal/batcher): a batch is sent when it holds batch.maxSize
@@ -104,8 +106,15 @@ func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, reason string, a
 	}
 	g.rec.Batch(len(nodes), reason)
 	// A batch outlives the callers that left it, so it cannot use their
-	// contexts: its own timeout counts as a hung cloud (errCallTimeout).
+	// contexts: its own timeout counts as a hung cloud (errCallTimeout). It
+	// bounds each call, not the token wait, which the family's waitTimeout
+	// bounds and answers with an *api.RetryError as for a call of its own
+	// (with no waitTimeout, the whole batch, wait included).
 	ctx, cancel := context.WithTimeoutCause(context.Background(), batchCallTimeout, errCallTimeout)
+	if g.m.batchInstanceStatus.waitTimeout > 0 {
+		cancel()
+		ctx, cancel = context.WithCancel(context.Background())
+	}
 	defer cancel()
 	b := batchCall{g: g, up: up, answer: answer}
 	results, err := b.call(ctx, nodes, prio, 0)
@@ -131,6 +140,8 @@ type batchCall struct {
 // off is the index of nodes[0] in the batch, for answer.
 func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int) ([]InstanceStatus, error) {
 	results, err := invoke(ctx, b.g, b.g.m.batchInstanceStatus, prio, func(ctx context.Context) ([]InstanceStatus, error) {
+		ctx, cancel := context.WithTimeoutCause(ctx, batchCallTimeout, errCallTimeout)
+		defer cancel()
 		return b.up.BatchInstanceStatus(ctx, nodes)
 	})
 	if err == nil && len(results) != len(nodes) {

@@ -2,14 +2,18 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
+	"k8s.io/utils/clock"
 )
 
 // regRecreatedCloud lists one VM re-created under the same name: the live
@@ -174,5 +178,34 @@ func TestRegression24_MaxBatchSizeReadAtInitialize(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Issue 24 item 4: a batched read whose token wait outlasts the batch's
+// call timeout gets the *api.RetryError of limits.read.waitTimeout, as an
+// unbatched read does, not the call timeout's context error. Real clock:
+// both timeouts are cloudgate's own.
+func TestRegression24_BatchWaitTimeoutIsRetryError(t *testing.T) {
+	old := batchCallTimeout
+	batchCallTimeout = 50 * time.Millisecond
+	defer func() { batchCallTimeout = old }()
+	up := &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}}
+	cfg := testConfig(nil)
+	cfg.Clock = clock.RealClock{}
+	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = 0.001, 1
+	cfg.Limits.Read.WaitTimeout = dur(300 * time.Millisecond) // > batchCallTimeout
+	cfg.Batch.MaxSize = 1
+	c := mustNew(t, up, cfg)
+	i := v2(t, c)
+	if _, err := i.InstanceMetadata(context.Background(), testNode("a", "")); err != nil {
+		t.Fatal(err) // takes the one token
+	}
+	_, err := i.InstanceMetadata(context.Background(), testNode("b", ""))
+	var retry *cloudproviderapi.RetryError
+	if !errors.As(err, &retry) {
+		t.Fatalf("batched read with no token: err = %v; want *api.RetryError", err)
+	}
+	if n := len(up.batchSizes()); n != 1 {
+		t.Fatalf("%d batch calls; want 1 (the second read had no token)", n)
 	}
 }
