@@ -28,7 +28,8 @@ func (g *gate) buildCaches() (err error) {
 	g.inst.exists = newCache(g, &err, g.m.instanceExists, nk{keyString: nodeKeyString, negativeValue: notExists, shortLived: byName})
 	g.inst.shutdown = newCache(g, &err, g.m.instanceShutdown, nk{keyString: nodeKeyString, shortLived: byName})
 	g.inst.metadata = newCache(g, &err, g.m.instanceMetadata, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, shared: true, keyString: nodeKeyString, shortLived: byName})
-	g.inst.nodeAddresses = newCache(g, &err, g.m.nodeAddresses, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
+	// NodeAddresses is keyed by node name: a re-created VM may reuse it.
+	g.inst.nodeAddresses = newCache(g, &err, g.m.nodeAddresses, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey, shortLived: always})
 	g.inst.nodeAddressesByProviderID = newCache(g, &err, g.m.nodeAddressesByProviderID, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
 	g.inst.instanceID = newCache(g, &err, g.m.instanceID, byNameStr())
 	g.inst.instanceType = newCache(g, &err, g.m.instanceType, byNameStr())
@@ -39,7 +40,10 @@ func (g *gate) buildCaches() (err error) {
 	g.zn.local = newCache(g, &err, g.m.getZone, zone)
 	g.zn.byProviderID = newCache(g, &err, g.m.getZoneByProviderID, zone)
 	g.zn.byNodeName = newCache(g, &err, g.m.getZoneByNodeName, cacheOpts[string, cloudprovider.Zone]{keyString: stringKey, shortLived: always})
-	g.lb.get = newCache(g, &err, g.m.getLoadBalancer, cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: func(k lbKey) string { return k.String() }})
+	// exists=false is "does not exist": negativeTTL, never stale (the
+	// service controller skips EnsureLoadBalancerDeleted on it).
+	g.lb.get = newCache(g, &err, g.m.getLoadBalancer, cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: func(k lbKey) string { return k.String() },
+		negativeValue: func(a lbAnswer) bool { return !a.exists }})
 	g.rt.list = newCache(g, &err, g.m.listRoutes, cacheOpts[string, []*cloudprovider.Route]{clone: cloneRoutes, keyString: stringKey})
 	g.cl.list = newCache(g, &err, g.m.listClusters, cacheOpts[string, []string]{clone: cloneStrings, keyString: stringKey})
 	g.cl.master = newCache(g, &err, g.m.master, str())

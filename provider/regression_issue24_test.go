@@ -209,3 +209,33 @@ func TestRegression24_BatchWaitTimeoutIsRetryError(t *testing.T) {
 		t.Fatalf("%d batch calls; want 1 (the second read had no token)", n)
 	}
 }
+
+// Issue 24 suspected items: GetLoadBalancer answering exists=false and v1
+// NodeAddresses(name) are held at most negativeTTL (then asked again), like
+// the other "does not exist" and name-keyed answers.
+func TestRegression24_NegativeLBAndNodeAddressesByNameShortLived(t *testing.T) {
+	clk := newFakeClock()
+	up := newCountingCloud()
+	up.getLBHook = func(context.Context) (*v1.LoadBalancerStatus, bool, error) { return nil, false, nil }
+	cfg := testConfig(clk)
+	cfg.Cache.NegativeTTL = dur(30 * time.Second)
+	c := mustNew(t, up, cfg)
+	lb, _ := c.LoadBalancer()
+	in, _ := c.Instances()
+	ctx := context.Background()
+	svc := testService("ns", "svc", "uid-1")
+	for range 2 {
+		if _, exists, err := lb.GetLoadBalancer(ctx, "cluster", svc); err != nil || exists {
+			t.Fatalf("GetLoadBalancer = %v, %v", exists, err)
+		}
+		if _, err := in.NodeAddresses(ctx, "node-1"); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(31 * time.Second) // past negativeTTL, within both methods' TTL
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if up.calls["GetLoadBalancer"] != 2 || up.calls["NodeAddresses"] != 2 {
+		t.Fatalf("upstream calls %v after negativeTTL; want GetLoadBalancer and NodeAddresses asked again", up.calls)
+	}
+}
