@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -306,6 +307,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Throttle.MaxRetryAfter.Duration < 0 {
 		bad("throttle.maxRetryAfter must be >= 0 (got %s; 0 means 5m)", c.Throttle.MaxRetryAfter)
+	}
+	for i, p := range c.Throttle.Patterns {
+		re, err := regexp.Compile(p)
+		switch {
+		case err != nil:
+			bad("throttle.patterns[%d]: %q is not a Go regular expression: %v", i, p, err)
+		case re.MatchString(""):
+			// It matches every message: every error would be a throttle
+			// and the breaker would never trip.
+			bad("throttle.patterns[%d]: %q matches the empty string, so every error message; match the throttling message's own words", i, p)
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("cloudgate config: %s", strings.Join(errs, "; "))

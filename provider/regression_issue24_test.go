@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,5 +238,28 @@ func TestRegression24_NegativeLBAndNodeAddressesByNameShortLived(t *testing.T) {
 	defer up.mu.Unlock()
 	if up.calls["GetLoadBalancer"] != 2 || up.calls["NodeAddresses"] != 2 {
 		t.Fatalf("upstream calls %v after negativeTTL; want GetLoadBalancer and NodeAddresses asked again", up.calls)
+	}
+}
+
+// Issue 24 suspected item: throttle.patterns are checked by Validate
+// (LoadConfig): an invalid regexp, or one matching every message.
+func TestRegression24_ThrottlePatternsValidated(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, want string
+	}{
+		{"(unclosed", "throttle.patterns[0]"},
+		{".*", "matches the empty string"},
+		{"x?", "matches the empty string"},
+	} {
+		cfg := DefaultConfig()
+		cfg.Throttle.Patterns = []string{tc.pattern}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("pattern %q: Validate() = %v; want an error naming %q", tc.pattern, err, tc.want)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Throttle.Patterns = []string{"QuotaExceeded"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("a valid pattern: %v", err)
 	}
 }
