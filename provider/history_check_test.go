@@ -152,6 +152,16 @@ func (h *history) check() (map[string]int, []violation) {
 	negTTL := h.cfg.Cache.NegativeTTL.Duration
 	stale := h.cfg.Cache.StaleIfError.Duration
 
+	if s.batch && s.maxBatch <= 0 {
+		// MaxBatchSize 0: every InstancesV2 read must have gone alone (any
+		// batch below is a violation).
+		for _, op := range h.ops {
+			switch op.method {
+			case "InstanceMetadata", "InstanceExists", "InstanceShutdown":
+				counts[invBatch]++
+			}
+		}
+	}
 	for _, b := range s.batches {
 		counts[invBatch]++
 		if b.size > s.maxBatch {

@@ -269,6 +269,18 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	}
 	maxBatch := 2 + rng.Intn(4)
 	h.up = newSimCloud(clk, &h.seq, seed, batch, list, maxBatch)
+	// MaxBatchSize as the provider reads it at Initialize: unchanged, a drop
+	// from a larger one, or 0 (no batching).
+	maxBatchVariant := ""
+	switch rng.Intn(4) {
+	case 1:
+		h.up.maxBatch, h.up.initMaxBatch = 1000, &maxBatch
+		maxBatchVariant = "(1000 before Initialize)"
+	case 2:
+		zero := 0
+		h.up.initMaxBatch, maxBatch = &zero, 0
+		maxBatchVariant = "(0 from Initialize)"
+	}
 
 	cfg := DefaultConfig()
 	cfg.Metrics = metrics.New()
@@ -310,8 +322,8 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 			ttls += fmt.Sprintf(" ttl(%s)=%s", m, o.TTL)
 		}
 	}
-	h.variant = fmt.Sprintf("batch=%v list=%v maxBatch=%d breaker=%.2f/%s/%s readQPS=%v wait=%s maxRetryAfter=%s size=%d negativeTTL=%s staleIfError=%s%s",
-		batch, list, maxBatch, ratio, interval, openTimeout, readQPS, wait, cfg.Throttle.MaxRetryAfter,
+	h.variant = fmt.Sprintf("batch=%v list=%v maxBatch=%d%s breaker=%.2f/%s/%s readQPS=%v wait=%s maxRetryAfter=%s size=%d negativeTTL=%s staleIfError=%s%s",
+		batch, list, maxBatch, maxBatchVariant, ratio, interval, openTimeout, readQPS, wait, cfg.Throttle.MaxRetryAfter,
 		cfg.Cache.Size, cfg.Cache.NegativeTTL, cfg.Cache.StaleIfError, ttls)
 	c, err := New(h.up, cfg)
 	if err != nil {

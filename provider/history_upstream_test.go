@@ -132,6 +132,9 @@ type simCloud struct {
 	batch    bool // implements BatchInstances
 	list     bool // implements InstanceLister
 	maxBatch int
+	// initMaxBatch, if set, replaces maxBatch at Initialize (a provider
+	// that reads its config there; 0 turns batching off).
+	initMaxBatch *int
 
 	mu        sync.Mutex
 	rng       *rand.Rand // per-call fault decisions
@@ -291,7 +294,11 @@ var v2Methods = []string{"InstanceExists", "InstanceShutdown", "InstanceMetadata
 
 // --- cloudprovider.Interface ---
 
-func (s *simCloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+func (s *simCloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {
+	if s.initMaxBatch != nil {
+		s.maxBatch = *s.initMaxBatch
+	}
+}
 func (s *simCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                  { return s, true }
 func (s *simCloud) Instances() (cloudprovider.Instances, bool)                        { return s, true }
 func (s *simCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
