@@ -299,8 +299,8 @@ func (s *simCloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan stru
 		s.maxBatch = *s.initMaxBatch
 	}
 }
-func (s *simCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                  { return s, true }
-func (s *simCloud) Instances() (cloudprovider.Instances, bool)                        { return s, true }
+func (s *simCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return s, true }
+func (s *simCloud) Instances() (cloudprovider.Instances, bool)       { return s, true }
 func (s *simCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
 	switch {
 	case s.batch && s.list:
