@@ -171,6 +171,13 @@ func (h *history) check() (map[string]int, []violation) {
 	}
 
 	for _, op := range h.ops {
+		// Own copy: the hostname this caller appended is still there.
+		if a := op.appended; a != nil {
+			counts[invOwnCopy]++
+			if a[len(a)-1] != opHostname(op) {
+				bad(invOwnCopy, op, "the address this caller appended to its answer became %v: another caller's append wrote into the same array", a[len(a)-1])
+			}
+		}
 		// Errors: sentinels, exact upstream errors, cloudgate's own.
 		if err := op.err; err != nil {
 			for _, sen := range sentinels {

@@ -54,9 +54,10 @@ const (
 	invWriteOnce = "write-once"       // a write reached the upstream once, or returned an error (never twice)
 	invSentinel  = "sentinel-exact"   // sentinels come back ==
 	invErrExact  = "errors-exact"     // every other upstream error comes back as the same value
+	invOwnCopy   = "own-copy"         // a caller appending to its answer changes no other caller's
 )
 
-var invariants = []string{invPositive, invNegative, invOwn, invRYW, invBatch, invWriteOnce, invSentinel, invErrExact}
+var invariants = []string{invPositive, invNegative, invOwn, invRYW, invBatch, invWriteOnce, invSentinel, invErrExact, invOwnCopy}
 
 var sentinels = []error{cloudprovider.InstanceNotFound, cloudprovider.NotImplemented, cloudprovider.ImplementedElsewhere}
 
@@ -134,6 +135,10 @@ type opRec struct {
 	deadline   time.Time // simulated; zero: a context without deadline
 	cancel     context.CancelFunc
 	ctxEnded   atomic.Bool
+	// appended: the addresses this caller got with a hostname of its own
+	// appended (as the cloud-node controller does); another caller's append
+	// must not change it (invOwnCopy).
+	appended []v1.NodeAddress
 }
 
 type breakerTransition struct {
@@ -678,6 +683,9 @@ func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
 			default:
 				md, err := h.v2.InstanceMetadata(ctx, node)
 				errAns(mdString(md), err)
+				if md != nil {
+					op.appended = append(md.NodeAddresses, opHostname(op))
+				}
 			}
 		}
 	case "NodeAddresses", "InstanceID", "InstanceType", "GetZoneByNodeName":
@@ -688,6 +696,9 @@ func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
 			case "NodeAddresses":
 				a, err := h.v1.NodeAddresses(ctx, name)
 				errAns(addrString(a), err)
+				if a != nil {
+					op.appended = append(a, opHostname(op))
+				}
 			case "InstanceID":
 				errAns(h.v1.InstanceID(ctx, name))
 			case "InstanceType":
@@ -926,4 +937,9 @@ func (h *history) drain() {
 		}
 		h.step(time.Second)
 	}
+}
+
+// opHostname is the address op appends to the addresses it got.
+func opHostname(op *opRec) v1.NodeAddress {
+	return v1.NodeAddress{Type: v1.NodeHostName, Address: fmt.Sprint("op-", op.id)}
 }

@@ -66,7 +66,9 @@ type simInstance struct {
 func (in *simInstance) metadata() *cloudprovider.InstanceMetadata {
 	return &cloudprovider.InstanceMetadata{
 		ProviderID: in.pid, InstanceType: in.itype, Region: "sim-1", Zone: in.zone,
-		NodeAddresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: in.addr}},
+		// Spare capacity, as a provider building its answer with append
+		// has: a caller appending to a shared answer would write in it.
+		NodeAddresses: append(make([]v1.NodeAddress, 0, 4), v1.NodeAddress{Type: v1.NodeInternalIP, Address: in.addr}),
 	}
 }
 
