@@ -206,6 +206,11 @@ func (h *history) check() (map[string]int, []violation) {
 				if errors.Is(err, cloudprovider.InstanceNotFound) {
 					bad(invOwn, op, "cloudgate's own failure looks like InstanceNotFound: %v", err)
 				}
+				// A token wait that ran out is an *api.RetryError, also for
+				// a batched read (its batch's own call timeout included).
+				if isCtxErr(err) && !op.ctxEnded.Load() && strings.Contains(err.Error(), "waiting for") {
+					bad(invOwn, op, "a token wait ended with a context error, not a RetryError, for a caller whose context is live: %v", err)
+				}
 				if isCtxErr(err) && !limiter.IsOpen(err) && !op.ctxEnded.Load() && !strings.Contains(err.Error(), "cloudgate") {
 					bad(invOwn, op, "a context error reached a caller whose context is live: %v", err)
 				}
