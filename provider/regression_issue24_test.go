@@ -263,3 +263,26 @@ func TestRegression24_ThrottlePatternsValidated(t *testing.T) {
 		t.Fatalf("a valid pattern: %v", err)
 	}
 }
+
+// Issue 24 suspected item: the bisection bound is 2*ceil(log2 n), which
+// 2*log2 n understates when n is not a power of two: isolating the last
+// of 5 nodes takes 6 more calls (2*log2 5 is 4.6).
+func TestRegression24_BisectionBound(t *testing.T) {
+	up, i, g, _ := newBatchSetup(t, 5) // 5 nodes: sent when full
+	up.poison = "n4"
+	var wg sync.WaitGroup
+	for k := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = i.InstanceMetadata(context.Background(), testNode(fmt.Sprint("n", k), ""))
+		}()
+		if k < 4 { // in order: n4 last
+			waitUntil(t, "the node queued", func() bool { return g.batcher().Pending() == k+1 })
+		}
+	}
+	wg.Wait()
+	if n := len(up.batchSizes()) - 1; n != 6 {
+		t.Fatalf("%d more calls to isolate n4 of 5 (sizes %v); want 6 = 2*ceil(log2 5)", n, up.batchSizes())
+	}
+}
