@@ -1071,3 +1071,29 @@ func TestRedisCluster(t *testing.T) {
 		t.Errorf("on a Redis Cluster: shared %d, local %d, transitions %v; want 3, 0, []", shared, fb, tr)
 	}
 }
+
+// TestFleetRetryAfterCapped: a Retry-After far above throttle.maxRetryAfter
+// pauses the fleet only for maxRetryAfter, as it would a local bucket (issue
+// 24, item 1: the cap reached only the fallback bucket, and one member's
+// Retry-After: 3600 paused every member for an hour).
+func TestFleetRetryAfterCapped(t *testing.T) {
+	r := fleettest.Start(t)
+	capped := local
+	capped.MaxRetryAfter = 300 * time.Millisecond
+	a := newMember(t, r, "acct-ra", 1, 100, capped, nil)
+	b := newMember(t, r, "acct-ra", 1, 100, capped, nil)
+	a.l.OnThrottled(time.Hour)
+	if a.f.Fallback() {
+		t.Fatalf("a fell back: %v", a.ev.logs)
+	}
+	// Well past the cap (the admissions use Redis' clock), b is admitted
+	// from the shared budget; with the uncapped pause it waits an hour.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.l.Wait(ctx, limiter.PriorityCritical); err != nil {
+		t.Fatalf("b still paused after maxRetryAfter (%v): %v", capped.MaxRetryAfter, err)
+	}
+	if b.f.Fallback() {
+		t.Fatalf("b fell back: %v", b.ev.logs)
+	}
+}

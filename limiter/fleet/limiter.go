@@ -65,7 +65,8 @@ type Limiter struct {
 	decrease float64 // AIMD, as fractions of the quota
 	minFrac  float64
 	recFrac  float64
-	cooldown float64 // seconds between two cuts, at least
+	cooldown float64       // seconds between two cuts, at least
+	maxPause time.Duration // cap of a Retry-After pause (local.MaxRetryAfter, or its default)
 	bobs     limiter.BucketObserver
 	fobs     FamilyObserver
 	keys     [numKeys]string
@@ -173,6 +174,10 @@ func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig
 		l.recFrac = 1 / d.Seconds()
 	}
 	l.cooldown = 1 / (30 * l.recFrac) // 1s at the default recovery
+	l.maxPause = local.MaxRetryAfter
+	if l.maxPause == 0 {
+		l.maxPause = 5 * time.Minute // limiter's default for MaxRetryAfter 0
+	}
 	for i, s := range []string{"tat", "tat-noncritical", "tat-background", "aimd", "admitted"} {
 		l.keys[i] = f.key(family, s)
 	}
@@ -402,6 +407,10 @@ func (l *Limiter) signal() {
 // Redis fails, the local bucket takes the signal.
 func (l *Limiter) OnThrottled(retryAfter time.Duration) {
 	retryAfter = max(retryAfter, 0)
+	// The fleet-wide pause is capped as the local bucket's is
+	// (throttle.maxRetryAfter): one Retry-After of an hour must not stop
+	// every member of the account for an hour.
+	retryAfter = min(retryAfter, l.maxPause)
 	l.mu.Lock()
 	fallback, closed := l.fallback, l.closed
 	l.mu.Unlock()
