@@ -1097,3 +1097,50 @@ func TestFleetRetryAfterCapped(t *testing.T) {
 		t.Fatalf("b fell back: %v", b.ev.logs)
 	}
 }
+
+// TestAddressPasswordNotQuoted: an address in the URL form with a password
+// (redis://default:PASSWORD@host:6379) is rejected by an error that names
+// the field and the fix but not the password, in Validate and in New, nor
+// in any log line (issue 24, item 7).
+func TestAddressPasswordNotQuoted(t *testing.T) {
+	const secret = "s3cr3t-Pa55"
+	for _, tt := range []struct {
+		name  string
+		redis fleet.RedisConfig
+		field string
+	}{
+		{"url", fleet.RedisConfig{Address: "redis://default:" + secret + "@redis.example:6379"}, "limits.shared.redis.address"},
+		{"url without port", fleet.RedisConfig{Address: "redis://default:" + secret + "@redis.example"}, "limits.shared.redis.address"},
+		{"userinfo without scheme", fleet.RedisConfig{Address: "default:" + secret + "@redis.example:6379"}, "limits.shared.redis.address"},
+		{"tls url", fleet.RedisConfig{Address: "rediss://:" + secret + "@redis.example:6380"}, "limits.shared.redis.address"},
+		{"addresses entry", fleet.RedisConfig{Addresses: []string{"r:1", "redis://u:" + secret + "@r2:6379"}}, "limits.shared.redis.addresses[1]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := fleet.Config{Redis: tt.redis, Account: "acct"}
+			err := cfg.Validate()
+			if err == nil {
+				t.Fatal("Validate() = nil, want an error")
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("Validate() quotes the password: %v", err)
+			}
+			if !strings.Contains(err.Error(), tt.field) || !strings.Contains(err.Error(), "passwordFile") {
+				t.Errorf("Validate() = %v, want it to name %s and redis.passwordFile", err, tt.field)
+			}
+			ev := &events{}
+			f, err := fleet.New(cfg, fleet.Options{Observer: ev, Logf: ev.logf})
+			if err == nil {
+				f.Close()
+				t.Fatal("New() = nil error")
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("New() quotes the password: %v", err)
+			}
+			for _, line := range ev.logs {
+				if strings.Contains(line, secret) {
+					t.Errorf("a log line quotes the password: %s", line)
+				}
+			}
+		})
+	}
+}
