@@ -1144,3 +1144,60 @@ func TestAddressPasswordNotQuoted(t *testing.T) {
 		})
 	}
 }
+
+// TestJoinWhileFallen: a member that fell back keeps the claim it recorded
+// with its last heartbeat (a third of the quota here); a member that joins
+// with weight 3 meanwhile must not shrink what the others hold for it
+// (issue 24, item 2b: held was recomputed from the new weights, 1/6, while
+// the fallen member kept serving 1/3: a budget of 105/s against 90/s).
+func TestJoinWhileFallen(t *testing.T) {
+	r := fleettest.Start(t)
+	const quota, secs = 90.0, 2
+	px := newProxy(t, r.Addr)
+	a := newMember(t, r, "acct-j", 1, quota, local, nil)
+	b := newMember(t, r, "acct-j", 1, quota, local, nil)
+	c := newMember(t, r, "acct-j", 1, quota, local, func(c *fleet.Config) { c.Redis.Address = px.ln.Addr().String() })
+	for _, m := range []*member{a, b, c} {
+		eventually(t, "three members", func() bool { return math.Abs(m.l.ShareQPS()-quota/3) < 1e-9 })
+	}
+	px.cut()
+	eventually(t, "c falls back", c.f.Fallback)
+	eventually(t, "a holds c's claim", func() bool { h, n := a.f.Held(); return n == 1 && math.Abs(h-1.0/3) < 1e-6 })
+	d := newMember(t, r, "acct-j", 3, quota, local, nil)
+	// d's claim is its weight's part of what c's claim leaves: 2/3 × 3/5.
+	eventually(t, "d's share", func() bool { return math.Abs(d.l.ShareQPS()-quota*2/3*3/5) < 1e-6 })
+	for _, m := range []*member{a, b} {
+		eventually(t, "a's and b's shares", func() bool { return math.Abs(m.l.ShareQPS()-quota*2/3*1/5) < 1e-6 })
+	}
+	if got := c.l.ShareQPS(); math.Abs(got-quota/3) > 1e-6 {
+		t.Fatalf("c serves %v/s in fallback, want its claim %v/s", got, quota/3)
+	}
+	for _, m := range []*member{a, b, d} {
+		if h, n := m.f.Held(); n != 1 || math.Abs(h-1.0/3) > 1e-6 {
+			t.Errorf("held %v for %d fallen members, want c's claim 1/3: live budget %v/s + c's %v/s > quota %v/s",
+				h, n, quota*(1-h), quota/3, quota)
+		}
+	}
+	// Every claim (the live members' and the held one) sums to at most 1.
+	var sum float64
+	for _, m := range []*member{a, b, c, d} {
+		sum += m.l.ShareQPS() / quota
+	}
+	if sum > 1+1e-6 {
+		t.Errorf("claims sum to %v of the quota, over 1", sum)
+	}
+	start, times := drive(secs*time.Second, func(ctx context.Context, wg *sync.WaitGroup, ld *load) {
+		for _, x := range []struct {
+			n string
+			m *member
+		}{{"a", a}, {"b", b}, {"c", c}, {"d", d}} {
+			ld.run(ctx, wg, x.n, x.m.l, limiter.PriorityCritical, 3)
+		}
+	})
+	total := len(times["a"]) + len(times["b"]) + len(times["c"]) + len(times["d"])
+	t.Logf("fleet admitted %d in %ds, per second %v (quota %v/s)", total, secs,
+		perSecond(start, secs, times["a"], times["b"], times["c"], times["d"]), quota)
+	if lim := slack * (quota*secs + 2*float64(local.Burst)); float64(total) > lim {
+		t.Errorf("the fleet admitted %d in %ds, over the quota (%v)", total, secs, lim)
+	}
+}
