@@ -78,7 +78,11 @@ type Limiter struct {
 	lb       *limiter.Bucket   // the local bucket at lbShare (fallback, or a failed admission), made on demand
 	lbShare  float64           // the static share lb was made for
 	retired  []*limiter.Bucket // earlier local buckets still serving callers
-	fraction float64           // static share, as a fraction of the quota
+	// handed counts the callers given a local bucket that have not yet
+	// returned from its Wait: a bucket is closed only when nobody waits on it
+	// and nobody is about to (Waiting counts only callers inside Wait).
+	handed   map[*limiter.Bucket]int
+	fraction float64 // static share, as a fraction of the quota
 	members  int
 	credits  [numClasses]int // tokens granted to waiters that gave up, by class
 	debt     [numClasses]int // calls served locally while on the shared budget, not yet charged to it
@@ -155,6 +159,7 @@ func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig
 		rate:     1,
 		reported: 1,
 		wake:     make(chan struct{}, 1),
+		handed:   make(map[*limiter.Bucket]int),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -262,6 +267,7 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 		return l.done1(p, start, l.closedError())
 	case l.fallback:
 		lb, closing := l.localLocked()
+		l.handed[lb]++
 		l.mu.Unlock()
 		closeAll(closing)
 		return l.waitLocal(ctx, lb, p, false)
@@ -286,6 +292,8 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 			// Granted while ctx ended: keep the token for the next caller.
 			l.credits[cls]++
 			l.creditAt = time.Now()
+		case toLocal:
+			l.unhandLocked(w.fb)
 		}
 		l.mu.Unlock()
 		return l.done1(p, start, l.ctxError(ctx))
@@ -312,6 +320,9 @@ func (l *Limiter) done1(p limiter.Priority, start time.Time, err error) error {
 // next admission of its class that reaches Redis.
 func (l *Limiter) waitLocal(ctx context.Context, lb *limiter.Bucket, p limiter.Priority, bridged bool) error {
 	err := lb.Wait(ctx, p)
+	l.mu.Lock()
+	l.unhandLocked(lb)
+	l.mu.Unlock()
 	if err == nil {
 		l.fobs.Admitted(true)
 		if bridged {
@@ -335,7 +346,7 @@ func (l *Limiter) localLocked() (lb *limiter.Bucket, closing []*limiter.Bucket) 
 	for _, b := range append(l.retired, l.lb) {
 		switch {
 		case b == nil:
-		case b.Waiting() > 0:
+		case b.Waiting() > 0 || l.handed[b] > 0:
 			kept = append(kept, b)
 		default:
 			closing = append(closing, b)
@@ -359,6 +370,13 @@ func (l *Limiter) localLocked() (lb *limiter.Bucket, closing []*limiter.Bucket) 
 	}
 	l.lb, l.lbShare = b, l.fraction
 	return b, closing
+}
+
+// unhandLocked counts one caller handed lb as gone.
+func (l *Limiter) unhandLocked(lb *limiter.Bucket) {
+	if l.handed[lb]--; l.handed[lb] <= 0 {
+		delete(l.handed, lb)
+	}
 }
 
 func closeAll(bs []*limiter.Bucket) {
@@ -502,6 +520,9 @@ func (l *Limiter) releaseLocked(state int, fb *limiter.Bucket, bridged bool) {
 		for e := l.queues[i].Front(); e != nil; e = l.queues[i].Front() {
 			w := l.queues[i].Remove(e).(*waiter)
 			w.state, w.fb, w.bridged = state, fb, bridged
+			if state == toLocal {
+				l.handed[fb]++
+			}
 			close(w.done)
 		}
 	}
