@@ -113,6 +113,18 @@ const testTimeout = time.Second // generous: -race on 2 shared cores; the slow-R
 
 func newMember(t *testing.T, r *fleettest.Redis, account string, weight float64, quota float64, local limiter.BucketConfig, mod func(*fleet.Config)) *member {
 	t.Helper()
+	return newMemberID(t, r, account, weight, quota, local, mod, "")
+}
+
+// newMemberID is newMember with a fixed member id ("" for a random one).
+func newMemberID(t *testing.T, r *fleettest.Redis, account string, weight float64, quota float64, local limiter.BucketConfig, mod func(*fleet.Config), id string) *member {
+	t.Helper()
+	return newMemberOpts(t, r, account, weight, quota, local, mod, fleet.Options{MemberID: id, ForgetAfter: 2 * time.Second})
+}
+
+// newMemberOpts is newMember with the given Options (Observer and Logf are set here).
+func newMemberOpts(t *testing.T, r *fleettest.Redis, account string, weight float64, quota float64, local limiter.BucketConfig, mod func(*fleet.Config), opts fleet.Options) *member {
+	t.Helper()
 	cfg := r.Config(account)
 	cfg.Weight = weight
 	cfg.RedisTimeout = fleet.Duration{Duration: testTimeout}
@@ -121,7 +133,8 @@ func newMember(t *testing.T, r *fleettest.Redis, account string, weight float64,
 		mod(&cfg)
 	}
 	ev := &events{}
-	f, err := fleet.New(cfg, fleet.Options{ForgetAfter: 2 * time.Second, Observer: ev, Logf: ev.logf})
+	opts.Observer, opts.Logf = ev, ev.logf
+	f, err := fleet.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
