@@ -130,6 +130,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes the duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
+// redactAddr replaces the userinfo of an address (everything before its
+// last '@', after a scheme) by REDACTED.
+func redactAddr(a string) string {
+	i := strings.LastIndex(a, "@")
+	if i < 0 {
+		return a
+	}
+	prefix := ""
+	if j := strings.Index(a, "://"); j >= 0 && j < i {
+		prefix = a[:j+3]
+	}
+	return prefix + "REDACTED@" + a[i+1:]
+}
+
 // accountRE: the account is part of Redis keys and of log lines.
 var accountRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$`)
 
@@ -140,6 +154,12 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	const p = "limits.shared."
 	checkAddr := func(field, a string) {
+		if strings.Contains(a, "@") {
+			// A URL with credentials (redis://user:PASSWORD@host:port): never
+			// quote it, the password would reach the CCM's exit log.
+			bad(p+"%s must be host:port (got %q, credentials removed): put the password in redis.passwordFile and the user in redis.username", field, redactAddr(a))
+			return
+		}
 		if host, port, err := net.SplitHostPort(a); err != nil || host == "" {
 			bad(p+"%s must be host:port (got %q)", field, a)
 		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {

@@ -61,6 +61,7 @@ type Fleet struct {
 	fallen      int     // of which fallen
 	held        float64 // the fallen members' share of the quota, held from the budget
 	totalWeight float64 // the registered members' weights
+	claim       float64 // this member's claim recorded in Redis at the last heartbeat: its share in fallback
 	failures    int     // consecutive failed Redis calls
 
 	stop chan struct{}
@@ -184,7 +185,7 @@ func (f *Fleet) Close() {
 		l.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	_ = heartbeatScript.Run(ctx, f.client, []string{f.key("weights"), f.key("heartbeats"), f.key("held")},
+	_ = heartbeatScript.Run(ctx, f.client, []string{f.key("weights"), f.key("heartbeats"), f.key("held"), f.key("claims")},
 		f.opts.MemberID, 0, f.opts.MemberTTL.Milliseconds(), "leave", f.opts.ForgetAfter.Milliseconds()).Err()
 	cancel()
 	_ = f.client.Close()
@@ -193,12 +194,15 @@ func (f *Fleet) Close() {
 func (f *Fleet) key(parts ...string) string { return f.prefix + strings.Join(parts, ":") }
 
 // fractionLocked returns this member's static share as a fraction of a
-// quota, and the number of live members it was computed from.
+// quota, and the number of members known at the last heartbeat. It is the
+// claim the last heartbeat recorded in Redis (its weight's part of what the
+// fallen members' claims leave), which the others hold back while this
+// member is away; minShare before any heartbeat.
 func (f *Fleet) fractionLocked() (float64, int) {
-	if !f.known || f.totalWeight <= 0 {
+	if !f.known {
 		return f.cfg.MinShare, 0
 	}
-	return min(1, f.cfg.Weight/f.totalWeight), f.members
+	return min(1, f.claim), f.members
 }
 
 // loop runs the heartbeat until Close.
@@ -227,19 +231,22 @@ func (f *Fleet) heartbeat() error {
 	f.mu.Lock()
 	ls := append([]*Limiter(nil), f.limiters...)
 	f.mu.Unlock()
-	keys := []string{f.key("weights"), f.key("heartbeats"), f.key("held")}
+	keys := []string{f.key("weights"), f.key("heartbeats"), f.key("held"), f.key("claims")}
 	for _, l := range ls {
 		keys = append(keys, l.keys[keyCount], l.keys[keyAIMD])
 	}
+	f.mu.Lock()
+	current, _ := f.fractionLocked()
+	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	v, err := heartbeatScript.Run(ctx, f.client, keys,
 		f.opts.MemberID, strconv.FormatFloat(f.cfg.Weight, 'g', -1, 64), f.opts.MemberTTL.Milliseconds(), "",
-		f.opts.ForgetAfter.Milliseconds()).Slice()
+		f.opts.ForgetAfter.Milliseconds(), strconv.FormatFloat(current, 'g', -1, 64)).Slice()
 	if err != nil {
 		return err
 	}
-	if len(v) != 4 {
+	if len(v) != 5 {
 		return fmt.Errorf("heartbeat: unexpected reply %v", v)
 	}
 	members, _ := v[0].([]any)
@@ -257,9 +264,14 @@ func (f *Fleet) heartbeat() error {
 	}
 	held, _ := strconv.ParseFloat(fmt.Sprint(v[2]), 64)
 	fallen, _ := v[3].(int64)
+	claim, err := strconv.ParseFloat(fmt.Sprint(v[4]), 64)
+	if err != nil || claim < 0 || claim > 1 {
+		return fmt.Errorf("heartbeat: unexpected claim %v", v[4])
+	}
 	now := time.Now()
 	f.mu.Lock()
 	f.known = true
+	f.claim = claim
 	f.members = len(members) / 2
 	f.fallen = int(fallen)
 	f.held = held

@@ -113,6 +113,18 @@ const testTimeout = time.Second // generous: -race on 2 shared cores; the slow-R
 
 func newMember(t *testing.T, r *fleettest.Redis, account string, weight float64, quota float64, local limiter.BucketConfig, mod func(*fleet.Config)) *member {
 	t.Helper()
+	return newMemberID(t, r, account, weight, quota, local, mod, "")
+}
+
+// newMemberID is newMember with a fixed member id ("" for a random one).
+func newMemberID(t *testing.T, r *fleettest.Redis, account string, weight float64, quota float64, local limiter.BucketConfig, mod func(*fleet.Config), id string) *member {
+	t.Helper()
+	return newMemberOpts(t, r, account, weight, quota, local, mod, fleet.Options{MemberID: id, ForgetAfter: 2 * time.Second})
+}
+
+// newMemberOpts is newMember with the given Options (Observer and Logf are set here).
+func newMemberOpts(t *testing.T, r *fleettest.Redis, account string, weight float64, quota float64, local limiter.BucketConfig, mod func(*fleet.Config), opts fleet.Options) *member {
+	t.Helper()
 	cfg := r.Config(account)
 	cfg.Weight = weight
 	cfg.RedisTimeout = fleet.Duration{Duration: testTimeout}
@@ -121,7 +133,8 @@ func newMember(t *testing.T, r *fleettest.Redis, account string, weight float64,
 		mod(&cfg)
 	}
 	ev := &events{}
-	f, err := fleet.New(cfg, fleet.Options{ForgetAfter: 2 * time.Second, Observer: ev, Logf: ev.logf})
+	opts.Observer, opts.Logf = ev, ev.logf
+	f, err := fleet.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1069,5 +1082,135 @@ func TestRedisCluster(t *testing.T) {
 	}
 	if shared, fb, tr := ev.counts(); shared != 3 || fb != 0 || len(tr) != 0 {
 		t.Errorf("on a Redis Cluster: shared %d, local %d, transitions %v; want 3, 0, []", shared, fb, tr)
+	}
+}
+
+// TestFleetRetryAfterCapped: a Retry-After far above throttle.maxRetryAfter
+// pauses the fleet only for maxRetryAfter, as it would a local bucket (issue
+// 24, item 1: the cap reached only the fallback bucket, and one member's
+// Retry-After: 3600 paused every member for an hour).
+func TestFleetRetryAfterCapped(t *testing.T) {
+	r := fleettest.Start(t)
+	capped := local
+	capped.MaxRetryAfter = 300 * time.Millisecond
+	a := newMember(t, r, "acct-ra", 1, 100, capped, nil)
+	b := newMember(t, r, "acct-ra", 1, 100, capped, nil)
+	a.l.OnThrottled(time.Hour)
+	if a.f.Fallback() {
+		t.Fatalf("a fell back: %v", a.ev.logs)
+	}
+	// Well past the cap (the admissions use Redis' clock), b is admitted
+	// from the shared budget; with the uncapped pause it waits an hour.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.l.Wait(ctx, limiter.PriorityCritical); err != nil {
+		t.Fatalf("b still paused after maxRetryAfter (%v): %v", capped.MaxRetryAfter, err)
+	}
+	if b.f.Fallback() {
+		t.Fatalf("b fell back: %v", b.ev.logs)
+	}
+}
+
+// TestAddressPasswordNotQuoted: an address in the URL form with a password
+// (redis://default:PASSWORD@host:6379) is rejected by an error that names
+// the field and the fix but not the password, in Validate and in New, nor
+// in any log line (issue 24, item 7).
+func TestAddressPasswordNotQuoted(t *testing.T) {
+	const secret = "s3cr3t-Pa55"
+	for _, tt := range []struct {
+		name  string
+		redis fleet.RedisConfig
+		field string
+	}{
+		{"url", fleet.RedisConfig{Address: "redis://default:" + secret + "@redis.example:6379"}, "limits.shared.redis.address"},
+		{"url without port", fleet.RedisConfig{Address: "redis://default:" + secret + "@redis.example"}, "limits.shared.redis.address"},
+		{"userinfo without scheme", fleet.RedisConfig{Address: "default:" + secret + "@redis.example:6379"}, "limits.shared.redis.address"},
+		{"tls url", fleet.RedisConfig{Address: "rediss://:" + secret + "@redis.example:6380"}, "limits.shared.redis.address"},
+		{"addresses entry", fleet.RedisConfig{Addresses: []string{"r:1", "redis://u:" + secret + "@r2:6379"}}, "limits.shared.redis.addresses[1]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := fleet.Config{Redis: tt.redis, Account: "acct"}
+			err := cfg.Validate()
+			if err == nil {
+				t.Fatal("Validate() = nil, want an error")
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("Validate() quotes the password: %v", err)
+			}
+			if !strings.Contains(err.Error(), tt.field) || !strings.Contains(err.Error(), "passwordFile") {
+				t.Errorf("Validate() = %v, want it to name %s and redis.passwordFile", err, tt.field)
+			}
+			ev := &events{}
+			f, err := fleet.New(cfg, fleet.Options{Observer: ev, Logf: ev.logf})
+			if err == nil {
+				f.Close()
+				t.Fatal("New() = nil error")
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("New() quotes the password: %v", err)
+			}
+			for _, line := range ev.logs {
+				if strings.Contains(line, secret) {
+					t.Errorf("a log line quotes the password: %s", line)
+				}
+			}
+		})
+	}
+}
+
+// TestJoinWhileFallen: a member that fell back keeps the claim it recorded
+// with its last heartbeat (a third of the quota here); a member that joins
+// with weight 3 meanwhile must not shrink what the others hold for it
+// (issue 24, item 2b: held was recomputed from the new weights, 1/6, while
+// the fallen member kept serving 1/3: a budget of 105/s against 90/s).
+func TestJoinWhileFallen(t *testing.T) {
+	r := fleettest.Start(t)
+	const quota, secs = 90.0, 2
+	px := newProxy(t, r.Addr)
+	a := newMember(t, r, "acct-j", 1, quota, local, nil)
+	b := newMember(t, r, "acct-j", 1, quota, local, nil)
+	c := newMember(t, r, "acct-j", 1, quota, local, func(c *fleet.Config) { c.Redis.Address = px.ln.Addr().String() })
+	for _, m := range []*member{a, b, c} {
+		eventually(t, "three members", func() bool { return math.Abs(m.l.ShareQPS()-quota/3) < 1e-9 })
+	}
+	px.cut()
+	eventually(t, "c falls back", c.f.Fallback)
+	eventually(t, "a holds c's claim", func() bool { h, n := a.f.Held(); return n == 1 && math.Abs(h-1.0/3) < 1e-6 })
+	d := newMember(t, r, "acct-j", 3, quota, local, nil)
+	// d's claim is its weight's part of what c's claim leaves: 2/3 × 3/5.
+	eventually(t, "d's share", func() bool { return math.Abs(d.l.ShareQPS()-quota*2/3*3/5) < 1e-6 })
+	for _, m := range []*member{a, b} {
+		eventually(t, "a's and b's shares", func() bool { return math.Abs(m.l.ShareQPS()-quota*2/3*1/5) < 1e-6 })
+	}
+	if got := c.l.ShareQPS(); math.Abs(got-quota/3) > 1e-6 {
+		t.Fatalf("c serves %v/s in fallback, want its claim %v/s", got, quota/3)
+	}
+	for _, m := range []*member{a, b, d} {
+		if h, n := m.f.Held(); n != 1 || math.Abs(h-1.0/3) > 1e-6 {
+			t.Errorf("held %v for %d fallen members, want c's claim 1/3: live budget %v/s + c's %v/s > quota %v/s",
+				h, n, quota*(1-h), quota/3, quota)
+		}
+	}
+	// Every claim (the live members' and the held one) sums to at most 1.
+	var sum float64
+	for _, m := range []*member{a, b, c, d} {
+		sum += m.l.ShareQPS() / quota
+	}
+	if sum > 1+1e-6 {
+		t.Errorf("claims sum to %v of the quota, over 1", sum)
+	}
+	start, times := drive(secs*time.Second, func(ctx context.Context, wg *sync.WaitGroup, ld *load) {
+		for _, x := range []struct {
+			n string
+			m *member
+		}{{"a", a}, {"b", b}, {"c", c}, {"d", d}} {
+			ld.run(ctx, wg, x.n, x.m.l, limiter.PriorityCritical, 3)
+		}
+	})
+	total := len(times["a"]) + len(times["b"]) + len(times["c"]) + len(times["d"])
+	t.Logf("fleet admitted %d in %ds, per second %v (quota %v/s)", total, secs,
+		perSecond(start, secs, times["a"], times["b"], times["c"], times["d"]), quota)
+	if lim := slack * (quota*secs + 2*float64(local.Burst)); float64(total) > lim {
+		t.Errorf("the fleet admitted %d in %ds, over the quota (%v)", total, secs, lim)
 	}
 }

@@ -65,7 +65,8 @@ type Limiter struct {
 	decrease float64 // AIMD, as fractions of the quota
 	minFrac  float64
 	recFrac  float64
-	cooldown float64 // seconds between two cuts, at least
+	cooldown float64       // seconds between two cuts, at least
+	maxPause time.Duration // cap of a Retry-After pause (local.MaxRetryAfter, or its default)
 	bobs     limiter.BucketObserver
 	fobs     FamilyObserver
 	keys     [numKeys]string
@@ -77,7 +78,11 @@ type Limiter struct {
 	lb       *limiter.Bucket   // the local bucket at lbShare (fallback, or a failed admission), made on demand
 	lbShare  float64           // the static share lb was made for
 	retired  []*limiter.Bucket // earlier local buckets still serving callers
-	fraction float64           // static share, as a fraction of the quota
+	// handed counts the callers given a local bucket that have not yet
+	// returned from its Wait: a bucket is closed only when nobody waits on it
+	// and nobody is about to (Waiting counts only callers inside Wait).
+	handed   map[*limiter.Bucket]int
+	fraction float64 // static share, as a fraction of the quota
 	members  int
 	credits  [numClasses]int // tokens granted to waiters that gave up, by class
 	debt     [numClasses]int // calls served locally while on the shared budget, not yet charged to it
@@ -154,6 +159,7 @@ func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig
 		rate:     1,
 		reported: 1,
 		wake:     make(chan struct{}, 1),
+		handed:   make(map[*limiter.Bucket]int),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -173,6 +179,10 @@ func (f *Fleet) Limiter(family string, quota float64, local limiter.BucketConfig
 		l.recFrac = 1 / d.Seconds()
 	}
 	l.cooldown = 1 / (30 * l.recFrac) // 1s at the default recovery
+	l.maxPause = local.MaxRetryAfter
+	if l.maxPause == 0 {
+		l.maxPause = 5 * time.Minute // limiter's default for MaxRetryAfter 0
+	}
 	for i, s := range []string{"tat", "tat-noncritical", "tat-background", "aimd", "admitted"} {
 		l.keys[i] = f.key(family, s)
 	}
@@ -257,6 +267,7 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 		return l.done1(p, start, l.closedError())
 	case l.fallback:
 		lb, closing := l.localLocked()
+		l.handed[lb]++
 		l.mu.Unlock()
 		closeAll(closing)
 		return l.waitLocal(ctx, lb, p, false)
@@ -281,6 +292,8 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 			// Granted while ctx ended: keep the token for the next caller.
 			l.credits[cls]++
 			l.creditAt = time.Now()
+		case toLocal:
+			l.unhandLocked(w.fb)
 		}
 		l.mu.Unlock()
 		return l.done1(p, start, l.ctxError(ctx))
@@ -307,6 +320,9 @@ func (l *Limiter) done1(p limiter.Priority, start time.Time, err error) error {
 // next admission of its class that reaches Redis.
 func (l *Limiter) waitLocal(ctx context.Context, lb *limiter.Bucket, p limiter.Priority, bridged bool) error {
 	err := lb.Wait(ctx, p)
+	l.mu.Lock()
+	l.unhandLocked(lb)
+	l.mu.Unlock()
 	if err == nil {
 		l.fobs.Admitted(true)
 		if bridged {
@@ -330,7 +346,7 @@ func (l *Limiter) localLocked() (lb *limiter.Bucket, closing []*limiter.Bucket) 
 	for _, b := range append(l.retired, l.lb) {
 		switch {
 		case b == nil:
-		case b.Waiting() > 0:
+		case b.Waiting() > 0 || l.handed[b] > 0:
 			kept = append(kept, b)
 		default:
 			closing = append(closing, b)
@@ -354,6 +370,13 @@ func (l *Limiter) localLocked() (lb *limiter.Bucket, closing []*limiter.Bucket) 
 	}
 	l.lb, l.lbShare = b, l.fraction
 	return b, closing
+}
+
+// unhandLocked counts one caller handed lb as gone.
+func (l *Limiter) unhandLocked(lb *limiter.Bucket) {
+	if l.handed[lb]--; l.handed[lb] <= 0 {
+		delete(l.handed, lb)
+	}
 }
 
 func closeAll(bs []*limiter.Bucket) {
@@ -402,6 +425,10 @@ func (l *Limiter) signal() {
 // Redis fails, the local bucket takes the signal.
 func (l *Limiter) OnThrottled(retryAfter time.Duration) {
 	retryAfter = max(retryAfter, 0)
+	// The fleet-wide pause is capped as the local bucket's is
+	// (throttle.maxRetryAfter): one Retry-After of an hour must not stop
+	// every member of the account for an hour.
+	retryAfter = min(retryAfter, l.maxPause)
 	l.mu.Lock()
 	fallback, closed := l.fallback, l.closed
 	l.mu.Unlock()
@@ -493,6 +520,9 @@ func (l *Limiter) releaseLocked(state int, fb *limiter.Bucket, bridged bool) {
 		for e := l.queues[i].Front(); e != nil; e = l.queues[i].Front() {
 			w := l.queues[i].Remove(e).(*waiter)
 			w.state, w.fb, w.bridged = state, fb, bridged
+			if state == toLocal {
+				l.handed[fb]++
+			}
 			close(w.done)
 		}
 	}

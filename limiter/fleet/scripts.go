@@ -125,18 +125,28 @@ return {decreased, string.format('%.6f', f)}
 // each family's state.
 //
 // KEYS: 1 weights hash (member → weight), 2 heartbeats sorted set (member →
-// ms), 3 held fraction, then for each family its admission counter and AIMD
-// hash.
+// ms), 3 held fraction, 4 claims hash (member → the fraction of the quota it
+// may serve from its local share if it loses Redis), then for each family
+// its admission counter and AIMD hash.
 // ARGV: 1 member, 2 weight, 3 TTL ms, 4 "leave" to deregister instead,
-// 5 forget ms.
+// 5 forget ms, 6 the claim this member holds now (what it would serve in
+// fallback before this heartbeat's answer reaches it).
 // Returns {{member, weight, ...}, {counter, rate fraction, ...}, held,
-// fallen members}.
+// fallen members, claim}.
 //
 // A member whose heartbeat is older than the TTL has fallen (back to its
-// local share, or it died): it stays registered, so its weight still counts
-// in every static share, and its share of the quota is held, i.e. removed
-// from the budget the live members share (KEYS[3], read by admitScript).
-// After forget ms without a heartbeat it is deregistered and its share freed.
+// local share, or it died): it stays registered, and the claim it recorded
+// with its last heartbeat is held, i.e. removed from the budget the live
+// members share (KEYS[3], read by admitScript). Claims are fixed fractions,
+// not recomputed from the current weights, so a member that joins, or a
+// weight that changes, while another has fallen does not shrink what is held
+// for it. A live member's claim is its weight's part of what is not held:
+// (1 - held) × weight / Σ live weights, so the claims of the live members and
+// the held ones sum to at most 1. The stored claim is the larger of the new
+// one and the one the member holds now (ARGV 6), so that a lost answer
+// never leaves the member serving more than Redis holds for it.
+// After forget ms without a heartbeat a member is deregistered and its claim
+// freed.
 var heartbeatScript = redis.NewScript(aimdLua + `
 local t = now()
 local ms = math.floor(t * 1000)
@@ -144,13 +154,15 @@ local ttl, forget = tonumber(ARGV[3]), tonumber(ARGV[5])
 if ARGV[4] == 'leave' then
   redis.call('HDEL', KEYS[1], ARGV[1])
   redis.call('ZREM', KEYS[2], ARGV[1])
-  return {{}, {}, '0', 0}
+  redis.call('HDEL', KEYS[4], ARGV[1])
+  return {{}, {}, '0', 0, '0'}
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], ms, ARGV[1])
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms - forget)) do
   redis.call('HDEL', KEYS[1], m)
   redis.call('ZREM', KEYS[2], m)
+  redis.call('HDEL', KEYS[4], m)
 end
 local fallen = {}
 local nfallen = 0
@@ -165,20 +177,31 @@ for i = 1, #all, 2 do
   if fallen[all[i]] then gone = gone + w else live = live + w end
 end
 local held = 0
-if gone > 0 then held = gone / (live + gone) end
+for i = 1, #all, 2 do
+  if fallen[all[i]] then
+    local c = tonumber(redis.call('HGET', KEYS[4], all[i]) or '')
+    if not c then c = (tonumber(all[i + 1]) or 0) / (live + gone) end
+    held = held + c
+  end
+end
+held = math.min(1, held)
+local claim = 0
+if live > 0 then claim = (1 - held) * (tonumber(ARGV[2]) or 0) / live end
+redis.call('HSET', KEYS[4], ARGV[1], string.format('%.17g', math.max(claim, tonumber(ARGV[6]) or 0)))
 if held > 0 then
-  redis.call('SET', KEYS[3], string.format('%.6f', held), 'PX', 2 * ttl)
+  redis.call('SET', KEYS[3], string.format('%.17g', held), 'PX', 2 * ttl)
 else
   redis.call('DEL', KEYS[3])
 end
 -- A fleet whose members all stopped leaves nothing behind.
 redis.call('PEXPIRE', KEYS[1], forget + ttl)
 redis.call('PEXPIRE', KEYS[2], forget + ttl)
+redis.call('PEXPIRE', KEYS[4], forget + ttl)
 local fams = {}
-for i = 4, #KEYS, 2 do
+for i = 5, #KEYS, 2 do
   local f = aimd(KEYS[i + 1], t)
   table.insert(fams, redis.call('GET', KEYS[i]) or '0')
   table.insert(fams, string.format('%.6f', f))
 end
-return {all, fams, string.format('%.6f', held), nfallen}
+return {all, fams, string.format('%.6f', held), nfallen, string.format('%.17g', claim)}
 `)
