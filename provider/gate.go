@@ -154,6 +154,9 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {
 		return nil, fmt.Errorf("cloudgate config: throttle.patterns: %w", err)
 	}
+	if pc, ok := upstream.(limiter.ProviderClassifier); ok {
+		g.throttle = g.throttle.WithProvider(pc) // the provider's own error codes first
+	}
 	if s := cfg.Limits.Shared; s != nil {
 		fr := m.Fleet(g.providerName)
 		fr.Init([]string{familyRead, familyWrite})
