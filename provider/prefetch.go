@@ -64,7 +64,7 @@ func (g *gate) start(stop <-chan struct{}) {
 		}()
 		for {
 			if err := g.prefetch(ctx); err != nil && ctx.Err() == nil {
-				klog.Warningf("cloudgate: instance list prefetch failed (per-node lookups go on): %v", err)
+				klog.ErrorS(err, "cloudgate: instance list prefetch failed (per-node lookups go on)")
 			}
 			select {
 			case <-ctx.Done():
