@@ -31,12 +31,39 @@ var defaultThrottlePatterns = []string{
 	`(?i)\btoo many requests\b`,
 	`[Rr]ateLimitExceeded\b`, // GCE "rateLimitExceeded", "userRateLimitExceeded"
 	`\bSlowDown\b`,           // S3 / OSS
+	// The rest of the AWS SDK's throttle codes (aws/retry.DefaultThrottleErrorCodes);
+	// "Throttling", "ThrottlingException" and "RequestLimitExceeded" are above.
+	`\b(?:EC2)?ThrottledException\b`,
+	`\bRequestThrottled(?:Exception)?\b`,
+	`\b(?:TooManyRequests|ProvisionedThroughputExceeded|TransactionInProgress|LimitExceeded)Exception\b`,
+	`\b(?:BandwidthLimitExceeded|PriorRequestNotComplete)\b`,
+}
+
+// ProviderClassifier is implemented by a cloud provider (or a provider
+// adapter) that recognises its own throttling errors, typically from the
+// error codes its SDK returns rather than from the message text.
+//
+// ClassifyThrottle reports known == false when the error is not one the
+// provider can judge (the patterns then decide); with known == true its
+// throttled answer is final. It must be safe for concurrent use.
+type ProviderClassifier interface {
+	ClassifyThrottle(err error) (throttled, known bool)
 }
 
 // ThrottleClassifier recognises throttling errors. It is immutable and safe
 // for concurrent use.
 type ThrottleClassifier struct {
-	re *regexp.Regexp // all patterns, alternated
+	re       *regexp.Regexp     // all patterns, alternated
+	provider ProviderClassifier // asked before the patterns; may be nil
+}
+
+// WithProvider returns a copy of c that asks p first (after a Retry-After
+// carrying error, which is always throttling). A nil p returns c.
+func (c *ThrottleClassifier) WithProvider(p ProviderClassifier) *ThrottleClassifier {
+	if p == nil {
+		return c
+	}
+	return &ThrottleClassifier{re: c.re, provider: p}
 }
 
 // NewThrottleClassifier returns a classifier matching defaultThrottlePatterns
@@ -65,14 +92,20 @@ func NewThrottleClassifier(extraPatterns []string) (*ThrottleClassifier, error) 
 // err is throttling if any error in its tree (followed through
 // Unwrap() error and Unwrap() []error) implements RetryAfterer and returns
 // ok == true — the first such error, depth first, supplies retryAfter
-// (negative values become 0) — or if err's message matches one of the
-// patterns. A nil err is not throttling.
+// (negative values become 0) — or else, when a ProviderClassifier is set
+// (WithProvider) and knows err, as it answers — or else if err's message
+// matches one of the patterns. A nil err is not throttling.
 func (c *ThrottleClassifier) Classify(err error) (throttled bool, retryAfter time.Duration) {
 	if err == nil {
 		return false, 0
 	}
 	if d, ok := findRetryAfter(err); ok {
 		return true, max(d, 0)
+	}
+	if c.provider != nil {
+		if throttled, known := c.provider.ClassifyThrottle(err); known {
+			return throttled, 0
+		}
 	}
 	return c.re.MatchString(err.Error()), 0
 }

@@ -56,6 +56,17 @@ func TestThrottleClassifier(t *testing.T) {
 		{"RetryAfterer behind one without value", fmt.Errorf("%w: %w", &retryAfterErr{msg: "a"}, withRetry), true, 3 * time.Second},
 		{"negative Retry-After", &retryAfterErr{msg: "x", d: -time.Second, ok: true}, true, 0},
 		{"extra pattern", errors.New("QuotaExceeded for project"), true, 0},
+		{"AWS ThrottledException", errors.New("api error ThrottledException: slow"), true, 0},
+		{"AWS RequestThrottledException", errors.New("RequestThrottledException: x"), true, 0},
+		{"AWS TooManyRequestsException", errors.New("TooManyRequestsException: x"), true, 0},
+		{"AWS ProvisionedThroughputExceededException", errors.New("ProvisionedThroughputExceededException: x"), true, 0},
+		{"AWS TransactionInProgressException", errors.New("TransactionInProgressException: x"), true, 0},
+		{"AWS BandwidthLimitExceeded", errors.New("BandwidthLimitExceeded: x"), true, 0},
+		{"AWS EC2ThrottledException", errors.New("EC2ThrottledException: x"), true, 0},
+		{"AWS RequestThrottled", errors.New("RequestThrottled: x"), true, 0},
+		{"AWS PriorRequestNotComplete", errors.New("PriorRequestNotComplete: x"), true, 0},
+		{"AWS LimitExceededException", errors.New("LimitExceededException: x"), true, 0},
+		{"EC2 InstanceLimitExceeded is a quota, not throttling", errors.New("InstanceLimitExceeded: You have requested more instances"), false, 0},
 	}
 	c, err := NewThrottleClassifier([]string{`\bQuotaExceeded\b`})
 	if err != nil {
@@ -88,5 +99,51 @@ func TestThrottleClassifierBadPattern(t *testing.T) {
 	_, err := NewThrottleClassifier([]string{`ok`, `(unclosed`})
 	if err == nil || !strings.Contains(err.Error(), `"(unclosed"`) {
 		t.Fatalf("NewThrottleClassifier = %v, want error naming the pattern", err)
+	}
+}
+
+// codeClassifier knows errors whose message starts with "code:".
+type codeClassifier struct{ throttling map[string]bool }
+
+func (c codeClassifier) ClassifyThrottle(err error) (throttled, known bool) {
+	code, ok := strings.CutPrefix(err.Error(), "code:")
+	if !ok {
+		return false, false
+	}
+	return c.throttling[code], true
+}
+
+func TestThrottleClassifierWithProvider(t *testing.T) {
+	base, err := NewThrottleClassifier(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base.WithProvider(nil) != base {
+		t.Fatal("WithProvider(nil) did not return the classifier itself")
+	}
+	c := base.WithProvider(codeClassifier{throttling: map[string]bool{"SlowPlease": true}})
+	tests := []struct {
+		name      string
+		err       error
+		throttled bool
+		retry     time.Duration
+	}{
+		{"provider code throttling", errors.New("code:SlowPlease"), true, 0},
+		{"provider says not throttling despite 429 text", errors.New("code:Other 429"), false, 0},
+		{"unknown to the provider: patterns decide", errors.New("HTTP 429"), true, 0},
+		{"unknown to the provider, no pattern", errors.New("not found"), false, 0},
+		{"Retry-After first", &retryAfterErr{msg: "code:Other", d: time.Second, ok: true}, true, time.Second},
+		{"nil", nil, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			throttled, retry := c.Classify(tt.err)
+			if throttled != tt.throttled || retry != tt.retry {
+				t.Fatalf("Classify(%v) = %v, %v; want %v, %v", tt.err, throttled, retry, tt.throttled, tt.retry)
+			}
+		})
+	}
+	if throttled, _ := base.Classify(errors.New("code:SlowPlease")); throttled {
+		t.Fatal("WithProvider changed the original classifier")
 	}
 }

@@ -75,7 +75,7 @@ func (g *gate) buildBatcher(final bool) {
 		if err != nil {
 			// Not reached: Config.Validate checked maxSize and maxWait,
 			// and MaxBatchSize is used only when positive.
-			klog.Errorf("cloudgate: batching off: %v", err)
+			klog.ErrorS(err, "cloudgate: batching off")
 		} else {
 			g.batch = b
 		}

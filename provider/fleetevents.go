@@ -58,7 +58,7 @@ func (e *fleetEvents) initialize(b cloudprovider.ControllerClientBuilder, member
 	}
 	c, err := b.Client("cloudgate-fleet")
 	if err != nil {
-		klog.Warningf("cloudgate: fleet %q: no Kubernetes client for fallback Events: %v", e.account, err)
+		klog.ErrorS(err, "cloudgate: fleet has no Kubernetes client for fallback Events", "account", e.account)
 		return
 	}
 	e.mu.Lock()
@@ -106,7 +106,7 @@ func (e *fleetEvents) FallbackChanged(fallback bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), fleetEventTimeout)
 		defer cancel()
 		if _, err := c.CoreV1().Events(fleetEventNamespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-			klog.V(2).Infof("cloudgate: fleet %q: Event %s not created: %v", e.account, ev.Reason, err)
+			klog.V(2).InfoS("cloudgate: fleet Event not created", "account", e.account, "reason", ev.Reason, "err", err)
 		}
 	}()
 }

@@ -154,6 +154,9 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {
 		return nil, fmt.Errorf("cloudgate config: throttle.patterns: %w", err)
 	}
+	if pc, ok := upstream.(limiter.ProviderClassifier); ok {
+		g.throttle = g.throttle.WithProvider(pc) // the provider's own error codes first
+	}
 	if s := cfg.Limits.Shared; s != nil {
 		fr := m.Fleet(g.providerName)
 		fr.Init([]string{familyRead, familyWrite})
@@ -178,7 +181,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 			return nil, fmt.Errorf("cloudgate config: limits.%s: %w", f.name, err)
 		}
 		familyBuckets[f.name] = b
-		br, err := limiter.NewBreaker(f.name, cfg.Breaker.limiterConfig(g.clock), g.notACloudFailure, g.rec.BreakerObserver(f.name))
+		br, err := limiter.NewBreaker(f.name, cfg.Breaker.limiterConfig(g.clock), g.notACloudFailure, newBreakerLog(f.name, g.rec.BreakerObserver(f.name)))
 		if err != nil {
 			return nil, fmt.Errorf("cloudgate config: breaker: %w", err)
 		}
@@ -256,7 +259,7 @@ func (g *gate) newFamilyLimiter(family string, b BucketConfig) (limiter.Admitter
 	if g.fleet == nil {
 		return g.newBucket(family, b)
 	}
-	l, err := g.fleet.Limiter(family, b.QPS, b.limiterConfig(g.cfg.Throttle.MaxRetryAfter.Duration), g.rec.BucketObserver(family))
+	l, err := g.fleet.Limiter(family, b.QPS, b.limiterConfig(g.cfg.Throttle.MaxRetryAfter.Duration), newBucketLog(family, g.rec.BucketObserver(family)))
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +268,7 @@ func (g *gate) newFamilyLimiter(family string, b BucketConfig) (limiter.Admitter
 }
 
 func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
-	bucket, err := limiter.NewBucket(name, b.limiterConfig(g.cfg.Throttle.MaxRetryAfter.Duration), g.clock, g.rec.BucketObserver(name))
+	bucket, err := limiter.NewBucket(name, b.limiterConfig(g.cfg.Throttle.MaxRetryAfter.Duration), g.clock, newBucketLog(name, g.rec.BucketObserver(name)))
 	if err != nil {
 		return nil, err
 	}

@@ -4,12 +4,24 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
 
+// listJitter is the refresh jitter: each wait between two list refreshes is
+// listInterval × (1 + U[0, listJitter)), drawn anew every time (as
+// wait.JitterUntil does, but on the gate's clock), so clusters that start
+// together drift apart instead of listing one account in lockstep.
+const listJitter = 0.1
+
+// nextListRefresh is the wait before the next list refresh.
+func nextListRefresh(interval time.Duration) time.Duration {
+	return wait.Jitter(interval, listJitter)
+}
+
 // List prefetch: with batch.listPrefetch and an upstream InstancesV2 that
 // implements InstanceLister, a loop lists every instance once per
-// listInterval and fills the instance caches, so that the periodic resync
+// listInterval (plus up to 10 % jitter, listJitter) and fills the instance caches, so that the periodic resync
 // of every node is answered from the cache.
 
 // start runs the list prefetch until stop closes or the gate is closed.
@@ -52,12 +64,12 @@ func (g *gate) start(stop <-chan struct{}) {
 		}()
 		for {
 			if err := g.prefetch(ctx); err != nil && ctx.Err() == nil {
-				klog.Warningf("cloudgate: instance list prefetch failed (per-node lookups go on): %v", err)
+				klog.ErrorS(err, "cloudgate: instance list prefetch failed (per-node lookups go on)")
 			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-g.clock.After(interval):
+			case <-g.clock.After(nextListRefresh(interval)):
 			}
 		}
 	}()

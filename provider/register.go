@@ -43,6 +43,7 @@ func newFromConfig(config io.Reader) (cloudprovider.Interface, error) {
 	case cfg.Upstream.Config != "":
 		upstreamConfig = []byte(cfg.Upstream.Config)
 	}
+	logEffectiveConfig(cfg)
 	metrics.RegisterLegacy()
 	return &lazyCloud{cfg: cfg, upstreamConfig: upstreamConfig}, nil
 }

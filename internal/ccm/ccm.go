@@ -59,7 +59,7 @@ func (o Options) cloudInitializer(c *config.CompletedConfig) cloudprovider.Inter
 		if !shared.AllowUntaggedCloud {
 			klog.Fatalf("cloud provider %q reports no cluster ID; %s or pass --allow-untagged-cloud", name, o.UntaggedHint)
 		}
-		klog.Warningf("cloud provider %q reports no cluster ID; running untagged (--allow-untagged-cloud)", name)
+		klog.InfoS("Cloud provider reports no cluster ID; running untagged (--allow-untagged-cloud)", "provider", name)
 	}
 	return cloud
 }

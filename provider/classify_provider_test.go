@@ -1,0 +1,51 @@
+package provider
+
+import (
+	"errors"
+	"testing"
+)
+
+// classifyingCloud is an upstream that knows its own throttling errors.
+type classifyingCloud struct{ *countingCloud }
+
+func (classifyingCloud) ClassifyThrottle(err error) (throttled, known bool) {
+	switch err.Error() {
+	case "ProviderSaysSlowDown":
+		return true, true
+	case "HTTP 429 but the provider knows better":
+		return false, true
+	}
+	return false, false
+}
+
+// The gate asks an upstream implementing limiter.ProviderClassifier before
+// its patterns, and only such an upstream.
+func TestGateUsesProviderClassifier(t *testing.T) {
+	tests := []struct {
+		msg                string
+		plain, classifying bool
+	}{
+		{"ProviderSaysSlowDown", false, true},
+		{"HTTP 429 but the provider knows better", true, false},
+		{"HTTP 429", true, true},
+		{"not found", false, false},
+	}
+	plain, err := newGate(newCountingCloud(), testConfig(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.close()
+	cl, err := newGate(classifyingCloud{newCountingCloud()}, testConfig(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.close()
+	for _, tt := range tests {
+		if got, _ := plain.throttle.Classify(errors.New(tt.msg)); got != tt.plain {
+			t.Errorf("plain upstream: Classify(%q) = %v, want %v", tt.msg, got, tt.plain)
+		}
+		if got, _ := cl.throttle.Classify(errors.New(tt.msg)); got != tt.classifying {
+			t.Errorf("classifying upstream: Classify(%q) = %v, want %v", tt.msg, got, tt.classifying)
+		}
+	}
+}
