@@ -209,5 +209,8 @@ func (g *gate) fill(key nodeKey, st InstanceStatus) {
 		}
 		put(g.inst.shutdown, key, st.Shutdown)
 		put(g.inst.exists, key, !st.Deleted)
+		if st.Deleted {
+			g.nf.markDeleted(key)
+		}
 	}
 }

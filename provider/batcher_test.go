@@ -82,6 +82,7 @@ func newBatchSetup(t *testing.T, maxSize int) (*batchCloud, cloudprovider.Instan
 	cfg := testConfig(clk)
 	cfg.Batch.MaxSize = maxSize
 	cfg.Batch.MaxWait = dur(100 * time.Millisecond)
+	cfg.NotFoundGuard.Enabled = boolp(false) // these tests count batch answers; notfound_test.go covers the guard
 	c := mustNew(t, up, cfg)
 	return up, v2(t, c), c.(*cloud).g, clk.Step
 }
