@@ -362,4 +362,7 @@ func (r *Recorder) Init(buckets, families []string) {
 	for _, reason := range []string{"size", "wait"} {
 		r.m.batchFlushes.WithLabelValues(r.provider, reason)
 	}
+	for _, outcome := range []string{"confirmed", "refuted"} {
+		r.m.notFoundConfirmations.WithLabelValues(r.provider, outcome)
+	}
 }
