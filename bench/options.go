@@ -318,6 +318,8 @@ func (o *Options) cloudgateConfig(col string, f float64) (*provider.Config, erro
 	sd(&cfg.Breaker.MinOpenTimeout)
 	sd(&cfg.Throttle.MaxRetryAfter)
 	sd(&cfg.Batch.ListInterval)
+	sd(&cfg.NotFoundGuard.GracePeriod)
+	sd(&cfg.NotFoundGuard.ConfirmAfter)
 	// A batch's max wait is a latency, not a period: compress it, but not
 	// below 10 ms, or batches would not fill.
 	cfg.Batch.MaxWait.Duration = max(scale(cfg.Batch.MaxWait.Duration, f), min(cfg.Batch.MaxWait.Duration, 10*time.Millisecond))

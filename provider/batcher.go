@@ -211,6 +211,8 @@ func (g *gate) fill(key nodeKey, st InstanceStatus) {
 		put(g.inst.exists, key, !st.Deleted)
 		if st.Deleted {
 			g.nf.markDeleted(key)
+		} else {
+			g.nf.markExists(key)
 		}
 	}
 }

@@ -73,6 +73,21 @@ func (n *notFoundGuard) markDeleted(key nodeKey) {
 	n.mu.Unlock()
 }
 
+// markExists records that the cloud described key's instance as existing
+// (a batch or list answer): a held "does not exist" is refuted.
+func (n *notFoundGuard) markExists(key nodeKey) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	delete(n.deleted, key)
+	if _, ok := n.pending[key]; ok {
+		delete(n.pending, key)
+		n.rec.NotFoundConfirmation("refuted")
+	}
+	n.mu.Unlock()
+}
+
 // check passes on an exists answer, or holds a false one (see
 // notFoundGuard). created is the Node's creation time (zero: unknown, v1
 // calls carry no Node); invalidate drops the key's cached answer.
@@ -97,6 +112,11 @@ func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err e
 	}
 	now := n.clock.Now()
 	p, ok := n.pending[key]
+	if ok && now.Sub(p.last) > 2*n.confirmAfter+time.Second {
+		// Nobody asked for a while: answers in between (a list refresh that
+		// found it, a re-created instance) went unseen, so start over.
+		ok = false
+	}
 	if !ok {
 		p = &heldNotFound{first: now}
 		n.pending[key] = p
