@@ -136,8 +136,14 @@ type BatchConfig struct {
 	// MaxSize flushes a batch when it holds this many nodes (capped by the
 	// upstream's MaxBatchSize).
 	MaxSize int `json:"maxSize"`
-	// MaxWait flushes a batch this long after its first node arrived.
+	// MaxWait flushes a batch this long after its first node arrived: a
+	// cap, not a delay (see SendAtOnce).
 	MaxWait Duration `json:"maxWait"`
+	// SendAtOnce (default true) sends a lookup at once when no batch call
+	// is in flight; lookups arriving while one is accumulate and go
+	// together when it returns (or at maxSize, or maxWait). false: every
+	// batch waits for maxSize or maxWait.
+	SendAtOnce *bool `json:"sendAtOnce,omitempty"`
 	// ListPrefetch refreshes the whole instance cache with paged list calls
 	// every ListInterval, so steady-state per-node reads never reach the cloud.
 	ListPrefetch bool `json:"listPrefetch,omitempty"`
