@@ -295,8 +295,10 @@ func (o *Options) cloudgateConfig(col string, f float64) (*provider.Config, erro
 		}
 	} else {
 		cfg = provider.DefaultConfig()
-		cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = o.ReadQPS, o.ReadBurst
-		cfg.Limits.Write.QPS, cfg.Limits.Write.Burst = o.WriteQPS, o.WriteBurst
+		// README's advice: the rate 10 % below the quota (arrival jitter
+		// otherwise meets the cloud's bucket empty now and then).
+		cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = o.ReadQPS*quotaHeadroom, o.ReadBurst
+		cfg.Limits.Write.QPS, cfg.Limits.Write.Burst = o.WriteQPS*quotaHeadroom, o.WriteBurst
 		off := false
 		switch col {
 		case ColCache:
@@ -318,6 +320,8 @@ func (o *Options) cloudgateConfig(col string, f float64) (*provider.Config, erro
 	sd(&cfg.Breaker.MinOpenTimeout)
 	sd(&cfg.Throttle.MaxRetryAfter)
 	sd(&cfg.Batch.ListInterval)
+	sd(&cfg.NotFoundGuard.GracePeriod)
+	sd(&cfg.NotFoundGuard.ConfirmAfter)
 	// A batch's max wait is a latency, not a period: compress it, but not
 	// below 10 ms, or batches would not fill.
 	cfg.Batch.MaxWait.Duration = max(scale(cfg.Batch.MaxWait.Duration, f), min(cfg.Batch.MaxWait.Duration, 10*time.Millisecond))
@@ -344,10 +348,10 @@ func policyString(o *Options) string {
 	if o.ConfigFile != "" {
 		return fmt.Sprintf("cloudgate:config from %s, upstream implements %s", o.ConfigFile, o.UpstreamSupports)
 	}
-	return fmt.Sprintf("DefaultConfig() with limits.read %g/s burst %d and limits.write %g/s burst %d (the quota); "+
+	return fmt.Sprintf("DefaultConfig() with limits.read %g/s burst %d and limits.write %g/s burst %d (90 %% of the quota's rate, README's headroom); "+
 		"cache: batching off (upstream implements neither batch nor list); batch: batching on (upstream implements BatchInstances); "+
 		"list: batching on + batch.listPrefetch (upstream implements BatchInstances and InstanceLister)",
-		o.ReadQPS, o.ReadBurst, o.WriteQPS, o.WriteBurst)
+		o.ReadQPS*quotaHeadroom, o.ReadBurst, o.WriteQPS*quotaHeadroom, o.WriteBurst)
 }
 
 // OnRegistry makes the benchmark tell fn each cloudgate run's metrics
@@ -357,3 +361,7 @@ func OnRegistry(o *Options, fn func(*prometheus.Registry)) { o.onRegistry = fn }
 func scale(d time.Duration, f float64) time.Duration {
 	return time.Duration(float64(d) / f)
 }
+
+// quotaHeadroom is the share of the quota the default cloudgate columns
+// configure as their rate (README: "Headroom below the quota").
+const quotaHeadroom = 0.9

@@ -61,6 +61,8 @@ type Metrics struct {
 	batchSize    *prometheus.HistogramVec
 	batchFlushes *prometheus.CounterVec
 
+	notFoundConfirmations *prometheus.CounterVec
+
 	state *stateCollector
 	fleet *fleetMetrics // fleet.go
 }
@@ -115,6 +117,9 @@ func New() *Metrics {
 			"Nodes per batched upstream lookup.", []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}, "provider"),
 		batchFlushes: counter("batch_flushes_total",
 			"Batched lookups sent, by why the batch was sent (size: full, wait: max wait reached).", "provider", "reason"),
+		notFoundConfirmations: counter("notfound_confirmations_total",
+			"Held \"instance does not exist\" answers of the not-found guard, by how they ended (confirmed: a second answer at least confirmAfter later agreed and was passed on; refuted: the instance was found).",
+			"provider", "outcome"),
 		state: newStateCollector(),
 		fleet: newFleetMetrics(),
 	}
@@ -126,7 +131,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 		m.upstreamCalls, m.upstreamDuration, m.requests,
 		m.limiterWait, m.limiterCancelled, m.throttled, m.retryAfter, m.rateChanges,
 		m.cacheHits, m.cacheNegativeHits, m.cacheMisses, m.cacheDeduplicated, m.cacheStaleServed, m.cacheEvictions,
-		m.breakerTransitions, m.batchSize, m.batchFlushes,
+		m.breakerTransitions, m.batchSize, m.batchFlushes, m.notFoundConfirmations,
 		m.state,
 	}, m.fleet.collectors()...)
 }

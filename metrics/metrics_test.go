@@ -66,6 +66,13 @@ cloudgate_cache_hits_total{cache="InstanceMetadata",provider="simcloud"} 1
 	if n := testutil.CollectAndCount(m.breakerTransitions); n != 6 {
 		t.Fatalf("breaker transition series = %d, want the 6 from/to pairs at zero", n)
 	}
+	if n := testutil.CollectAndCount(m.notFoundConfirmations); n != 2 {
+		t.Fatalf("not-found confirmation series = %d, want confirmed and refuted at zero", n)
+	}
+	r.NotFoundConfirmation("refuted")
+	if got := testutil.ToFloat64(m.notFoundConfirmations.WithLabelValues("simcloud", "refuted")); got != 1 {
+		t.Fatalf("refuted = %v, want 1", got)
+	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Fatalf("metric lint: %v %v", problems, err)
 	}

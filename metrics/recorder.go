@@ -87,6 +87,12 @@ func (r *Recorder) Batch(size int, reason string) {
 	r.m.batchFlushes.WithLabelValues(r.provider, reason).Inc()
 }
 
+// NotFoundConfirmation records how one held "does not exist" answer of the
+// not-found guard ended: outcome is "confirmed" or "refuted".
+func (r *Recorder) NotFoundConfirmation(outcome string) {
+	r.m.notFoundConfirmations.WithLabelValues(r.provider, outcome).Inc()
+}
+
 // CacheObserver returns the observer of the cache named name, its
 // counters resolved once: a hit is on the hot path and WithLabelValues
 // hashes its labels on every call.
@@ -355,5 +361,8 @@ func (r *Recorder) Init(buckets, families []string) {
 	}
 	for _, reason := range []string{"size", "wait"} {
 		r.m.batchFlushes.WithLabelValues(r.provider, reason)
+	}
+	for _, outcome := range []string{"confirmed", "refuted"} {
+		r.m.notFoundConfirmations.WithLabelValues(r.provider, outcome)
 	}
 }

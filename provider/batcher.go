@@ -66,6 +66,7 @@ func (g *gate) buildBatcher(final bool) {
 			Name:          "BatchInstanceStatus",
 			MaxTimeout:    g.cfg.Batch.MaxWait.Duration,
 			MaxItems:      size,
+			SendAtOnce:    g.cfg.Batch.SendAtOnce == nil || *g.cfg.Batch.SendAtOnce,
 			RequestHasher: func(r nodeRequest) string { return keyOfNode(r.node).String() },
 			BatchExecutor: func(_ context.Context, reqs []nodeRequest, reason string, answer func(int, InstanceStatus)) []InstanceStatus {
 				return g.sendBatch(up, reqs, reason, answer)
@@ -219,5 +220,10 @@ func (g *gate) fill(key nodeKey, st InstanceStatus) {
 		}
 		put(g.inst.shutdown, key, st.Shutdown)
 		put(g.inst.exists, key, !st.Deleted)
+		if st.Deleted {
+			g.nf.markDeleted(key)
+		} else {
+			g.nf.markExists(key)
+		}
 	}
 }

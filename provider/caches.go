@@ -57,6 +57,13 @@ func put[K comparable, V any](c *cache.Cache[K, V], key K, v V) {
 	}
 }
 
+// invalidate drops key's entry from c (nil: uncached).
+func invalidate[K comparable, V any](c *cache.Cache[K, V], key K) {
+	if c != nil {
+		c.Invalidate(key)
+	}
+}
+
 func putNegative[K comparable, V any](c *cache.Cache[K, V], key K, err error) {
 	if c != nil {
 		c.PutNegative(key, err)

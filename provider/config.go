@@ -38,6 +38,9 @@ type Config struct {
 	Methods  map[string]MethodConfig `json:"methods,omitempty"`
 	Batch    BatchConfig             `json:"batch"`
 	Throttle ThrottleConfig          `json:"throttle"`
+	// NotFoundGuard holds a single "instance does not exist" answer back
+	// from the node lifecycle controller until a second one confirms it.
+	NotFoundGuard NotFoundGuardConfig `json:"notFoundGuard"`
 
 	// Metrics receives cloudgate's metrics; nil uses metrics.Default (which
 	// the registered provider puts on the CCM's /metrics). Not read from YAML.
@@ -134,13 +137,35 @@ type BatchConfig struct {
 	// MaxSize flushes a batch when it holds this many nodes (capped by the
 	// upstream's MaxBatchSize).
 	MaxSize int `json:"maxSize"`
-	// MaxWait flushes a batch this long after its first node arrived.
+	// MaxWait flushes a batch this long after its first node arrived: a
+	// cap, not a delay (see SendAtOnce).
 	MaxWait Duration `json:"maxWait"`
+	// SendAtOnce (default true) sends a lookup at once when no batch call
+	// is in flight; lookups arriving while one is accumulate and go
+	// together when it returns (or at maxSize, or maxWait). false: every
+	// batch waits for maxSize or maxWait.
+	SendAtOnce *bool `json:"sendAtOnce,omitempty"`
 	// ListPrefetch refreshes the whole instance cache with paged list calls
 	// every ListInterval, so steady-state per-node reads never reach the cloud.
 	ListPrefetch bool `json:"listPrefetch,omitempty"`
 	// ListInterval between two list refreshes (0: half the InstanceMetadata TTL).
 	ListInterval Duration `json:"listInterval,omitempty"`
+}
+
+// NotFoundGuardConfig is the not-found guard (notfound.go): a "does not
+// exist" answer for an instance is returned as a retryable error (the node
+// lifecycle controller keeps the Node) until a second upstream answer at
+// least ConfirmAfter later says the same and the Node is older than
+// GracePeriod. An instance the cloud describes as terminated passes at once.
+type NotFoundGuardConfig struct {
+	// Enabled turns the guard on (the default); false passes every answer on.
+	Enabled *bool `json:"enabled,omitempty"`
+	// GracePeriod after a Node's creation during which "does not exist" is
+	// never passed on (a new instance may not yet be visible to reads).
+	GracePeriod Duration `json:"gracePeriod"`
+	// ConfirmAfter is the least time between the first "does not exist" and
+	// the answer that confirms it.
+	ConfirmAfter Duration `json:"confirmAfter"`
 }
 
 // ThrottleConfig recognises the cloud's throttling answers.
@@ -193,6 +218,10 @@ func DefaultConfig() *Config {
 		},
 		Batch:    BatchConfig{Enabled: boolp(true), MaxSize: 100, MaxWait: dur(100 * time.Millisecond)},
 		Throttle: ThrottleConfig{MaxRetryAfter: dur(5 * time.Minute)},
+		// 20 s: longer than EC2's read-after-write inconsistency window
+		// (seconds) and four node-monitor periods (5 s), short beside the
+		// minutes a removed instance's Node may linger anyway.
+		NotFoundGuard: NotFoundGuardConfig{Enabled: boolp(true), GracePeriod: dur(2 * time.Minute), ConfirmAfter: dur(20 * time.Second)},
 	}
 }
 
@@ -304,6 +333,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Batch.ListInterval.Duration < 0 {
 		bad("batch.listInterval must be >= 0 (got %s)", c.Batch.ListInterval)
+	}
+	if c.NotFoundGuard.GracePeriod.Duration < 0 {
+		bad("notFoundGuard.gracePeriod must be >= 0 (got %s)", c.NotFoundGuard.GracePeriod)
+	}
+	if c.NotFoundGuard.ConfirmAfter.Duration < 0 {
+		bad("notFoundGuard.confirmAfter must be >= 0 (got %s; set notFoundGuard.enabled: false to turn the guard off)", c.NotFoundGuard.ConfirmAfter)
 	}
 	if c.Throttle.MaxRetryAfter.Duration < 0 {
 		bad("throttle.maxRetryAfter must be >= 0 (got %s; 0 means 5m)", c.Throttle.MaxRetryAfter)

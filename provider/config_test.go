@@ -56,6 +56,13 @@ methods:
 		{name: "method burst without qps", yaml: "upstream: {name: aws}\nmethods:\n  ListRoutes: {burst: 3}\n", wantErr: "methods.ListRoutes.qps must be > 0"},
 		{name: "method qps without burst", yaml: "upstream: {name: aws}\nmethods:\n  ListRoutes: {qps: 3}\n", wantErr: "methods.ListRoutes.burst must be >= 1"},
 		{name: "min open timeout", yaml: "upstream: {name: aws}\nbreaker: {openTimeout: 1m, minOpenTimeout: 2m}\n", wantErr: "breaker.minOpenTimeout must be in [0, openTimeout=1m0s]"},
+		{name: "negative confirmAfter", yaml: "upstream: {name: aws}\nnotFoundGuard: {confirmAfter: -1s}\n", wantErr: "notFoundGuard.confirmAfter must be >= 0"},
+		{name: "negative gracePeriod", yaml: "upstream: {name: aws}\nnotFoundGuard: {gracePeriod: -1s}\n", wantErr: "notFoundGuard.gracePeriod must be >= 0"},
+		{name: "guard off", yaml: "upstream: {name: aws}\nnotFoundGuard: {enabled: false}\n", check: func(t *testing.T, c *Config) {
+			if g := c.NotFoundGuard; g.Enabled == nil || *g.Enabled || g.ConfirmAfter.Duration != 20*time.Second {
+				t.Errorf("notFoundGuard = %+v, want off with the default confirmAfter kept", g)
+			}
+		}},
 		{name: "malformed", yaml: "upstream: [\n", wantErr: "cloudgate config"},
 		{name: "empty", yaml: "  \n", wantErr: "empty"},
 	} {

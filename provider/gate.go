@@ -55,6 +55,7 @@ type gate struct {
 	caches  []cacheState
 
 	inst instanceCaches
+	nf   *notFoundGuard // nil when notFoundGuard.enabled is false
 	lb   lbCaches
 	rt   routeCaches
 	zn   zoneCaches
@@ -149,6 +150,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 		m = metrics.Default
 	}
 	g.rec = m.Recorder(g.providerName)
+	g.nf = newNotFoundGuard(cfg.NotFoundGuard, g.clock, g.rec)
 
 	var err error
 	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {

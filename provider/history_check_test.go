@@ -249,6 +249,12 @@ func (h *history) check() (map[string]int, []violation) {
 			}
 			return nil
 		}
+		if op.neg && op.err == nil && (op.method == "InstanceExists" || op.method == "InstanceExistsByProviderID") {
+			counts[invOneAnswer]++
+			if msg := h.oneAnswer(op); msg != "" {
+				bad(invOneAnswer, op, "%s", msg)
+			}
+		}
 		switch {
 		case op.neg:
 			counts[invNegative]++
@@ -336,6 +342,47 @@ func (h *history) check() (map[string]int, []violation) {
 	}
 	sort.SliceStable(vs, func(i, j int) bool { return vs[i].op.eseq < vs[j].op.eseq })
 	return counts, vs
+}
+
+// oneAnswer checks the not-found guard's promise for an InstanceExists*
+// false: since the upstream last said the instance exists (either method),
+// it said "does not exist" at least twice, confirmAfter apart, or described
+// it as terminated. s.mu is held.
+func (h *history) oneAnswer(op *opRec) string {
+	if h.cfg.NotFoundGuard.Enabled != nil && !*h.cfg.NotFoundGuard.Enabled {
+		return ""
+	}
+	var facts []fact
+	for _, m := range []string{"InstanceExists", "InstanceExistsByProviderID"} {
+		for _, f := range h.up.facts[[2]string{m, op.key}] {
+			if f.seq <= op.eseq {
+				facts = append(facts, f)
+			}
+		}
+	}
+	sort.Slice(facts, func(i, j int) bool { return facts[i].seq < facts[j].seq })
+	var negs []fact
+	for _, f := range facts {
+		switch f.kind {
+		case factPos:
+			negs = negs[:0] // only answers after the newest "exists" count
+		case factNeg:
+			negs = append(negs, f)
+		}
+	}
+	if len(negs) == 0 {
+		return "\"does not exist\" but the upstream never said so since it last said the instance exists"
+	}
+	for _, f := range negs {
+		if f.val == factTerminated {
+			return ""
+		}
+	}
+	span := negs[len(negs)-1].at.Sub(negs[0].at)
+	if ca := h.cfg.NotFoundGuard.ConfirmAfter.Duration; span < ca {
+		return fmt.Sprintf("\"does not exist\" passed on after %d upstream answers spanning %s; confirmAfter is %s", len(negs), span, ca)
+	}
+	return ""
 }
 
 // lastAnswer describes the upstream's last answer for op's method and key

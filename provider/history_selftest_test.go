@@ -78,15 +78,31 @@ func TestHistoryCheckerDetects(t *testing.T) {
 			ops:   []*opRec{read("InstanceID", "name:node-0", 2, 3, 29*time.Second, "node-0-1")},
 		}},
 		{"fresh negative", "", "", setup{
-			facts: []fact{negFact(1, 0, "InstanceExists", node)},
-			ops:   []*opRec{neg(read("InstanceExists", node, 2, 3, 29*time.Second, ""))},
+			facts: []fact{negFact(1, 0, "InstanceMetadata", node)},
+			ops:   []*opRec{neg(read("InstanceMetadata", node, 2, 3, 29*time.Second, ""))},
 		}},
 		{"negative past negativeTTL", invNegative, "", setup{
-			facts: []fact{negFact(1, 0, "InstanceExists", node)},
-			ops:   []*opRec{neg(read("InstanceExists", node, 2, 3, 30*time.Second, ""))},
+			facts: []fact{negFact(1, 0, "InstanceMetadata", node)},
+			ops:   []*opRec{neg(read("InstanceMetadata", node, 2, 3, 30*time.Second, ""))},
 		}},
 		{"negative the upstream never said", invNegative, "", setup{
-			ops: []*opRec{neg(read("InstanceExists", node, 2, 3, 0, ""))},
+			ops: []*opRec{neg(read("InstanceMetadata", node, 2, 3, 0, ""))},
+		}},
+		{"not found passed on one answer", invOneAnswer, "", setup{
+			facts: []fact{pos(1, 0, "InstanceExists", node, "true", 0), negFact(2, time.Second, "InstanceExists", node)},
+			ops:   []*opRec{neg(read("InstanceExists", node, 3, 4, 2*time.Second, ""))},
+		}},
+		{"not found on answers closer than confirmAfter", invOneAnswer, "", setup{
+			facts: []fact{negFact(1, 0, "InstanceExists", node), negFact(2, 19*time.Second, "InstanceExistsByProviderID", node)},
+			ops:   []*opRec{neg(read("InstanceExists", node, 3, 4, 19*time.Second, ""))},
+		}},
+		{"not found confirmed confirmAfter later", "", "", setup{
+			facts: []fact{negFact(1, 0, "InstanceExists", node), negFact(2, 20*time.Second, "InstanceExistsByProviderID", node)},
+			ops:   []*opRec{neg(read("InstanceExists", node, 3, 4, 21*time.Second, ""))},
+		}},
+		{"terminated passes on one answer", "", "", setup{
+			facts: []fact{{seq: 1, at: t0, method: "InstanceExists", key: node, kind: factNeg, val: factTerminated, via: "BatchInstanceStatus"}},
+			ops:   []*opRec{neg(read("InstanceExists", node, 2, 3, time.Second, ""))},
 		}},
 		{"breaker error wrapping not-found", invOwn, invSentinel, setup{
 			ops: []*opRec{withErr(read("InstanceMetadata", node, 2, 3, 0, ""), &limiter.OpenError{Breaker: familyRead, LastErr: fmt.Errorf("x: %w", cloudprovider.InstanceNotFound)})},

@@ -46,18 +46,19 @@ import (
 
 // The invariants, in the order the summary prints them.
 const (
-	invPositive  = "positive-bound"   // a value equals an upstream answer within TTL (TTL+staleIfError while the breaker is open)
-	invNegative  = "negative-fresh"   // "does not exist" within negativeTTL of the upstream saying so; never stale
-	invOwn       = "own-failure"      // cloudgate's own failures are errors, never not-found or false
-	invRYW       = "read-your-writes" // a read started after a write returned sees the write
-	invBatch     = "batch-size"       // no batch above MaxBatchSize
-	invWriteOnce = "write-once"       // a write reached the upstream once, or returned an error (never twice)
-	invSentinel  = "sentinel-exact"   // sentinels come back ==
-	invErrExact  = "errors-exact"     // every other upstream error comes back as the same value
-	invOwnCopy   = "own-copy"         // a caller appending to its answer changes no other caller's
+	invPositive  = "positive-bound"    // a value equals an upstream answer within TTL (TTL+staleIfError while the breaker is open)
+	invNegative  = "negative-fresh"    // "does not exist" within negativeTTL of the upstream saying so; never stale
+	invOwn       = "own-failure"       // cloudgate's own failures are errors, never not-found or false
+	invRYW       = "read-your-writes"  // a read started after a write returned sees the write
+	invBatch     = "batch-size"        // no batch above MaxBatchSize
+	invWriteOnce = "write-once"        // a write reached the upstream once, or returned an error (never twice)
+	invSentinel  = "sentinel-exact"    // sentinels come back ==
+	invErrExact  = "errors-exact"      // every other upstream error comes back as the same value
+	invOwnCopy   = "own-copy"          // a caller appending to its answer changes no other caller's
+	invOneAnswer = "not-on-one-answer" // InstanceExists* false only on two upstream answers confirmAfter apart (or terminated)
 )
 
-var invariants = []string{invPositive, invNegative, invOwn, invRYW, invBatch, invWriteOnce, invSentinel, invErrExact, invOwnCopy}
+var invariants = []string{invPositive, invNegative, invOwn, invRYW, invBatch, invWriteOnce, invSentinel, invErrExact, invOwnCopy, invOneAnswer}
 
 var sentinels = []error{cloudprovider.InstanceNotFound, cloudprovider.NotImplemented, cloudprovider.ImplementedElsewhere}
 

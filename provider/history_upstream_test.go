@@ -399,6 +399,11 @@ func (s *simCloud) InstanceMetadata(ctx context.Context, n *v1.Node) (*cloudprov
 	return md, nil
 }
 
+// factTerminated is the value of a "does not exist" fact from an answer
+// that described the instance as terminated (definitive for the not-found
+// guard).
+const factTerminated = "terminated"
+
 // statusFacts records what one node's batch or list answer tells each v2
 // read method.
 func (s *simCloud) statusFacts(via, key string, st InstanceStatus) {
@@ -415,7 +420,7 @@ func (s *simCloud) statusFacts(via, key string, st InstanceStatus) {
 		s.pendFact(via, "InstanceMetadata", key, factPos, mdString(st.Metadata), nil, 0)
 		s.pendFact(via, "InstanceShutdown", key, factPos, fmt.Sprint(st.Shutdown), nil, 0)
 		if st.Deleted {
-			s.pendFact(via, "InstanceExists", key, factNeg, "false", nil, 0)
+			s.pendFact(via, "InstanceExists", key, factNeg, factTerminated, nil, 0)
 		} else {
 			s.pendFact(via, "InstanceExists", key, factPos, "true", nil, 0)
 		}

@@ -50,7 +50,12 @@ type instancesV2 struct {
 var _ cloudprovider.InstancesV2 = (*instancesV2)(nil)
 
 func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
-	return nodeRead(ctx, i, i.g.m.instanceExists, i.g.inst.exists, node, existsOf, cloudprovider.InstancesV2.InstanceExists)
+	exists, err := nodeRead(ctx, i, i.g.m.instanceExists, i.g.inst.exists, node, existsOf, cloudprovider.InstancesV2.InstanceExists)
+	if exists || err != nil || i.g.nf == nil {
+		return exists, err
+	}
+	key := keyOfNode(node)
+	return i.g.nf.check(key, node.CreationTimestamp.Time, exists, err, func() { invalidate(i.g.inst.exists, key) })
 }
 
 func (i *instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {

@@ -8,6 +8,13 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 )
 
+// noGuard turns the not-found guard off: these tests are about how a
+// "does not exist" is cached, which the guard would hold back (notfound_test.go).
+func noGuard(cfg *Config) *Config {
+	cfg.NotFoundGuard.Enabled = boolp(false)
+	return cfg
+}
+
 // Item 1: "does not exist" in any form is negative: negativeTTL, never stale.
 func TestRegression_ExistsFalseIsNegative(t *testing.T) {
 	ctx := context.Background()
@@ -15,7 +22,7 @@ func TestRegression_ExistsFalseIsNegative(t *testing.T) {
 		clk := newFakeClock()
 		up := newCountingCloud()
 		up.ExistsByProviderID = false
-		c := mustNew(t, up, testConfig(clk))
+		c := mustNew(t, up, noGuard(testConfig(clk)))
 		node := testNode("a", "fake://a")
 		if ok, err := v2(t, c).InstanceExists(ctx, node); ok || err != nil {
 			t.Fatalf("InstanceExists = %v, %v", ok, err)
@@ -30,7 +37,7 @@ func TestRegression_ExistsFalseIsNegative(t *testing.T) {
 		clk := newFakeClock()
 		up := newCountingCloud()
 		up.ExistsByProviderID = false
-		c := mustNew(t, up, testConfig(clk))
+		c := mustNew(t, up, noGuard(testConfig(clk)))
 		in, _ := c.Instances()
 		if ok, _ := in.InstanceExistsByProviderID(ctx, "fake://a"); ok {
 			t.Fatal("want false")

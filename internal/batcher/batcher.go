@@ -40,6 +40,14 @@ type Options[In, Out any] struct {
 	// with the others (e.g. splitting a failed call); an item answered early
 	// keeps that answer, whatever the returned slice holds for it.
 	BatchExecutor func(ctx context.Context, items []In, reason string, answer func(i int, out Out)) []Out
+	// SendAtOnce sends a request at once, in a batch of its own, when no
+	// batch is being sent; requests arriving while one is being sent
+	// accumulate in the open batch, which is sent when the last batch in
+	// flight returns (or when full, or at MaxTimeout, whichever is first).
+	// Batching then adds no latency when there is nothing to batch, and
+	// still forms large batches under load. false: every batch waits for
+	// MaxItems, IdleTimeout or MaxTimeout.
+	SendAtOnce bool
 	// Clock is the time source of the timeouts; nil is the real clock. A
 	// clock that cannot schedule functions (clock.WithDelayedExecution)
 	// uses the real clock's timers.
@@ -51,6 +59,10 @@ const (
 	FlushFull    = "size"
 	FlushIdle    = "idle"
 	FlushTimeout = "wait"
+	// FlushNow: sent at once, nothing being sent (Options.SendAtOnce).
+	FlushNow = "now"
+	// FlushReturned: sent when the batches in flight returned (SendAtOnce).
+	FlushReturned = "returned"
 )
 
 // Batcher coalesces requests into batches; safe for concurrent use.
@@ -58,9 +70,10 @@ type Batcher[In, Out any] struct {
 	opts  Options[In, Out]
 	clock clock.Clock
 
-	mu   sync.Mutex
-	open *batch[In, Out]
-	wg   sync.WaitGroup // batches being sent
+	mu      sync.Mutex
+	open    *batch[In, Out]
+	sending int            // batches being sent (SendAtOnce)
+	wg      sync.WaitGroup // batches being sent
 }
 
 // batch is one batch being filled or sent.
@@ -132,23 +145,28 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
 	// A full batch leaves b.open under the same lock that filled it, so no
 	// request can join it past MaxItems.
 	full := len(bt.items) >= b.opts.MaxItems
-	if full {
+	now := !full && b.opts.SendAtOnce && b.sending == 0
+	if full || now {
 		b.open = nil
 		b.wg.Add(1)
+		b.sending++
 	}
 	b.mu.Unlock()
 
 	// Timers are set, and never stopped, outside b.mu: a fake clock runs
 	// callbacks under its own lock, so its Step must not wait for b.mu. A
 	// timer firing for a batch already sent does nothing.
-	if opened && !full {
+	if opened && !full && !now {
 		b.after(b.opts.MaxTimeout, func() { b.flush(bt, FlushTimeout) })
 		if b.opts.IdleTimeout > 0 {
 			b.after(b.opts.IdleTimeout, func() { b.idle(bt) })
 		}
 	}
-	if full {
+	switch {
+	case full:
 		go b.send(bt, FlushFull)
+	case now:
+		go b.send(bt, FlushNow)
 	}
 	select {
 	case <-ctx.Done():
@@ -213,12 +231,31 @@ func (b *Batcher[In, Out]) flush(bt *batch[In, Out], reason string) {
 	}
 	b.open = nil
 	b.wg.Add(1)
+	b.sending++
 	b.mu.Unlock()
 	b.send(bt, reason)
 }
 
+// sent notes that a batch returned; with SendAtOnce the requests that
+// accumulated meanwhile are sent together once none is in flight.
+func (b *Batcher[In, Out]) sent() {
+	b.mu.Lock()
+	b.sending--
+	bt := b.open
+	if !b.opts.SendAtOnce || b.sending > 0 || bt == nil {
+		b.mu.Unlock()
+		return
+	}
+	b.open = nil
+	b.wg.Add(1)
+	b.sending++
+	b.mu.Unlock()
+	go b.send(bt, FlushReturned)
+}
+
 func (b *Batcher[In, Out]) send(bt *batch[In, Out], reason string) {
 	defer b.wg.Done()
+	defer b.sent()
 	n := len(bt.items)
 	bt.mu.Lock()
 	bt.results, bt.short = make([]Out, n), make([]bool, n)

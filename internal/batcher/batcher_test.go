@@ -262,3 +262,59 @@ func TestEarlyAnswer(t *testing.T) {
 	}
 	b.Wait()
 }
+
+// TestSendAtOnce: a lone request is sent at once (no clock step at all);
+// requests arriving while a batch is being sent accumulate and go together
+// when it returns; MaxTimeout still caps their wait.
+func TestSendAtOnce(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	rec := &recorder{}
+	release := make(chan struct{}, 10)
+	b, err := New(Options[string, string]{
+		Name: "t", MaxItems: 100, MaxTimeout: 100 * time.Millisecond, SendAtOnce: true, Clock: clk,
+		RequestHasher: func(s string) string { return s },
+		BatchExecutor: func(ctx context.Context, items []string, reason string, answer func(int, string)) []string {
+			out := rec.exec(ctx, items, reason, answer)
+			<-release
+			return out
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Wait)
+	sent := func(n int) func() bool {
+		return func() bool { bs, _ := rec.snapshot(); return len(bs) == n }
+	}
+	a := add(b, context.Background(), "a")
+	waitFor(t, "a sent at once, without any clock step", sent(1))
+	var more []chan error
+	for _, in := range []string{"b", "c", "d"} {
+		more = append(more, add(b, context.Background(), in))
+	}
+	waitFor(t, "b, c, d waiting while a is in flight", func() bool { return b.Pending() == 3 })
+	if bs, _ := rec.snapshot(); len(bs) != 1 {
+		t.Fatalf("sent %v while a batch was in flight", bs)
+	}
+	release <- struct{}{} // a returns: b, c, d go together
+	if err := <-a; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b, c, d sent when a returned", sent(2))
+	e := add(b, context.Background(), "e") // b, c, d still in flight
+	waitFor(t, "e waiting", func() bool { return b.Pending() == 1 && clk.HasWaiters() })
+	clk.Step(100 * time.Millisecond) // the cap: sent although a batch is in flight
+	waitFor(t, "e sent at MaxTimeout", sent(3))
+	release <- struct{}{}
+	release <- struct{}{}
+	for _, ch := range append(more, e) {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	batches, reasons := rec.snapshot()
+	want := []string{FlushNow, FlushReturned, FlushTimeout}
+	if fmt.Sprint(reasons) != fmt.Sprint(want) || len(batches[1]) != 3 {
+		t.Fatalf("batches %v reasons %v, want [a] [b c d] [e] sent %v", batches, reasons, want)
+	}
+}

@@ -1,0 +1,162 @@
+package provider
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/utils/clock"
+
+	"github.com/cloudgate/cloudgate/metrics"
+)
+
+// notFoundGuard holds back a single "instance does not exist" answer.
+//
+// The cloud node lifecycle controller deletes a NotReady Node as soon as
+// InstanceExists (or InstanceExistsByProviderID) answers false once; an
+// eventually consistent cloud (EC2's DescribeInstances) sometimes answers
+// so for an instance that exists. The guard answers such a false with a
+// retryable *api.RetryError — the lifecycle controller logs an error and
+// keeps the Node — and passes it on only when a second answer from the
+// upstream, given at least confirmAfter after the first, says the same and
+// the Node is older than gracePeriod. An instance the cloud describes as
+// terminated (InstanceStatus.Deleted, from a batch or list answer) is
+// definitive and passes at once.
+//
+// "A second upstream answer": each held answer invalidates the key's
+// exists cache, so the next false the guard sees was given by the upstream
+// after that; the guard passes a false only once a hold happened at least
+// confirmAfter after the first one, so the answer it passes was given at
+// least confirmAfter after the first. A list refresh that omits an
+// instance fills nothing (the read then goes upstream), and one that
+// describes it fills one answer: either way one answer, not two.
+type notFoundGuard struct {
+	grace, confirmAfter time.Duration
+	clock               clock.PassiveClock
+	rec                 *metrics.Recorder
+
+	mu      sync.Mutex
+	pending map[nodeKey]*heldNotFound
+	deleted map[nodeKey]time.Time // described as terminated, when
+}
+
+// heldNotFound is one instance whose "does not exist" is being held.
+type heldNotFound struct {
+	first, last time.Time // first and latest hold
+}
+
+// guardPendingLimit bounds the guard's memory: beyond it, holds older than
+// forgetAfter are dropped (their Nodes were deleted some other way).
+const guardPendingLimit = 10000
+
+func newNotFoundGuard(cfg NotFoundGuardConfig, clk clock.PassiveClock, rec *metrics.Recorder) *notFoundGuard {
+	if cfg.Enabled != nil && !*cfg.Enabled {
+		return nil
+	}
+	return &notFoundGuard{
+		grace: cfg.GracePeriod.Duration, confirmAfter: cfg.ConfirmAfter.Duration,
+		clock: clk, rec: rec,
+		pending: map[nodeKey]*heldNotFound{}, deleted: map[nodeKey]time.Time{},
+	}
+}
+
+// markDeleted records that the cloud described key's instance as
+// terminated: its next "does not exist" is definitive.
+func (n *notFoundGuard) markDeleted(key nodeKey) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.deleted[key] = n.clock.Now()
+	n.forget()
+	n.mu.Unlock()
+}
+
+// markExists records that the cloud described key's instance as existing
+// (a batch or list answer): a held "does not exist" is refuted.
+func (n *notFoundGuard) markExists(key nodeKey) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	delete(n.deleted, key)
+	if _, ok := n.pending[key]; ok {
+		delete(n.pending, key)
+		n.rec.NotFoundConfirmation("refuted")
+	}
+	n.mu.Unlock()
+}
+
+// check passes on an exists answer, or holds a false one (see
+// notFoundGuard). created is the Node's creation time (zero: unknown, v1
+// calls carry no Node); invalidate drops the key's cached answer.
+func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err error, invalidate func()) (bool, error) {
+	if n == nil || err != nil || key.id == "" {
+		return exists, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if exists {
+		delete(n.deleted, key)
+		if _, ok := n.pending[key]; ok {
+			delete(n.pending, key)
+			n.rec.NotFoundConfirmation("refuted")
+		}
+		return true, nil
+	}
+	if _, ok := n.deleted[key]; ok {
+		delete(n.deleted, key)
+		delete(n.pending, key)
+		return false, nil
+	}
+	now := n.clock.Now()
+	p, ok := n.pending[key]
+	if ok && now.Sub(p.last) > 2*n.confirmAfter+time.Second {
+		// Nobody asked for a while: answers in between (a list refresh that
+		// found it, a re-created instance) went unseen, so start over.
+		ok = false
+	}
+	if !ok {
+		p = &heldNotFound{first: now}
+		n.pending[key] = p
+		n.forget()
+	}
+	young := !created.IsZero() && now.Sub(created) < n.grace
+	if ok && !young && p.last.Sub(p.first) >= n.confirmAfter {
+		delete(n.pending, key)
+		n.rec.NotFoundConfirmation("confirmed")
+		return false, nil
+	}
+	p.last = now
+	if invalidate != nil {
+		invalidate()
+	}
+	wait := n.confirmAfter - now.Sub(p.first)
+	if young {
+		wait = max(wait, n.grace-now.Sub(created))
+	}
+	wait = max(wait, time.Second)
+	return false, cloudproviderapi.NewRetryError(fmt.Sprintf(
+		"cloudgate: instance %q reported missing; held until a second answer at least %s later confirms it (notFoundGuard)",
+		key.id, n.confirmAfter), wait)
+}
+
+// forget drops holds and terminations nobody asked about for long, once
+// there are many. n.mu is held.
+func (n *notFoundGuard) forget() {
+	if len(n.pending)+len(n.deleted) <= guardPendingLimit {
+		return
+	}
+	cut := n.clock.Now().Add(-10 * (n.confirmAfter + n.grace + time.Minute))
+	for k, p := range n.pending {
+		if p.last.Before(cut) {
+			delete(n.pending, k)
+		}
+	}
+	for k, t := range n.deleted {
+		if t.Before(cut) {
+			delete(n.deleted, k)
+		}
+	}
+}
