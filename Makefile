@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench bench-results bench-hotpath run lint fuzz deps setup control-plane image test-image test-chart chart-sync
+.PHONY: all build test bench bench-results bench-hotpath run lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check
 
 all: lint build test
 
@@ -83,7 +83,9 @@ setup:
 # as a semantic version, so a bare commit hash would not do).
 OUT_DIR    ?= _out
 GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
-VERSION    ?= $(shell git describe --tags --always --dirty --match 'v*' 2>/dev/null | sed 's/^[^v]/v0.0.0-&/')
+ifeq ($(origin VERSION),undefined)
+VERSION    := $(shell git describe --tags --always --dirty --match 'v*' 2>/dev/null | sed 's/^[^v]/v0.0.0-&/')
+endif
 BUILD_DATE := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 VERSION_PKG := k8s.io/component-base/version
 LDFLAGS    := -s -w -X $(VERSION_PKG).gitVersion=$(VERSION) -X $(VERSION_PKG).gitCommit=$(GIT_COMMIT) \
@@ -115,3 +117,8 @@ test-chart: control-plane
 # The chart can only read files inside it: refresh its copy of the alerts (a test checks it).
 chart-sync:
 	cp dashboards/alerts.yaml charts/cloudgate/files/alerts.yaml
+
+# Checks that the tree released as vX.Y.Z and providers/aws/vX.Y.Z builds for a user outside
+# the repo, from a local file:// module proxy (docs/releasing: CHANGELOG.md).
+release-check:
+	GO=$(GO) VERSION=$(VERSION) bash .ci/release-check.sh
