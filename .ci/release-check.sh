@@ -6,7 +6,8 @@
 # the replace — then, in a scratch module with its own module cache, builds a program that
 # imports both modules and runs `go install .../providers/aws/cmd/cloud-controller-manager@VERSION`.
 # Other modules come from the shared module cache's download directory (no network needed;
-# GOSUMDB=off because the checksum database is not reachable from here).
+# GOSUMDB=off because the checksum database is not reachable from here). -trimpath and
+# CGO_ENABLED=0, as make image builds, so the build cache make image filled is reused.
 # The release commit itself makes the same go.mod edit (printed at the end).
 set -euo pipefail
 VERSION=${VERSION:?set VERSION=vX.Y.Z}
@@ -52,7 +53,7 @@ publish $AWS "$aws"
 echo "release-check: proxy with $CORE@$VERSION and $AWS@$VERSION in $PROXY"
 
 export GOPROXY="file://$PROXY,file://$($GO env GOMODCACHE)/cache/download" GOMODCACHE=$WORK/modcache \
-  GOSUMDB=off GOFLAGS=-mod=mod GOWORK=off GOTOOLCHAIN=local
+  GOSUMDB=off GOFLAGS='-mod=mod -trimpath' CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN=local
 mkdir -p "$WORK/user" && cd "$WORK/user"
 $GO mod init example.com/user >/dev/null 2>&1
 cat > main.go <<'GO'
