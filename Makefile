@@ -39,6 +39,7 @@ test: deps setup control-plane
 	$(GO) test -count=1 -timeout 20m -run 'TestBenchLB' ./bench/
 	$(MAKE) test-image
 	$(MAKE) test-chart
+	$(MAKE) release-check VERSION=v0.0.0-ci
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 10s ./provider/
 	$(GO) test -run '^$$' -fuzz FuzzCacheKeys -fuzztime 10s ./provider/
 
