@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench bench-results bench-hotpath run lint fuzz deps setup control-plane
+.PHONY: all build test bench bench-results bench-hotpath run lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check
 
 all: lint build test
 
@@ -37,6 +37,9 @@ test: deps setup control-plane
 	env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
 	cd $(AWS_MOD) && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
 	$(GO) test -count=1 -timeout 20m -run 'TestBenchLB' ./bench/
+	$(MAKE) test-image
+	$(MAKE) test-chart
+	$(MAKE) release-check VERSION=v0.0.0-ci
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 10s ./provider/
 	$(GO) test -run '^$$' -fuzz FuzzCacheKeys -fuzztime 10s ./provider/
 
@@ -72,3 +75,51 @@ fuzz: deps
 
 setup:
 	bash .ci/setup.sh
+
+# Images, built without a Docker daemon (deploy/image, its own module so go-containerregistry
+# stays out of the core module): both CCM binaries, static (CGO_ENABLED=0), non-root (65532),
+# version-stamped, written as OCI layout tarballs under $(OUT_DIR). Load one with
+# `docker load -i`, `podman load -i` or `skopeo copy oci-archive:FILE docker://REGISTRY/...`.
+# The version is `git describe` of a v* tag; without one, v0.0.0-<commit> (the CCM parses it
+# as a semantic version, so a bare commit hash would not do).
+OUT_DIR    ?= _out
+GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+ifeq ($(origin VERSION),undefined)
+VERSION    := $(shell git describe --tags --always --dirty --match 'v*' 2>/dev/null | sed 's/^[^v]/v0.0.0-&/')
+endif
+BUILD_DATE := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+VERSION_PKG := k8s.io/component-base/version
+LDFLAGS    := -s -w -X $(VERSION_PKG).gitVersion=$(VERSION) -X $(VERSION_PKG).gitCommit=$(GIT_COMMIT) \
+              -X $(VERSION_PKG).gitTreeState=$(if $(findstring dirty,$(VERSION)),dirty,clean) -X $(VERSION_PKG).buildDate=$(BUILD_DATE)
+IMAGE_ARCH ?= amd64
+
+image:
+	@mkdir -p $(OUT_DIR)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT_DIR)/cloudgate-ccm ./cmd/cloud-controller-manager
+	cd $(AWS_MOD) && CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(CURDIR)/$(OUT_DIR)/cloudgate-aws-ccm ./cmd/cloud-controller-manager
+	cd deploy/image && $(GO) run . -binary $(CURDIR)/$(OUT_DIR)/cloudgate-ccm -out $(CURDIR)/$(OUT_DIR)/cloudgate-ccm.oci.tar \
+	  -ref cloudgate-cloud-controller-manager:$(VERSION) -title cloudgate-cloud-controller-manager \
+	  -version $(VERSION) -revision $(GIT_COMMIT) -created $(BUILD_DATE) -arch $(IMAGE_ARCH)
+	cd deploy/image && $(GO) run . -binary $(CURDIR)/$(OUT_DIR)/cloudgate-aws-ccm -out $(CURDIR)/$(OUT_DIR)/cloudgate-aws-ccm.oci.tar \
+	  -ref cloudgate-aws-cloud-controller-manager:$(VERSION) -title cloudgate-aws-cloud-controller-manager \
+	  -version $(VERSION) -revision $(GIT_COMMIT) -created $(BUILD_DATE) -arch $(IMAGE_ARCH)
+
+# Checks the tarballs make image wrote: user, entrypoint, labels, and the extracted binary's
+# --version (deploy/image/image_test.go).
+test-image: image
+	cd deploy/image && CLOUDGATE_IMAGE_DIR=$(CURDIR)/$(OUT_DIR) CLOUDGATE_IMAGE_VERSION=$(VERSION) $(GO) test -count=1 -timeout 10m ./...
+
+# The Helm chart's tests (charts/test, a nested module so Helm stays out of the core module):
+# helm lint rules, every values combination, cloudgate.yaml through provider.LoadConfig, and a
+# server-side apply (dry-run) to the real kube-apiserver with and without the monitoring CRDs.
+test-chart: control-plane
+	cd charts/test && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -count=1 -timeout 10m ./...
+
+# The chart can only read files inside it: refresh its copy of the alerts (a test checks it).
+chart-sync:
+	cp dashboards/alerts.yaml charts/cloudgate/files/alerts.yaml
+
+# Checks that the tree released as vX.Y.Z and providers/aws/vX.Y.Z builds for a user outside
+# the repo, from a local file:// module proxy (docs/releasing: CHANGELOG.md).
+release-check:
+	GO=$(GO) VERSION=$(VERSION) bash .ci/release-check.sh

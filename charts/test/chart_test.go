@@ -1,0 +1,259 @@
+// Package test renders charts/cloudgate with Helm's Go SDK (helm.sh/helm/v4): the `helm
+// lint` rules, every combination of the values that change the objects, cloudgate.yaml
+// checked by cloudgate's own loader, and a server-side apply (dry-run) of the rendered
+// objects to a real kube-apiserver, with and without the Prometheus Operator's CRDs. It is a
+// nested module so Helm's dependencies never enter cloudgate's core module.
+package test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/v2/lint"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/engine"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloudgate/cloudgate/provider"
+)
+
+const chartDir = "../cloudgate"
+
+// combo is one combination of the values that change which objects render and how.
+type combo struct {
+	kind       string // Deployment, DaemonSet
+	saCreds    bool   // --use-service-account-credentials
+	redis      string // "", "password", "existing-tls"
+	upstream   string // aws-batch, aws, simcloud
+	monitoring bool   // the cluster serves monitoring.coreos.com/v1
+}
+
+func (c combo) String() string {
+	return fmt.Sprintf("%s/sa=%v/redis=%s/%s/monitoring=%v", c.kind, c.saCreds, c.redis, c.upstream, c.monitoring)
+}
+
+func (c combo) values() map[string]any {
+	v := map[string]any{
+		"kind":                         c.kind,
+		"useServiceAccountCredentials": c.saCreds,
+		"upstream":                     map[string]any{"name": c.upstream},
+	}
+	switch c.redis {
+	case "password":
+		v["redis"] = map[string]any{"address": "redis.kube-system.svc:6379", "account": "123456789012", "password": "s3cret"}
+	case "existing-tls":
+		v["redis"] = map[string]any{"address": "master.cache.example.use1.cache.amazonaws.com:6379", "account": "123456789012",
+			"username": "cloudgate", "existingSecret": "elasticache-auth",
+			"tls": map[string]any{"enabled": true, "serverName": "master.cache.example.use1.cache.amazonaws.com"}}
+	}
+	return v
+}
+
+func combos() []combo {
+	var out []combo
+	for _, kind := range []string{"Deployment", "DaemonSet"} {
+		for _, sa := range []bool{true, false} {
+			for _, redis := range []string{"", "password", "existing-tls"} {
+				for _, up := range []string{"aws-batch", "aws", "simcloud"} {
+					for _, mon := range []bool{false, true} {
+						out = append(out, combo{kind, sa, redis, up, mon})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// capabilities is Helm's default capabilities plus, when monitoring, the Prometheus
+// Operator's kinds (what .Capabilities.APIVersions.Has sees on a cluster with its CRDs).
+func capabilities(monitoring bool, extra ...string) *common.Capabilities {
+	caps := common.DefaultCapabilities.Copy()
+	caps.APIVersions = append(common.VersionSet{}, caps.APIVersions...)
+	if monitoring {
+		caps.APIVersions = append(caps.APIVersions, "monitoring.coreos.com/v1",
+			"monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule")
+	}
+	caps.APIVersions = append(caps.APIVersions, extra...)
+	return caps
+}
+
+// render renders the chart and returns its objects, sorted by kind and name.
+func render(t *testing.T, vals map[string]any, caps *common.Capabilities) []*unstructured.Unstructured {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := util.ToRenderValuesWithSchemaValidation(ch, vals,
+		common.ReleaseOptions{Name: "cloudgate", Namespace: "kube-system", IsInstall: true}, caps, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := engine.Render(ch, rv)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	var objs []*unstructured.Unstructured
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".yaml") {
+			continue
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(files[n]), 4096)
+		for {
+			var m map[string]any
+			if err := dec.Decode(&m); err != nil {
+				if err.Error() == "EOF" {
+					break
+				}
+				t.Fatalf("%s: %v\n%s", n, err, files[n])
+			}
+			if len(m) == 0 {
+				continue
+			}
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+	return objs
+}
+
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
+			return o
+		}
+	}
+	return nil
+}
+
+// TestLint runs `helm lint`'s rules (Chart.yaml, values, templates, YAML) on the chart,
+// strict: a warning fails too.
+func TestLint(t *testing.T) {
+	for _, c := range []combo{{kind: "Deployment", saCreds: true, upstream: "aws-batch"}, {kind: "DaemonSet", redis: "existing-tls", upstream: "aws"}} {
+		l := lint.RunAll(chartDir, c.values(), "kube-system")
+		for _, m := range l.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("%v: lint: %s", c, m)
+			}
+		}
+	}
+}
+
+// TestRender renders every combination and checks what each value promises.
+func TestRender(t *testing.T) {
+	for _, c := range combos() {
+		objs := render(t, c.values(), capabilities(c.monitoring))
+		w := find(objs, c.kind, "cloud-controller-manager")
+		if w == nil {
+			t.Fatalf("%v: no %s cloud-controller-manager", c, c.kind)
+		}
+		spec, _, _ := unstructured.NestedMap(w.Object, "spec", "template", "spec")
+		if got := spec["dnsPolicy"]; got != "ClusterFirstWithHostNet" {
+			t.Errorf("%v: dnsPolicy = %v, want ClusterFirstWithHostNet with hostNetwork", c, got)
+		}
+		ctr := spec["containers"].([]any)[0].(map[string]any)
+		args := fmt.Sprint(ctr["args"])
+		for _, want := range []string{"--cloud-provider=cloudgate", "--leader-elect=true", "--leader-elect-resource-name=cloud-controller-manager",
+			fmt.Sprintf("--use-service-account-credentials=%v", c.saCreds), "--controllers=*"} {
+			if !strings.Contains(args, want) {
+				t.Errorf("%v: args %s lack %s", c, args, want)
+			}
+		}
+		if cpu, _, _ := unstructured.NestedString(ctr, "resources", "requests", "cpu"); cpu != "200m" {
+			t.Errorf("%v: cpu request %q, want 200m (the AWS chart's)", c, cpu)
+		}
+		if spec["priorityClassName"] != "system-cluster-critical" {
+			t.Errorf("%v: priorityClassName = %v", c, spec["priorityClassName"])
+		}
+		if c.kind == "Deployment" {
+			if r, _, _ := unstructured.NestedFieldNoCopy(w.Object, "spec", "replicas"); fmt.Sprint(r) != "2" {
+				t.Errorf("%v: replicas = %v, want 2", c, r)
+			}
+			if _, ok, _ := unstructured.NestedMap(spec, "affinity", "podAntiAffinity"); !ok {
+				t.Errorf("%v: no pod anti-affinity", c)
+			}
+		} else if ns, _, _ := unstructured.NestedStringMap(spec, "nodeSelector"); ns["node-role.kubernetes.io/control-plane"] != "" || len(ns) != 1 {
+			t.Errorf("%v: DaemonSet nodeSelector = %v, want control-plane nodes", c, ns)
+		}
+		if find(objs, "PodDisruptionBudget", "") == nil {
+			t.Errorf("%v: no PodDisruptionBudget", c)
+		}
+		for _, k := range []string{"Service", "ServiceMonitor", "PrometheusRule"} {
+			if got := find(objs, k, "") != nil; got != c.monitoring {
+				t.Errorf("%v: %s rendered = %v, want %v (only when the cluster serves monitoring.coreos.com/v1)", c, k, got, c.monitoring)
+			}
+		}
+		// cloudgate.yaml: cloudgate's own loader accepts it, with the upstream and Redis asked.
+		cm := find(objs, "ConfigMap", "cloud-controller-manager-cloudgate")
+		text, _, _ := unstructured.NestedString(cm.Object, "data", "cloudgate.yaml")
+		cfg, err := provider.LoadConfig(strings.NewReader(text))
+		if err != nil {
+			t.Fatalf("%v: provider.LoadConfig(cloudgate.yaml): %v\n%s", c, err, text)
+		}
+		if cfg.Upstream.Name != c.upstream {
+			t.Errorf("%v: upstream %q", c, cfg.Upstream.Name)
+		}
+		if (cfg.Limits.Shared != nil) != (c.redis != "") {
+			t.Errorf("%v: limits.shared = %+v", c, cfg.Limits.Shared)
+		}
+		if c.redis == "existing-tls" && !cfg.Limits.Shared.Redis.TLS.Enabled {
+			t.Errorf("%v: redis TLS not enabled", c)
+		}
+		if strings.Contains(text, "s3cret") {
+			t.Errorf("%v: the Redis password is in the ConfigMap", c)
+		}
+		// RBAC: with service-account credentials each controller's account is bound.
+		crb := find(objs, "ClusterRoleBinding", "cloudgate:cloud-controller-manager")
+		subjects := fmt.Sprint(crb.Object["subjects"])
+		for _, sa := range []string{"cloud-node-controller", "node-controller", "service-controller", "route-controller", "tagging-controller"} {
+			if got := strings.Contains(subjects, "name:"+sa+" "); got != c.saCreds {
+				t.Errorf("%v: %s bound = %v", c, sa, got)
+			}
+		}
+	}
+}
+
+// TestAlertsCopy: the PrometheusRule's alerts are dashboards/alerts.yaml's (the chart can
+// only read files inside it, so it holds a copy: `make chart-sync` refreshes it).
+func TestAlertsCopy(t *testing.T) {
+	orig, err := os.ReadFile("../../dashboards/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := os.ReadFile(filepath.Join(chartDir, "files/alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(orig, cp) {
+		t.Fatal("charts/cloudgate/files/alerts.yaml differs from dashboards/alerts.yaml: run `make chart-sync`")
+	}
+	objs := render(t, nil, capabilities(true))
+	rule := find(objs, "PrometheusRule", "")
+	var want map[string]any
+	if err := yaml.Unmarshal(orig, &want); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := yaml.Marshal(rule.Object["spec"])
+	wantY, _ := yaml.Marshal(want)
+	if !bytes.Equal(got, wantY) {
+		t.Errorf("PrometheusRule spec differs from dashboards/alerts.yaml")
+	}
+	if !strings.Contains(string(got), "{{ $labels.") {
+		t.Error("the alerts' {{ $labels }} templates were consumed by Helm")
+	}
+}
