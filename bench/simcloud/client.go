@@ -137,7 +137,7 @@ func NewClient(cfg ClientConfig) (*Cloud, error) {
 		rt = cfg.Transport
 	}
 	if cfg.WrapTransport != nil {
-		rt = cfg.WrapTransport(tr)
+		rt = cfg.WrapTransport(rt)
 	}
 	return &Cloud{
 		cfg:       cfg,
