@@ -324,9 +324,10 @@ func (o *Options) cloudgateConfig(col string, f float64) (*provider.Config, erro
 	sd(&cfg.Breaker.MinOpenTimeout)
 	sd(&cfg.Throttle.MaxRetryAfter)
 	sd(&cfg.Batch.ListInterval)
-	// No floor: in virtual time (InMemory, factor 1) the configured wait is
-	// exactly what runs.
-	sd(&cfg.Batch.MaxWait)
+	// A batch's max wait is a latency, not a period: compress it, but not
+	// below 10 ms, or batches would not fill. At factor 1 (virtual time,
+	// InMemory) this is the configured wait exactly.
+	cfg.Batch.MaxWait.Duration = max(scale(cfg.Batch.MaxWait.Duration, f), min(cfg.Batch.MaxWait.Duration, 10*time.Millisecond))
 	methods := map[string]provider.MethodConfig{}
 	for name, ttl := range provider.DefaultTTLs() { // compressed with the rest
 		methods[name] = provider.MethodConfig{TTL: &provider.Duration{Duration: ttl}}
