@@ -47,6 +47,9 @@ func NewColumn(o *Options, col string, srv *simcloud.Server, clusterName string,
 		Endpoint: srv.URL(), APIKey: "bench", ClusterName: clusterName, Timeout: clientTimeout(f),
 		MaxBatchSize: o.CloudMaxBatch,
 	}
+	if o.InMemory {
+		cc.Transport = srv.Transport()
+	}
 	wire := &wireLog{}
 	cc.WrapTransport = func(next http.RoundTripper) http.RoundTripper {
 		var rt http.RoundTripper = &wireTransport{next: next, log: wire}

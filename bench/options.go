@@ -145,6 +145,12 @@ type Options struct {
 	// about 300 points per run.
 	Sample time.Duration
 
+	// InMemory serves the simulated cloud through an in-memory
+	// http.RoundTripper instead of loopback TCP: required when the run is
+	// inside a testing/synctest bubble (virtual time), where a goroutine
+	// blocked on a socket would stall the clock. Use it with time factors 1.
+	InMemory bool
+
 	onRegistry func(*prometheus.Registry)
 }
 
@@ -323,7 +329,8 @@ func (o *Options) cloudgateConfig(col string, f float64) (*provider.Config, erro
 	sd(&cfg.NotFoundGuard.GracePeriod)
 	sd(&cfg.NotFoundGuard.ConfirmAfter)
 	// A batch's max wait is a latency, not a period: compress it, but not
-	// below 10 ms, or batches would not fill.
+	// below 10 ms, or batches would not fill. At factor 1 (virtual time,
+	// InMemory) this is the configured wait exactly.
 	cfg.Batch.MaxWait.Duration = max(scale(cfg.Batch.MaxWait.Duration, f), min(cfg.Batch.MaxWait.Duration, 10*time.Millisecond))
 	methods := map[string]provider.MethodConfig{}
 	for name, ttl := range provider.DefaultTTLs() { // compressed with the rest

@@ -117,6 +117,7 @@ func runScenario(ctx context.Context, o *Options, spec scenarioSpec, progress io
 func newServer(o *Options, seed int64, f float64) (*simcloud.Server, error) {
 	return simcloud.NewServer(simcloud.ServerConfig{
 		Seed:         seed,
+		InMemory:     o.InMemory,
 		ReadQPS:      o.ReadQPS * f,
 		ReadBurst:    o.ReadBurst,
 		WriteQPS:     o.WriteQPS * f,

@@ -211,7 +211,9 @@ type windowCounter struct {
 
 func (w *windowCounter) add(now time.Time) {
 	s := monotime.Seconds(now)
-	i := s % 60
+	// s is negative inside a synctest bubble, whose clock starts in 2000,
+	// before the process's monotime start: keep the slot index in [0, 60).
+	i := (s%60 + 60) % 60
 	w.mu.Lock()
 	if w.secs[i] != s {
 		w.secs[i], w.slots[i] = s, 0

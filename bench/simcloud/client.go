@@ -53,6 +53,10 @@ type ClientConfig struct {
 	// Retry-After, bounded retries) is such a wrapper. A retry it makes
 	// resends the same X-Request-Id. Not read from config files.
 	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// Transport, when set, replaces the client's TCP transport (under
+	// WrapTransport): Server.Transport, the in-memory one. Not read from
+	// config files.
+	Transport http.RoundTripper
 }
 
 func (c ClientConfig) withDefaults() (ClientConfig, error) {
@@ -129,8 +133,11 @@ func NewClient(cfg ClientConfig) (*Cloud, error) {
 		ExpectContinueTimeout: time.Second,
 	}
 	var rt http.RoundTripper = tr
+	if cfg.Transport != nil {
+		rt = cfg.Transport
+	}
 	if cfg.WrapTransport != nil {
-		rt = cfg.WrapTransport(tr)
+		rt = cfg.WrapTransport(rt)
 	}
 	return &Cloud{
 		cfg:       cfg,

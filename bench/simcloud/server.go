@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,8 @@ type Server struct {
 	ln  net.Listener
 	srv *http.Server
 	url string
+	// handler serves the API; Transport calls it in memory.
+	handler http.Handler
 
 	// quotaMu makes the check-and-take of a bucket and the computation of
 	// its Retry-After one atomic step.
@@ -74,6 +77,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.counters = newCounters()
 
+	s.handler = s.routes()
+	if cfg.InMemory {
+		// No listener: a goroutine blocked on a socket is never durably
+		// blocked, so a synctest bubble's clock would stall on it.
+		s.url = "http://simcloud.in-memory"
+		close(s.serveDone)
+		return s, nil
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("simcloud: listen on ServerConfig.Addr %q: %w", cfg.Addr, err)
@@ -81,7 +92,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.ln = ln
 	s.url = "http://" + ln.Addr().String()
 	s.srv = &http.Server{
-		Handler:           s.routes(),
+		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() {
@@ -93,6 +104,36 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 
 // URL is the base URL of the API, e.g. "http://127.0.0.1:41234".
 func (s *Server) URL() string { return s.url }
+
+// Transport returns an http.RoundTripper that serves each request by
+// calling the server's handler in the caller's goroutine, with no socket:
+// the transport of a server with ServerConfig.InMemory (it also works on a
+// listening server). The response is complete when RoundTrip returns; a
+// request whose context ends first gets the context's error.
+func (s *Server) Transport() http.RoundTripper { return memTransport{h: s.handler} }
+
+type memTransport struct{ h http.Handler }
+
+func (t memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	sreq := req.Clone(req.Context())
+	if sreq.Body == nil {
+		sreq.Body = http.NoBody
+	}
+	sreq.RequestURI = req.URL.RequestURI()
+	sreq.RemoteAddr = "127.0.0.1:0"
+	sreq.Host = req.URL.Host
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, sreq)
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
+	resp := rec.Result()
+	resp.Request = req
+	return resp, nil
+}
 
 // Config returns the server's configuration with defaults applied. Its
 // Faults field is the initial faults; see Faults for the current ones.
@@ -112,7 +153,9 @@ func (s *Server) Close() {
 		s.closed = true
 		s.lifeMu.Unlock()
 		close(s.closing)
-		_ = s.srv.Close()
+		if s.srv != nil {
+			_ = s.srv.Close()
+		}
 		s.inflight.Wait()
 		<-s.serveDone
 	})

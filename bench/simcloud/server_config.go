@@ -29,6 +29,9 @@ var DefaultZones = []string{"zone-a", "zone-b", "zone-c"}
 // ServerConfig configures a simulated cloud. The zero value is a usable,
 // unlimited, fault-free cloud on a random loopback port.
 type ServerConfig struct {
+	// InMemory serves only through Server.Transport, with no listener:
+	// what a synctest bubble (virtual time) needs. Addr is then unused.
+	InMemory bool
 	// Addr is the listen address. Default "127.0.0.1:0" (a free port). The
 	// host must be a loopback IP literal; the server never listens elsewhere.
 	Addr string
