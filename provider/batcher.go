@@ -66,7 +66,7 @@ func (g *gate) buildBatcher(final bool) {
 			Name:          "BatchInstanceStatus",
 			MaxTimeout:    g.cfg.Batch.MaxWait.Duration,
 			MaxItems:      size,
-			SendAtOnce:    g.cfg.Batch.SendAtOnce == nil || *g.cfg.Batch.SendAtOnce,
+			SendAtOnce:    g.cfg.Batch.SendAtOnce != nil && *g.cfg.Batch.SendAtOnce,
 			RequestHasher: func(r nodeRequest) string { return keyOfNode(r.node).String() },
 			BatchExecutor: func(_ context.Context, reqs []nodeRequest, reason string, answer func(int, InstanceStatus)) []InstanceStatus {
 				return g.sendBatch(up, reqs, reason, answer)
