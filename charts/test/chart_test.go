@@ -169,7 +169,7 @@ func TestRender(t *testing.T) {
 		ctr := spec["containers"].([]any)[0].(map[string]any)
 		args := fmt.Sprint(ctr["args"])
 		for _, want := range []string{"--cloud-provider=cloudgate", "--leader-elect=true", "--leader-elect-resource-name=cloud-controller-manager",
-			fmt.Sprintf("--use-service-account-credentials=%v", c.saCreds), "--controllers=*"} {
+			fmt.Sprintf("--use-service-account-credentials=%v", c.saCreds), "--controllers=cloud-node,cloud-node-lifecycle,service,route"} {
 			if !strings.Contains(args, want) {
 				t.Errorf("%v: args %s lack %s", c, args, want)
 			}
