@@ -229,11 +229,17 @@ func (b *Batcher[In, Out]) flush(bt *batch[In, Out], reason string) {
 		b.mu.Unlock()
 		return
 	}
+	b.claimOpenLocked()
+	b.mu.Unlock()
+	b.send(bt, reason)
+}
+
+// claimOpenLocked takes the open batch out for sending: no request joins it
+// any more, and it counts as in flight. The caller holds b.mu.
+func (b *Batcher[In, Out]) claimOpenLocked() {
 	b.open = nil
 	b.wg.Add(1)
 	b.sending++
-	b.mu.Unlock()
-	b.send(bt, reason)
 }
 
 // sent notes that a batch returned; with SendAtOnce the requests that
@@ -246,9 +252,7 @@ func (b *Batcher[In, Out]) sent() {
 		b.mu.Unlock()
 		return
 	}
-	b.open = nil
-	b.wg.Add(1)
-	b.sending++
+	b.claimOpenLocked()
 	b.mu.Unlock()
 	go b.send(bt, FlushReturned)
 }
