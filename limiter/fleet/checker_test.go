@@ -65,7 +65,8 @@ func (rc *recorder) count(from, to time.Time) int {
 //	heartbeats + local burst)), the 1.1 a slack for the scheduling of 2
 //	loaded cores,
 //
-// the bound docs/fleet.md states for partitions shorter than ForgetAfter,
+// the bound docs/fleet.md states (for partitions of any length: c and d
+// stay cut past ForgetAfter),
 // and after the Retry-After storm (capped by maxRetryAfter) the fleet must
 // admit again. It logs its number of checks.
 func TestFleetChecker(t *testing.T) {
@@ -82,10 +83,12 @@ func TestFleetChecker(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rc := &recorder{}
-	// ForgetAfter longer than the run: the bound is the one for partitions
-	// shorter than ForgetAfter (a longer one is issue 24 item 2a, not fixed:
-	// with ForgetAfter 2 s this checker fails about 2 s after the cut).
-	opts := func(id string) fleet.Options { return fleet.Options{MemberID: id, ForgetAfter: time.Minute} }
+	// ForgetAfter 2 s, shorter than the partition (about 4 s): the live
+	// members forget c and d and free their claims, so c and d must have
+	// stopped admitting by then (issue 24 item 2a; before the fix this
+	// checker failed about 2 s after the cut).
+	const forgetAfter = 2 * time.Second
+	opts := func(id string) fleet.Options { return fleet.Options{MemberID: id, ForgetAfter: forgetAfter} }
 	a := newMemberOpts(t, r, account, 1, quota, cfg, nil, opts("member-a"))
 	b := newMemberOpts(t, r, account, 1, quota, cfg, nil, opts("member-b"))
 	c := newMemberOpts(t, r, account, 1, quota, cfg, via(pxc), opts("member-c"))
@@ -113,6 +116,7 @@ func TestFleetChecker(t *testing.T) {
 	// Partitions: c and d lose Redis; a heavy member joins while they are away.
 	pxc.cut()
 	pxd.cut()
+	partitioned := time.Now()
 	eventually(t, "c and d fall back", func() bool { return c.f.Fallback() && d.f.Fallback() })
 	eventually(t, "a holds c's and d's claims", func() bool { _, n := a.f.Held(); return n == 2 })
 	e := newMemberOpts(t, r, account, 100, quota, cfg, nil, opts("member-e"))
@@ -125,7 +129,18 @@ func TestFleetChecker(t *testing.T) {
 	b2 := newMemberOpts(t, r, account, 5, quota, cfg, nil, opts("member-b"))
 	rc.greedy(ctx, b2.l, 3)
 	time.Sleep(2 * time.Second)
+
+	// Past ForgetAfter: the live members have forgotten c and d (nothing
+	// held) while c and d, still cut, admit nothing.
+	eventually(t, "a forgets c and d", func() bool { h, n := a.f.Held(); return h == 0 && n == 0 })
+	if c.l.ShareQPS() != 0 || d.l.ShareQPS() != 0 {
+		t.Errorf("c and d cut for more than ForgetAfter still have shares %v and %v", c.l.ShareQPS(), d.l.ShareQPS())
+	}
+	time.Sleep(time.Second)
 	end := time.Now()
+	if cut := time.Since(partitioned); cut < forgetAfter+time.Second {
+		t.Fatalf("partition lasted %v, not longer than ForgetAfter %v", cut, forgetAfter)
+	}
 	cancel()
 	rc.wg.Wait()
 

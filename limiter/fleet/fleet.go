@@ -30,7 +30,10 @@ type Options struct {
 	MemberTTL time.Duration
 	// ForgetAfter is how long a fallen member stays registered (its share
 	// held) before it is deregistered; default 120 × Heartbeat (2 min at
-	// 1s). A member that stops without Close holds its share that long.
+	// 1s). A member that stops without Close holds its share that long, and
+	// a member cut from Redis serves its share for ForgetAfter − MemberTTL
+	// after it sent its last answered heartbeat, then admits nothing until
+	// Redis answers again (see Fleet.awayLimit). It must exceed MemberTTL.
 	ForgetAfter time.Duration
 	// Observer receives events; nil discards them.
 	Observer Observer
@@ -63,6 +66,13 @@ type Fleet struct {
 	totalWeight float64 // the registered members' weights
 	claim       float64 // this member's claim recorded in Redis at the last heartbeat: its share in fallback
 	failures    int     // consecutive failed Redis calls
+	// lastOK is when this member sent the last heartbeat whose answer
+	// arrived: Redis recorded that heartbeat no earlier, so it forgets the
+	// member (and frees its claim) no earlier than lastOK + ForgetAfter.
+	lastOK time.Time
+	// away: cut from Redis for awayLimit, this member serves nothing from
+	// its local share any more (its claim may be freed by now).
+	away bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -98,6 +108,9 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 	}
 	if opts.MemberTTL <= 0 {
 		opts.MemberTTL = 3 * opts.Heartbeat
+	}
+	if opts.ForgetAfter <= opts.MemberTTL {
+		return nil, fmt.Errorf("cloudgate: fleet: ForgetAfter (%v) must exceed the member TTL (%v)", opts.ForgetAfter, opts.MemberTTL)
 	}
 	if opts.MemberID == "" {
 		var b [8]byte
@@ -199,6 +212,9 @@ func (f *Fleet) key(parts ...string) string { return f.prefix + strings.Join(par
 // fallen members' claims leave), which the others hold back while this
 // member is away; minShare before any heartbeat.
 func (f *Fleet) fractionLocked() (float64, int) {
+	if f.away {
+		return 0, f.members
+	}
 	if !f.known {
 		return f.cfg.MinShare, 0
 	}
@@ -218,6 +234,9 @@ func (f *Fleet) loop() {
 		}
 		if err := f.heartbeat(); err != nil {
 			f.redisResult(err)
+			if f.awayTooLong() {
+				f.goAway()
+			}
 		} else {
 			f.redisResult(nil)
 			f.setFallback(false, nil)
@@ -238,6 +257,7 @@ func (f *Fleet) heartbeat() error {
 	f.mu.Lock()
 	current, _ := f.fractionLocked()
 	f.mu.Unlock()
+	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	v, err := heartbeatScript.Run(ctx, f.client, keys,
@@ -271,6 +291,8 @@ func (f *Fleet) heartbeat() error {
 	now := time.Now()
 	f.mu.Lock()
 	f.known = true
+	f.lastOK = sent
+	f.away = false // back in Redis with a new claim; the limiters follow at setFallback(false)
 	f.claim = claim
 	f.members = len(members) / 2
 	f.fallen = int(fallen)
@@ -284,6 +306,52 @@ func (f *Fleet) heartbeat() error {
 		l.heartbeat(now, fraction, n, count, rate)
 	}
 	return nil
+}
+
+// awayLimit is how long after sending its last answered heartbeat a member
+// cut from Redis may serve its claim from its local share: ForgetAfter minus
+// one member TTL. The others free the claim once Redis' clock shows
+// ForgetAfter since it recorded that heartbeat, which was after the member
+// sent it; the TTL is a margin for the two clocks (Redis' TIME is the wall
+// clock, this member's the monotonic one) and for the heartbeat that checks.
+func (f *Fleet) awayLimit() time.Duration { return f.opts.ForgetAfter - f.opts.MemberTTL }
+
+// awayTooLong reports whether this member has been without an answered
+// heartbeat for awayLimit (never before its first one: a member that never
+// reached Redis is not registered, and serves minShare).
+func (f *Fleet) awayTooLong() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.away || (f.known && time.Since(f.lastOK) >= f.awayLimit())
+}
+
+// goAway stops every limiter's local admissions: this member has been cut
+// from Redis for awayLimit, so the others may have freed its claim
+// (issue 24 item 2a). It stays in fallback, probing Redis, and rejoins at
+// the first heartbeat answered.
+func (f *Fleet) goAway() {
+	f.transition.Lock()
+	defer f.transition.Unlock()
+	f.mu.Lock()
+	if f.away || f.closed {
+		f.mu.Unlock()
+		return
+	}
+	f.away = true
+	wasFallback := f.fallback
+	f.fallback, f.failures = true, 0
+	ls := append([]*Limiter(nil), f.limiters...)
+	_, n := f.fractionLocked()
+	since := time.Since(f.lastOK)
+	f.mu.Unlock()
+	if !wasFallback {
+		f.obs.FallbackChanged(true)
+	}
+	f.opts.Logf("cloudgate: fleet %q: no answer from Redis at %s for %v (forgetAfter %v): the others may have freed this member's share; admitting no call until Redis answers; probing every %v",
+		f.cfg.Account, f.cfg.redisTarget(), since.Round(time.Millisecond), f.opts.ForgetAfter, f.opts.Heartbeat)
+	for _, l := range ls {
+		l.goAway(n)
+	}
 }
 
 // setFallback moves every limiter to its local bucket (on) or back to the
@@ -386,7 +454,9 @@ func (f *Fleet) register(l *Limiter) error {
 	}
 	f.limiters = append(f.limiters, l)
 	fraction, n := f.fractionLocked()
-	if f.fallback {
+	if f.away {
+		l.goAway(n)
+	} else if f.fallback {
 		l.enterFallback(fraction, n)
 	} else {
 		l.setShare(fraction, n)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -477,11 +478,11 @@ func TestFallbackAndRejoin(t *testing.T) {
 func TestSlowRedis(t *testing.T) {
 	r := fleettest.Start(t)
 	const quota = 1.0
-	m := newMember(t, r, "acct-g", 1, quota, limiter.BucketConfig{QPS: quota, Burst: 1}, func(c *fleet.Config) {
+	m := newMemberOpts(t, r, "acct-g", 1, quota, limiter.BucketConfig{QPS: quota, Burst: 1}, func(c *fleet.Config) {
 		c.RedisTimeout = fleet.Duration{Duration: 50 * time.Millisecond}
 		c.FallbackAfter = 2
 		c.Heartbeat = fleet.Duration{Duration: time.Minute} // no heartbeat failure in between
-	})
+	}, fleet.Options{}) // ForgetAfter: the default, 120 heartbeats
 	ctx := context.Background()
 	if err := m.l.Wait(ctx, limiter.PriorityNormal); err != nil {
 		t.Fatal(err)
@@ -870,11 +871,12 @@ func TestMembership(t *testing.T) {
 }
 
 // proxy forwards TCP connections to addr until cut: a network partition
-// between one member and Redis.
+// between one member and Redis, which restore heals.
 type proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
+	ln      net.Listener
+	mu      sync.Mutex
+	conns   []net.Conn
+	blocked bool
 }
 
 func newProxy(t *testing.T, addr string) *proxy {
@@ -890,6 +892,13 @@ func newProxy(t *testing.T, addr string) *proxy {
 			if err != nil {
 				return
 			}
+			p.mu.Lock()
+			blocked := p.blocked
+			p.mu.Unlock()
+			if blocked {
+				c.Close()
+				continue
+			}
 			u, err := net.DialTimeout("tcp", addr, time.Second)
 			if err != nil {
 				c.Close()
@@ -902,19 +911,26 @@ func newProxy(t *testing.T, addr string) *proxy {
 			go func() { _, _ = io.Copy(c, u); c.Close() }()
 		}
 	}()
-	t.Cleanup(p.cut)
+	t.Cleanup(func() { p.cut(); ln.Close() })
 	return p
 }
 
-// cut closes the listener and every connection.
+// cut closes every connection and refuses new ones until restore.
 func (p *proxy) cut() {
-	p.ln.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.blocked = true
 	for _, c := range p.conns {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// restore forwards new connections again.
+func (p *proxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked = false
 }
 
 // TestFallenShareHeld: one member loses Redis alone and serves from its
@@ -1212,5 +1228,73 @@ func TestJoinWhileFallen(t *testing.T) {
 		perSecond(start, secs, times["a"], times["b"], times["c"], times["d"]), quota)
 	if lim := slack * (quota*secs + 2*float64(local.Burst)); float64(total) > lim {
 		t.Errorf("the fleet admitted %d in %ds, over the quota (%v)", total, secs, lim)
+	}
+}
+
+// TestCutLongerThanForgetAfter (issue 24 item 2a): a member cut from Redis
+// for longer than ForgetAfter is forgotten by the others, who free its
+// claim; it must have stopped admitting by then. It serves its claim until
+// ForgetAfter − MemberTTL after the last heartbeat it sent that was answered,
+// then admits nothing (its waiters park, none fails) until Redis answers,
+// and rejoins with a new claim. Before the fix c kept admitting its third
+// while a and b used the whole quota.
+func TestCutLongerThanForgetAfter(t *testing.T) {
+	r := fleettest.Start(t)
+	const quota = 90.0
+	px := newProxy(t, r.Addr)
+	a := newMember(t, r, "acct-away", 1, quota, local, nil)
+	b := newMember(t, r, "acct-away", 1, quota, local, nil)
+	c := newMember(t, r, "acct-away", 1, quota, local, func(c *fleet.Config) { c.Redis.Address = px.ln.Addr().String() })
+	for _, m := range []*member{a, b, c} {
+		eventually(t, "three members", func() bool { return math.Abs(m.l.ShareQPS()-quota/3) < 1e-9 })
+	}
+	px.cut()
+	cut := time.Now()
+	eventually(t, "c falls back", c.f.Fallback)
+	eventually(t, "c goes away", func() bool { return c.l.ShareQPS() == 0 })
+	away := time.Now()
+	// newMember: ForgetAfter 2 s, heartbeat 100 ms, so MemberTTL 300 ms.
+	if d := away.Sub(cut); d > 2*time.Second {
+		t.Errorf("c went away %v after the cut, after ForgetAfter (2s)", d)
+	}
+	eventually(t, "a forgets c", func() bool { h, n := a.f.Held(); return h == 0 && n == 0 })
+	forgotten := time.Now()
+	if forgotten.Before(away) {
+		t.Errorf("a forgot c before c went away")
+	}
+	// Greedy callers on c while it is away: none is admitted, none fails
+	// other than by its own deadline; a waiter parked across the rejoin is
+	// admitted.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	err := c.l.Wait(ctx, limiter.PriorityCritical)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("c admitted (or failed otherwise) while away: %v", err)
+	}
+	if c.l.EffectiveQPS() != 0 {
+		t.Errorf("c's effective rate while away %v, want 0", c.l.EffectiveQPS())
+	}
+	parked := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		parked <- c.l.Wait(ctx, limiter.PriorityNormal)
+	}()
+	eventually(t, "a waiter parks on c", func() bool { return c.l.Waiting() == 1 })
+	px.restore()
+	if err := <-parked; err != nil {
+		t.Errorf("the waiter parked while c was away: %v after the rejoin, want nil", err)
+	}
+	eventually(t, "c rejoins", func() bool { return !c.f.Fallback() && c.l.ShareQPS() > 0 })
+	eventually(t, "three members again", func() bool { return math.Abs(a.l.ShareQPS()-quota/3) < 1e-9 })
+	if err := c.l.Wait(context.Background(), limiter.PriorityCritical); err != nil {
+		t.Errorf("c after the rejoin: %v", err)
+	}
+	var lines []string
+	c.ev.mu.Lock()
+	lines = append(lines, c.ev.logs...)
+	c.ev.mu.Unlock()
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "admitting no call until Redis answers") }) {
+		t.Errorf("no log line for going away: %q", lines)
 	}
 }

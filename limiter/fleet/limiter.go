@@ -81,7 +81,13 @@ type Limiter struct {
 	// handed counts the callers given a local bucket that have not yet
 	// returned from its Wait: a bucket is closed only when nobody waits on it
 	// and nobody is about to (Waiting counts only callers inside Wait).
-	handed   map[*limiter.Bucket]int
+	handed map[*limiter.Bucket]int
+	// away: the member has been cut from Redis for the fleet's awayLimit
+	// (its claim may be freed): no local bucket, callers park on unpark
+	// until the member rejoins (or the limiter closes). It implies fallback.
+	away     bool
+	unpark   chan struct{}
+	parked   int
 	fraction float64 // static share, as a fraction of the quota
 	members  int
 	credits  [numClasses]int // tokens granted to waiters that gave up, by class
@@ -207,6 +213,9 @@ func (l *Limiter) EffectiveQPS() float64 {
 	held, _ := l.f.Held() // before l.mu: register holds the fleet's lock, then l.mu
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.away {
+		return 0
+	}
 	if l.fallback && l.lb != nil {
 		return l.lb.EffectiveQPS()
 	}
@@ -236,7 +245,7 @@ func (l *Limiter) Tokens() float64 {
 func (l *Limiter) Waiting() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := l.queues[0].Len() + l.queues[1].Len() + l.queues[2].Len()
+	n := l.queues[0].Len() + l.queues[1].Len() + l.queues[2].Len() + l.parked
 	if l.lb != nil {
 		n += l.lb.Waiting()
 	}
@@ -256,25 +265,50 @@ func (l *Limiter) Waiting() int {
 // or limiter.ErrClosed) and name the family.
 func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 	start := time.Now()
+	for {
+		if again, err := l.wait1(ctx, p, start); !again {
+			return err
+		}
+	}
+}
+
+// wait1 is one attempt of Wait; again means the mode changed under the
+// caller (its local bucket was retired by goAway, or it was parked and the
+// member rejoined) and it must start over, its wait still counted from start.
+func (l *Limiter) wait1(ctx context.Context, p limiter.Priority, start time.Time) (again bool, err error) {
 	if ctx.Err() != nil {
-		return l.done1(p, start, l.ctxError(ctx))
+		return false, l.done1(p, start, l.ctxError(ctx))
 	}
 	cls := classOf(p)
 	l.mu.Lock()
 	switch {
 	case l.closed:
 		l.mu.Unlock()
-		return l.done1(p, start, l.closedError())
+		return false, l.done1(p, start, l.closedError())
+	case l.away:
+		ch := l.unpark
+		l.parked++
+		l.mu.Unlock()
+		select {
+		case <-ch:
+			again = true
+		case <-ctx.Done():
+			err = l.done1(p, start, l.ctxError(ctx))
+		}
+		l.mu.Lock()
+		l.parked--
+		l.mu.Unlock()
+		return again, err
 	case l.fallback:
 		lb, closing := l.localLocked()
 		l.handed[lb]++
 		l.mu.Unlock()
 		closeAll(closing)
-		return l.waitLocal(ctx, lb, p, false)
+		return l.waitLocal(ctx, lb, p, false, start)
 	case l.takeCreditLocked(cls, start):
 		l.mu.Unlock()
 		l.fobs.Admitted(false)
-		return l.done1(p, start, nil)
+		return false, l.done1(p, start, nil)
 	}
 	w := &waiter{class: cls, done: make(chan struct{})}
 	w.elem = l.queues[cls].PushBack(w)
@@ -293,19 +327,24 @@ func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
 			l.credits[cls]++
 			l.creditAt = time.Now()
 		case toLocal:
-			l.unhandLocked(w.fb)
+			if w.fb != nil {
+				l.unhandLocked(w.fb)
+			}
 		}
 		l.mu.Unlock()
-		return l.done1(p, start, l.ctxError(ctx))
+		return false, l.done1(p, start, l.ctxError(ctx))
 	}
 	switch w.state {
 	case granted:
 		l.fobs.Admitted(false)
-		return l.done1(p, start, nil)
+		return false, l.done1(p, start, nil)
 	case toLocal:
-		return l.waitLocal(ctx, w.fb, p, w.bridged)
+		if w.fb == nil {
+			return true, nil // released by goAway: park
+		}
+		return l.waitLocal(ctx, w.fb, p, w.bridged, start)
 	default:
-		return l.done1(p, start, l.closedError())
+		return false, l.done1(p, start, l.closedError())
 	}
 }
 
@@ -314,15 +353,26 @@ func (l *Limiter) done1(p limiter.Priority, start time.Time, err error) error {
 	return err
 }
 
-// waitLocal waits on the local bucket (which reports WaitDone itself). A
-// call admitted there while the member is on the shared budget (bridged: its
-// admission round trip failed) is a debt charged to the shared budget by the
-// next admission of its class that reaches Redis.
-func (l *Limiter) waitLocal(ctx context.Context, lb *limiter.Bucket, p limiter.Priority, bridged bool) error {
-	err := lb.Wait(ctx, p)
+// waitLocal waits on the local bucket. A call admitted there while the
+// member is on the shared budget (bridged: its admission round trip failed)
+// is a debt charged to the shared budget by the next admission of its class
+// that reaches Redis. A token the bucket grants once the member has been
+// away from Redis for the fleet's awayLimit is not used (the others may have
+// freed this member's claim): the member goes away and the caller starts
+// over (and parks); so does a caller whose bucket goAway closed.
+func (l *Limiter) waitLocal(ctx context.Context, lb *limiter.Bucket, p limiter.Priority, bridged bool, start time.Time) (again bool, err error) {
+	err = lb.Wait(ctx, p)
 	l.mu.Lock()
 	l.unhandLocked(lb)
+	retired := l.away && !l.closed
 	l.mu.Unlock()
+	if err == nil && l.f.awayTooLong() {
+		l.f.goAway()
+		return true, nil
+	}
+	if err != nil && errors.Is(err, limiter.ErrClosed) && retired {
+		return true, nil
+	}
 	if err == nil {
 		l.fobs.Admitted(true)
 		if bridged {
@@ -331,7 +381,7 @@ func (l *Limiter) waitLocal(ctx context.Context, lb *limiter.Bucket, p limiter.P
 			l.mu.Unlock()
 		}
 	}
-	return err
+	return false, l.done1(p, start, err)
 }
 
 // localLocked returns the local bucket at the current static share, making
@@ -362,11 +412,14 @@ func (l *Limiter) localLocked() (lb *limiter.Bucket, closing []*limiter.Bucket) 
 	cfg.Burst = max(1, int(math.Round(float64(l.local.Burst)*fraction)))
 	cfg.MinQPS = min(l.local.MinQPS*fraction, cfg.QPS)
 	cfg.RecoveryQPSPerSecond = l.local.RecoveryQPSPerSecond * fraction
-	b, err := limiter.NewBucket(l.family, cfg, nil, l.bobs)
+	// The bucket reports Throttled and RateChanged; WaitDone is reported by
+	// waitLocal, once per call, since a call may move between buckets.
+	obs := localObserver{l.bobs}
+	b, err := limiter.NewBucket(l.family, cfg, nil, obs)
 	if err != nil {
 		// Not expected (l.local is valid and fraction is in (0, 1]); a
 		// plain bucket at the share is always valid.
-		b, _ = limiter.NewBucket(l.family, limiter.BucketConfig{QPS: cfg.QPS, Burst: cfg.Burst}, nil, l.bobs)
+		b, _ = limiter.NewBucket(l.family, limiter.BucketConfig{QPS: cfg.QPS, Burst: cfg.Burst}, nil, obs)
 	}
 	l.lb, l.lbShare = b, l.fraction
 	return b, closing
@@ -468,7 +521,7 @@ func (l *Limiter) OnThrottled(retryAfter time.Duration) {
 // localThrottled gives a throttling answer to the local bucket.
 func (l *Limiter) localThrottled(retryAfter time.Duration) {
 	l.mu.Lock()
-	if l.closed {
+	if l.closed || l.away {
 		l.mu.Unlock()
 		l.bobs.Throttled(retryAfter)
 		return
@@ -504,6 +557,10 @@ func (l *Limiter) Close() {
 	}
 	l.closed = true
 	l.releaseLocked(released, nil, false)
+	if l.unpark != nil {
+		close(l.unpark) // parked callers start over and find the limiter closed
+		l.unpark = nil
+	}
 	fbs := l.retired
 	if l.lb != nil {
 		fbs = append(fbs, l.lb)
@@ -520,7 +577,7 @@ func (l *Limiter) releaseLocked(state int, fb *limiter.Bucket, bridged bool) {
 		for e := l.queues[i].Front(); e != nil; e = l.queues[i].Front() {
 			w := l.queues[i].Remove(e).(*waiter)
 			w.state, w.fb, w.bridged = state, fb, bridged
-			if state == toLocal {
+			if state == toLocal && fb != nil {
 				l.handed[fb]++
 			}
 			close(w.done)
@@ -573,11 +630,43 @@ func (l *Limiter) bridge() {
 }
 
 // leaveFallback returns to the shared budget. Callers already waiting on the
-// local bucket finish there.
+// local bucket finish there; parked ones (away) start over.
 func (l *Limiter) leaveFallback() {
 	l.mu.Lock()
 	l.fallback = false
+	if l.away {
+		l.away = false
+		if l.unpark != nil {
+			close(l.unpark)
+			l.unpark = nil
+		}
+	}
 	l.mu.Unlock()
+	l.signal()
+}
+
+// goAway stops local admissions (see Fleet.goAway): the share becomes 0, the
+// local buckets are closed (their waiters start over and park, as do the
+// queued ones) and callers park until the member rejoins.
+func (l *Limiter) goAway(members int) {
+	l.mu.Lock()
+	if l.closed || l.away {
+		l.mu.Unlock()
+		return
+	}
+	l.away, l.fallback = true, true
+	l.unpark = make(chan struct{})
+	l.fraction, l.members = 0, members
+	closing := l.retired
+	if l.lb != nil {
+		closing = append(closing, l.lb)
+	}
+	l.lb, l.lbShare, l.retired = nil, 0, nil
+	l.credits = [numClasses]int{}
+	l.releaseLocked(toLocal, nil, false)
+	l.mu.Unlock()
+	closeAll(closing)
+	l.fobs.ShareChanged(0, members)
 	l.signal()
 }
 
@@ -750,6 +839,12 @@ func (l *Limiter) admit(cls, n int) (got int, retry time.Duration, err error) {
 	l.mu.Unlock()
 	return int(g), time.Duration(ra * float64(time.Second)), nil
 }
+
+// localObserver is the local buckets' observer: it forwards Throttled and
+// RateChanged and drops WaitDone, which waitLocal reports.
+type localObserver struct{ limiter.BucketObserver }
+
+func (localObserver) WaitDone(limiter.Priority, time.Duration, error) {}
 
 // nopBucketObserver discards bucket events.
 type nopBucketObserver struct{}
