@@ -111,7 +111,7 @@ func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, reason string, a
 	// bounds each call, not the token wait, which the family's waitTimeout
 	// bounds and answers with an *api.RetryError as for a call of its own
 	// (with no waitTimeout, the whole batch, wait included).
-	ctx, cancel := context.WithTimeoutCause(context.Background(), batchCallTimeout, errCallTimeout)
+	ctx, cancel := g.withCallTimeout(context.Background(), batchCallTimeout, errCallTimeout)
 	if g.m.batchInstanceStatus.waitTimeout > 0 {
 		cancel()
 		ctx, cancel = context.WithCancel(context.Background())
@@ -141,7 +141,7 @@ type batchCall struct {
 // off is the index of nodes[0] in the batch, for answer.
 func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int) ([]InstanceStatus, error) {
 	results, err := invoke(ctx, b.g, b.g.m.batchInstanceStatus, prio, func(ctx context.Context) ([]InstanceStatus, error) {
-		ctx, cancel := context.WithTimeoutCause(ctx, batchCallTimeout, errCallTimeout)
+		ctx, cancel := b.g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
 		defer cancel()
 		return b.up.BatchInstanceStatus(ctx, nodes)
 	})

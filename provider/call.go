@@ -145,6 +145,20 @@ func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority) error
 	return err
 }
 
+// withCallTimeout is context.WithTimeoutCause on the gate's clock: with the
+// real clock exactly that (the upstream sees the deadline); with another
+// clock the timeout is that clock's timer, so a simulated clock governs
+// cloudgate's own call timeouts as it governs the token waits (the history
+// checker runs on a fake clock, where a real-clock timeout never fires).
+func (g *gate) withCallTimeout(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	if _, ok := g.clock.(clock.RealClock); ok {
+		return context.WithTimeoutCause(ctx, d, cause)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := stoppableAfterFunc(g.clock, d, func() { cancel(cause) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
 // stoppableAfterFunc runs f after d on clk (the real and fake clocks can
 // delay execution; any other clock uses the real one) and returns a stop
 // function. stop must not be called with a lock f takes.

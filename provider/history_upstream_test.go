@@ -153,6 +153,9 @@ type simCloud struct {
 	callCount map[string]int
 	nextErr   int
 	pending   []fact // facts of the call being answered (s.mu held)
+	// longRetryAfter, if set, is the Retry-After of the throttling
+	// answers (else 1-3 s): the history's long waits.
+	longRetryAfter time.Duration
 }
 
 type upstreamBatch struct {
@@ -214,6 +217,9 @@ func (s *simCloud) fault(batchish bool) (err error, hang bool) {
 		return nil, true
 	case faultThrottle:
 		e := &simThrottleError{msg: fmt.Sprintf("HTTP 429 TooManyRequests: Throttling: Rate exceeded (upstream error #%d)", s.nextErr+1), retryAfter: time.Duration(1+s.rng.Intn(3)) * time.Second}
+		if s.longRetryAfter > 0 {
+			e.retryAfter = s.longRetryAfter
+		}
 		s.nextErr++
 		s.errs[e] = true
 		return e, false

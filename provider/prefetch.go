@@ -81,7 +81,7 @@ func (g *gate) prefetch(ctx context.Context) error {
 	m := g.m.listInstances
 	token := ""
 	for {
-		callCtx, cancelCall := context.WithTimeoutCause(ctx, batchCallTimeout, errCallTimeout)
+		callCtx, cancelCall := g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
 		type pageAnswer struct {
 			page []InstanceRecord
 			next string
