@@ -68,6 +68,9 @@ func (g *gate) buildBatcher(final bool) {
 			MaxItems:      size,
 			SendAtOnce:    g.cfg.Batch.SendAtOnce != nil && *g.cfg.Batch.SendAtOnce,
 			RequestHasher: func(r nodeRequest) string { return keyOfNode(r.node).String() },
+			// A caller joining another's lookup of the same node raises
+			// its priority: a critical lookup never rides a background one.
+			Merge: func(r, joining nodeRequest) nodeRequest { r.prio = min(r.prio, joining.prio); return r },
 			BatchExecutor: func(_ context.Context, reqs []nodeRequest, reason string, answer func(int, InstanceStatus)) []InstanceStatus {
 				return g.sendBatch(up, reqs, reason, answer)
 			},

@@ -32,6 +32,11 @@ type Options[In, Out any] struct {
 	// request, sharing one slot in the batch and its answer. nil: every
 	// request is distinct.
 	RequestHasher func(In) string
+	// Merge, if set, combines a request that joins the slot of one with
+	// the same name (RequestHasher) into the one there, which it replaces
+	// while the batch is open (e.g. to keep the higher priority of the
+	// two); it must keep the name. nil: the first request stays as it was.
+	Merge func(existing, joining In) In
 	// BatchExecutor answers a batch: one Out per request, in order. It runs
 	// on a goroutine of its own with a context that no caller can cancel
 	// (a batch outlives the callers that left it); reason is FlushFull,
@@ -131,6 +136,9 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
 	slot, joined := -1, false
 	if b.opts.RequestHasher != nil {
 		slot, joined = bt.index[b.opts.RequestHasher(in)]
+	}
+	if joined && b.opts.Merge != nil {
+		bt.items[slot] = b.opts.Merge(bt.items[slot], in)
 	}
 	if !joined {
 		slot = len(bt.items)

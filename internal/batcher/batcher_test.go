@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -316,5 +317,40 @@ func TestSendAtOnce(t *testing.T) {
 	want := []string{FlushNow, FlushReturned, FlushTimeout}
 	if fmt.Sprint(reasons) != fmt.Sprint(want) || len(batches[1]) != 3 {
 		t.Fatalf("batches %v reasons %v, want [a] [b c d] [e] sent %v", batches, reasons, want)
+	}
+}
+
+// TestMergeOnJoin: a request joining the slot of one with the same name is
+// merged into it while the batch is open (Options.Merge); both callers get
+// the merged request's answer.
+func TestMergeOnJoin(t *testing.T) {
+	b, clk, rec := newTest(t, Options[string, string]{
+		Name: "t", MaxItems: 2, MaxTimeout: time.Second,
+		RequestHasher: func(s string) string { return s[:1] },
+		Merge:         func(a, b string) string { return max(a, b) },
+	})
+	out := make(chan string, 2)
+	for _, in := range []string{"x1", "x9"} {
+		go func() {
+			o, err := b.Add(context.Background(), in)
+			if err != nil {
+				o = err.Error()
+			}
+			out <- o
+		}()
+		waitFor(t, in+" in the open batch", func() bool {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return b.open != nil && slices.Contains(b.open.items, max("x1", in))
+		})
+	}
+	clk.Step(time.Second)
+	for range 2 {
+		if o := <-out; o != "answer x9" {
+			t.Errorf("a caller got %q; want the merged request's answer", o)
+		}
+	}
+	if bs, _ := rec.snapshot(); len(bs) != 1 || !slices.Equal(bs[0], []string{"x9"}) {
+		t.Errorf("batches %v; want [[x9]]", bs)
 	}
 }
