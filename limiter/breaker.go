@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -125,6 +126,10 @@ type Breaker struct {
 	holdUntil time.Time     // open: no probe before this
 	interval  time.Duration // the current open interval
 	streak    int           // consecutive failed probes since the breaker last closed
+	// opened is cancelled when the breaker next opens (then replaced): see
+	// Opened.
+	opened       context.Context
+	cancelOpened context.CancelFunc
 }
 
 // errReleased frees a probe slot taken by an Allow that raced with the
@@ -163,6 +168,7 @@ func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs
 	if b.clock == nil {
 		b.clock = clock.RealClock{}
 	}
+	b.opened, b.cancelOpened = context.WithCancel(context.Background())
 	ratio, minRequests := cfg.FailureRatio, cfg.MinRequests
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        name,
@@ -191,6 +197,8 @@ func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs
 				}
 				b.interval = min(b.interval, b.openTimeout)
 				b.holdUntil = b.clock.Now().Add(b.interval)
+				b.cancelOpened()
+				b.opened, b.cancelOpened = context.WithCancel(context.Background())
 			case gobreaker.StateClosed:
 				b.streak = 0
 			}
@@ -221,6 +229,25 @@ func (b *Breaker) State() State {
 		return StateOpen
 	}
 	return stateOf(b.cb.State())
+}
+
+// Opened returns a context that is cancelled when the breaker next opens
+// (closed or half-open → open). A caller that Allow admitted and that still
+// waits for something else (a token) should give up then with Rejection, as
+// a caller arriving then would be rejected: otherwise the callers admitted
+// before the breaker opened keep their places in the token queue, and the
+// probes of the half-open breaker wait behind them while every new call is
+// rejected. Take it before Allow, so that an opening in between is seen.
+func (b *Breaker) Opened() context.Context {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.opened
+}
+
+// Rejection is the error Allow returns while the breaker is open: for a
+// caller admitted before it opened that gives up waiting (see Opened).
+func (b *Breaker) Rejection() *OpenError {
+	return b.openError(false, b.held())
 }
 
 // CloudAnswered tells an open breaker that the cloud answered a call

@@ -282,3 +282,38 @@ func TestBreakerNilExcluded(t *testing.T) {
 		t.Fatalf("State() = %v, want open (nothing excluded)", got)
 	}
 }
+
+// TestBreakerOpened: the context Opened returns ends when the breaker next
+// opens, from closed and from half-open (a failed probe), and not before;
+// Rejection is the open breaker's error.
+func TestBreakerOpened(t *testing.T) {
+	cfg := BreakerConfig{FailureRatio: 0.5, MinRequests: 1, Interval: time.Hour, OpenTimeout: 20 * time.Millisecond, HalfOpenRequests: 1}
+	b := newTestBreaker(t, cfg, nil)
+	closed := b.Opened()
+	call(t, b, nil)
+	if closed.Err() != nil {
+		t.Fatal("Opened ended while the breaker stayed closed")
+	}
+	done, err := b.Allow() // admitted while closed, e.g. still waiting for a token
+	if err != nil {
+		t.Fatal(err)
+	}
+	call(t, b, errBoom)
+	if closed.Err() == nil {
+		t.Fatal("Opened did not end when the breaker opened")
+	}
+	done(context.Canceled) // the early caller gives up: excluded
+	var oe *OpenError
+	if err := b.Rejection(); !errors.As(error(err), &oe) || oe.RetryIn <= 0 || !errors.Is(err, errBoom) {
+		t.Fatalf("Rejection() = %v, want the open breaker's *OpenError wrapping boom with a RetryIn", err)
+	}
+	waitHalfOpen(t, b)
+	halfOpen := b.Opened()
+	if halfOpen.Err() != nil {
+		t.Fatal("the Opened of the half-open breaker is already done")
+	}
+	call(t, b, errBoom) // the probe fails: open again
+	if halfOpen.Err() == nil {
+		t.Fatal("Opened did not end when a failed probe reopened the breaker")
+	}
+}

@@ -75,11 +75,12 @@ func breakerOutcome(ctx context.Context, err error) error {
 // went. fn's result and error are returned unchanged.
 func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
+	opened := m.breaker.Opened() // before Allow: an opening in between ends the wait at once
 	done, err := m.breaker.Allow()
 	if err != nil {
 		return zero, g.openRetry(err)
 	}
-	if err := g.wait(ctx, m, prio); err != nil {
+	if err := g.wait(ctx, m, prio, opened); err != nil {
 		done(callerGone{err}) // nothing was sent: no verdict on the cloud
 		return zero, err
 	}
@@ -124,23 +125,39 @@ func (g *gate) openRetry(err error) error {
 // errWaitTimeout is the cause with which wait gives up.
 var errWaitTimeout = errors.New("cloudgate: token wait timed out")
 
+// errBreakerOpened is the cause with which wait gives up when the family's
+// breaker opens.
+var errBreakerOpened = errors.New("cloudgate: circuit breaker opened while waiting for a token")
+
 // wait waits for m's token for at most m.waitTimeout (on the gate's clock).
 // Running out of it is a retryable *api.RetryError, so the service
 // controller requeues instead of parking a worker; the caller's own context
-// ending is the bucket's error, as before.
-func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority) error {
-	if m.waitTimeout <= 0 {
-		return m.bucket.Wait(ctx, prio)
-	}
+// ending is the bucket's error, as before. When m's breaker opens meanwhile
+// (opened ends), the caller gets the breaker's rejection, as a caller
+// arriving then would: otherwise the callers admitted before it opened would
+// keep their places in the queue and the half-open breaker's probe would
+// wait behind them while every new call is rejected.
+func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority, opened context.Context) error {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	t := stoppableAfterFunc(g.clock, m.waitTimeout, func() { cancel(errWaitTimeout) })
+	stopOpened := context.AfterFunc(opened, func() { cancel(errBreakerOpened) })
+	defer stopOpened()
+	stopTimeout := func() {}
+	if m.waitTimeout > 0 {
+		stopTimeout = stoppableAfterFunc(g.clock, m.waitTimeout, func() { cancel(errWaitTimeout) })
+	}
 	err := m.bucket.Wait(wctx, prio)
-	t()
-	if err != nil && ctx.Err() == nil && context.Cause(wctx) == errWaitTimeout {
+	stopTimeout()
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	switch context.Cause(wctx) {
+	case errWaitTimeout:
 		return cloudproviderapi.NewRetryError(fmt.Sprintf(
 			"cloudgate: no %q token within %s (limits.%s.waitTimeout): the cloud API quota is exhausted; retry later",
 			m.bucketName, m.waitTimeout, m.family), min(m.waitTimeout, 30*time.Second))
+	case errBreakerOpened:
+		return g.openRetry(m.breaker.Rejection())
 	}
 	return err
 }
