@@ -68,6 +68,15 @@ type Config struct {
 	// heartbeats counts as fallen: the others reserve its static share.
 	// Every member of a fleet should use the same heartbeat.
 	Heartbeat Duration `json:"heartbeat,omitzero"`
+	// ForgetAfter is how long the others keep a silent member registered
+	// and its claim held back from their budget, and so how long a member
+	// cut from Redis may serve its claim (ForgetAfter less three
+	// heartbeats after its last answered heartbeat; then it admits nothing
+	// until Redis answers). Longer keeps a member serving through a longer
+	// Redis outage, at the price of holding a dead member's claim as long.
+	// Each member's own value decides when it is forgotten. Between 10
+	// heartbeats and 24h; default 120 heartbeats (2m).
+	ForgetAfter Duration `json:"forgetAfter,omitzero"`
 	// Recovery is how long the fleet's rate takes to grow back linearly
 	// from 0 to the quota after a throttling answer cut it (10ms-1h; default
 	// 30s, as a local bucket's qps/30 per second). Successive cuts are at
@@ -216,6 +225,15 @@ func (c Config) Validate() error {
 	}
 	if d := c.Heartbeat.Duration; d != 0 && (d < 10*time.Millisecond || d > time.Minute) {
 		bad(p+"heartbeat must be between 10ms and 1m (got %v; leave it out for %v)", d, DefaultHeartbeat)
+	}
+	if d := c.ForgetAfter.Duration; d != 0 {
+		hb := c.Heartbeat.Duration
+		if hb == 0 {
+			hb = DefaultHeartbeat
+		}
+		if d < 10*hb || d > 24*time.Hour {
+			bad(p+"forgetAfter must be between 10 heartbeats (%v) and 24h (got %v; leave it out for 120 heartbeats)", 10*hb, d)
+		}
 	}
 	if d := c.Recovery.Duration; d != 0 && (d < time.Second/100 || d > time.Hour) {
 		bad(p+"recovery must be between 10ms and 1h (got %v; leave it out for %v)", d, DefaultRecovery)

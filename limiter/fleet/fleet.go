@@ -28,9 +28,9 @@ type Options struct {
 	// heartbeat; afterwards it has fallen and the others hold its share.
 	// Default 3 × Heartbeat.
 	MemberTTL time.Duration
-	// ForgetAfter is how long a fallen member stays registered (its share
-	// held) before it is deregistered; default 120 × Heartbeat (2 min at
-	// 1s). A member that stops without Close holds its share that long, and
+	// ForgetAfter overrides Config.ForgetAfter (limits.shared.forgetAfter)
+	// when set: how long a fallen member stays registered (its share held)
+	// before it is deregistered; default 120 × Heartbeat (2 min at 1s). A member that stops without Close holds its share that long, and
 	// a member cut from Redis serves its share for ForgetAfter − MemberTTL
 	// after it sent its last answered heartbeat, then admits nothing until
 	// Redis answers again (see Fleet.awayLimit). It must exceed MemberTTL.
@@ -102,6 +102,9 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = cfg.Heartbeat.Duration
+	}
+	if opts.ForgetAfter <= 0 {
+		opts.ForgetAfter = cfg.ForgetAfter.Duration
 	}
 	if opts.ForgetAfter <= 0 {
 		opts.ForgetAfter = 120 * opts.Heartbeat
@@ -198,7 +201,7 @@ func (f *Fleet) Close() {
 		l.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	_ = heartbeatScript.Run(ctx, f.client, []string{f.key("weights"), f.key("heartbeats"), f.key("held"), f.key("claims")},
+	_ = heartbeatScript.Run(ctx, f.client, []string{f.key("weights"), f.key("heartbeats"), f.key("held"), f.key("claims"), f.key("forget")},
 		f.opts.MemberID, 0, f.opts.MemberTTL.Milliseconds(), "leave", f.opts.ForgetAfter.Milliseconds()).Err()
 	cancel()
 	_ = f.client.Close()
@@ -250,7 +253,7 @@ func (f *Fleet) heartbeat() error {
 	f.mu.Lock()
 	ls := append([]*Limiter(nil), f.limiters...)
 	f.mu.Unlock()
-	keys := []string{f.key("weights"), f.key("heartbeats"), f.key("held"), f.key("claims")}
+	keys := []string{f.key("weights"), f.key("heartbeats"), f.key("held"), f.key("claims"), f.key("forget")}
 	for _, l := range ls {
 		keys = append(keys, l.keys[keyCount], l.keys[keyAIMD])
 	}

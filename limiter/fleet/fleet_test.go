@@ -611,6 +611,9 @@ func TestConfigValidate(t *testing.T) {
 		{"fallbackAfter", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", FallbackAfter: 500}, "limits.shared.fallbackAfter"},
 		{"heartbeat", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", Heartbeat: fleet.Duration{Duration: time.Millisecond}}, "limits.shared.heartbeat"},
 		{"recovery", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", Recovery: fleet.Duration{Duration: 2 * time.Hour}}, "limits.shared.recovery"},
+		{"forgetAfter below 10 heartbeats", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", ForgetAfter: fleet.Duration{Duration: 5 * time.Second}}, "limits.shared.forgetAfter must be between 10 heartbeats (10s)"},
+		{"forgetAfter above 24h", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", ForgetAfter: fleet.Duration{Duration: 25 * time.Hour}}, "limits.shared.forgetAfter"},
+		{"forgetAfter", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", Heartbeat: fleet.Duration{Duration: 100 * time.Millisecond}, ForgetAfter: fleet.Duration{Duration: 10 * time.Minute}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1297,4 +1300,33 @@ func TestCutLongerThanForgetAfter(t *testing.T) {
 	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "admitting no call until Redis answers") }) {
 		t.Errorf("no log line for going away: %q", lines)
 	}
+}
+
+// TestOwnForgetAfterDecides: a silent member is forgotten after its own
+// forgetAfter (recorded with its heartbeats), not the one of the member
+// whose heartbeat looks: c (forgetAfter 3 s) cut from Redis keeps its claim
+// held by a (forgetAfter 1 s) past 1 s, as long as c itself serves it.
+func TestOwnForgetAfterDecides(t *testing.T) {
+	r := fleettest.Start(t)
+	const quota = 90.0
+	px := newProxy(t, r.Addr)
+	a := newMemberOpts(t, r, "acct-own", 1, quota, local, nil, fleet.Options{ForgetAfter: time.Second})
+	c := newMemberOpts(t, r, "acct-own", 1, quota, local, func(c *fleet.Config) {
+		c.Redis.Address = px.ln.Addr().String()
+		c.ForgetAfter = fleet.Duration{Duration: 3 * time.Second}
+	}, fleet.Options{})
+	for _, m := range []*member{a, c} {
+		eventually(t, "two members", func() bool { return math.Abs(m.l.ShareQPS()-quota/2) < 1e-9 })
+	}
+	px.cut()
+	cut := time.Now()
+	eventually(t, "a holds c's claim", func() bool { _, n := a.f.Held(); return n == 1 })
+	for time.Since(cut) < 2*time.Second {
+		if _, n := a.f.Held(); n != 1 && c.l.ShareQPS() > 0 {
+			t.Fatalf("a forgot c %v after the cut while c still serves %v/s (c's forgetAfter 3s)", time.Since(cut), c.l.ShareQPS())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	eventually(t, "c goes away", func() bool { return c.l.ShareQPS() == 0 })
+	eventually(t, "a forgets c", func() bool { h, n := a.f.Held(); return h == 0 && n == 0 })
 }

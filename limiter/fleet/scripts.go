@@ -126,8 +126,9 @@ return {decreased, string.format('%.6f', f)}
 //
 // KEYS: 1 weights hash (member → weight), 2 heartbeats sorted set (member →
 // ms), 3 held fraction, 4 claims hash (member → the fraction of the quota it
-// may serve from its local share if it loses Redis), then for each family
-// its admission counter and AIMD hash.
+// may serve from its local share if it loses Redis), 5 forget hash (member →
+// its own forget ms), then for each family its admission counter and AIMD
+// hash.
 // ARGV: 1 member, 2 weight, 3 TTL ms, 4 "leave" to deregister instead,
 // 5 forget ms, 6 the claim this member holds now (what it would serve in
 // fallback before this heartbeat's answer reaches it).
@@ -145,8 +146,10 @@ return {decreased, string.format('%.6f', f)}
 // the held ones sum to at most 1. The stored claim is the larger of the new
 // one and the one the member holds now (ARGV 6), so that a lost answer
 // never leaves the member serving more than Redis holds for it.
-// After forget ms without a heartbeat a member is deregistered and its claim
-// freed.
+// After its own forget ms (recorded with its heartbeats; ARGV 5 for a
+// member that recorded none) without a heartbeat a member is deregistered
+// and its claim freed: the member itself stops serving its claim before
+// then (Fleet.awayLimit), so each member's own value must decide.
 var heartbeatScript = redis.NewScript(aimdLua + `
 local t = now()
 local ms = math.floor(t * 1000)
@@ -155,14 +158,24 @@ if ARGV[4] == 'leave' then
   redis.call('HDEL', KEYS[1], ARGV[1])
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[4], ARGV[1])
+  redis.call('HDEL', KEYS[5], ARGV[1])
   return {{}, {}, '0', 0, '0'}
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], ms, ARGV[1])
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms - forget)) do
-  redis.call('HDEL', KEYS[1], m)
-  redis.call('ZREM', KEYS[2], m)
-  redis.call('HDEL', KEYS[4], m)
+redis.call('HSET', KEYS[5], ARGV[1], ARGV[5])
+local keep = forget
+local silent = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. (ms - ttl), 'WITHSCORES')
+for i = 1, #silent, 2 do
+  local m, last = silent[i], tonumber(silent[i + 1])
+  local f = tonumber(redis.call('HGET', KEYS[5], m) or '') or forget
+  keep = math.max(keep, f)
+  if ms - last >= f then
+    redis.call('HDEL', KEYS[1], m)
+    redis.call('ZREM', KEYS[2], m)
+    redis.call('HDEL', KEYS[4], m)
+    redis.call('HDEL', KEYS[5], m)
+  end
 end
 local fallen = {}
 local nfallen = 0
@@ -194,11 +207,11 @@ else
   redis.call('DEL', KEYS[3])
 end
 -- A fleet whose members all stopped leaves nothing behind.
-redis.call('PEXPIRE', KEYS[1], forget + ttl)
-redis.call('PEXPIRE', KEYS[2], forget + ttl)
-redis.call('PEXPIRE', KEYS[4], forget + ttl)
+for i = 1, 5 do
+  if i ~= 3 then redis.call('PEXPIRE', KEYS[i], keep + ttl) end
+end
 local fams = {}
-for i = 5, #KEYS, 2 do
+for i = 6, #KEYS, 2 do
   local f = aimd(KEYS[i + 1], t)
   table.insert(fams, redis.call('GET', KEYS[i]) or '0')
   table.insert(fams, string.format('%.6f', f))
