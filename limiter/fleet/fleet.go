@@ -336,7 +336,9 @@ func (f *Fleet) goAway() {
 	f.transition.Lock()
 	defer f.transition.Unlock()
 	f.mu.Lock()
-	if f.away || f.closed {
+	// Looked at again under the lock: a heartbeat may have been answered
+	// since the caller looked.
+	if f.away || f.closed || !f.known || time.Since(f.lastOK) < f.awayLimit() {
 		f.mu.Unlock()
 		return
 	}
