@@ -10,18 +10,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	"helm.sh/helm/v4/pkg/engine"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cloudgate/cloudgate/provider"
@@ -88,46 +83,12 @@ func capabilities(monitoring bool, extra ...string) *common.Capabilities {
 	return caps
 }
 
-// render renders the chart and returns its objects, sorted by kind and name.
+// render renders the chart and returns its objects.
 func render(t *testing.T, vals map[string]any, caps *common.Capabilities) []*unstructured.Unstructured {
 	t.Helper()
-	ch, err := loader.Load(chartDir)
+	objs, err := Render(chartDir, vals, caps)
 	if err != nil {
 		t.Fatal(err)
-	}
-	rv, err := util.ToRenderValuesWithSchemaValidation(ch, vals,
-		common.ReleaseOptions{Name: "cloudgate", Namespace: "kube-system", IsInstall: true}, caps, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := engine.Render(ch, rv)
-	if err != nil {
-		t.Fatalf("render: %v", err)
-	}
-	var objs []*unstructured.Unstructured
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if !strings.HasSuffix(n, ".yaml") {
-			continue
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(files[n]), 4096)
-		for {
-			var m map[string]any
-			if err := dec.Decode(&m); err != nil {
-				if err.Error() == "EOF" {
-					break
-				}
-				t.Fatalf("%s: %v\n%s", n, err, files[n])
-			}
-			if len(m) == 0 {
-				continue
-			}
-			objs = append(objs, &unstructured.Unstructured{Object: m})
-		}
 	}
 	return objs
 }
