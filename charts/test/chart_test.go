@@ -130,7 +130,7 @@ func TestRender(t *testing.T) {
 		ctr := spec["containers"].([]any)[0].(map[string]any)
 		args := strings.Trim(fmt.Sprint(ctr["args"]), "[]") + " "
 		for _, want := range []string{"--cloud-provider=cloudgate", "--leader-elect=true", "--leader-elect-resource-name=cloud-controller-manager",
-			fmt.Sprintf("--use-service-account-credentials=%v", c.saCreds), "--controllers=* "} {
+			fmt.Sprintf("--use-service-account-credentials=%v", c.saCreds), "--controllers=* ", "--configure-cloud-routes=false "} {
 			if !strings.Contains(args, want) {
 				t.Errorf("%v: args %s lack %s", c, args, want)
 			}
@@ -200,6 +200,7 @@ var saClients = []string{"node-controller", "service-controller", "route-control
 
 // TestTagging: tagging.tags turns the AWS provider's tagging controller on with its flags;
 // without tags "*" leaves it off (as in the AWS CCM); keys that --tags cannot carry fail.
+// Likewise configureCloudRoutes needs clusterCIDR (the route controller exits without it).
 func TestTagging(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -212,12 +213,20 @@ func TestTagging(t *testing.T) {
 			[]string{"--controllers=*,tagging ", "--tags=cost-center=1234,team=platform ", "--resources=instance "}, ""},
 		{"two resources", map[string]any{"tags": map[string]any{"a": "b"}, "resources": []any{"instance", "instance"}},
 			[]string{"--resources=instance --resources=instance "}, ""},
+		{"routes", nil, []string{"--configure-cloud-routes=true ", "--cluster-cidr=100.96.0.0/11 "}, ""},
+		{"routes without a cluster CIDR", nil, nil, "clusterCIDR is required"},
 		{"comma in a key", map[string]any{"tags": map[string]any{"a,b": "c"}}, nil, `tagging.tags: "a,b"`},
 		{"comma in a value", map[string]any{"tags": map[string]any{"a": "b,c"}}, nil, `tagging.tags: "a"`},
 	} {
 		vals := map[string]any{}
 		if tc.tagging != nil {
 			vals["tagging"] = tc.tagging
+		}
+		switch tc.name {
+		case "routes":
+			vals["configureCloudRoutes"], vals["clusterCIDR"] = true, "100.96.0.0/11"
+		case "routes without a cluster CIDR":
+			vals["configureCloudRoutes"] = true
 		}
 		objs, err := Render(chartDir, vals, nil)
 		if tc.wantErr != "" {

@@ -93,7 +93,7 @@ func TestKustomize(t *testing.T) {
 	d := find(aws, "Deployment", "cloud-controller-manager")
 	ctr := d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 	cmd := fmt.Sprint(ctr["command"])
-	for _, want := range []string{"--use-service-account-credentials=true", "--controllers=*", "--cloud-provider=cloudgate"} {
+	for _, want := range []string{"--use-service-account-credentials=true", "--controllers=*", "--configure-cloud-routes=false", "--cloud-provider=cloudgate"} {
 		if !strings.Contains(cmd, want) {
 			t.Errorf("aws overlay command %s lacks %s", cmd, want)
 		}

@@ -21,6 +21,8 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cloud-provider-aws/pkg/controllers/tagging"
+	"k8s.io/cloud-provider/names"
 
 	"github.com/cloudgate/cloudgate/deploy"
 	"github.com/cloudgate/cloudgate/internal/e2e"
@@ -67,8 +69,7 @@ func TestE2EDropIn(t *testing.T) {
 
 	ccmBin := filepath.Join(dir, "cloud-controller-manager")
 	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./providers/aws/cmd/cloud-controller-manager", 25*time.Minute)
-	rbac := renderChart(ctx, t, goBin, "ServiceAccount,ClusterRole,ClusterRoleBinding,Role,RoleBinding")
-	chartArgs := containerArgs(t, renderChart(ctx, t, goBin, "Deployment"))
+	rbac, chartArgs := renderChart(ctx, t, goBin)
 	phase("chart rendered")
 
 	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
@@ -156,6 +157,9 @@ limits:
 	t.Logf("CCM flags: %s", strings.Join(args, " "))
 	ccm := e2e.StartProcess(t, dir, "cloud-controller-manager", ccmBin, args...)
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- the CCM's warnings and errors ---\n%s", strings.Join(e2e.GrepLines(t, ccm.Log, regexp.MustCompile(`^[WEF]\d{4}`)), "\n"))
+		}
 		if forbidden := e2e.GrepLines(t, ccm.Log, regexp.MustCompile(`(?i)forbidden`)); len(forbidden) > 0 {
 			t.Errorf("the API server refused the CCM %d times (the chart's RBAC lacks a rule or binding?):\n%s",
 				len(forbidden), strings.Join(forbidden[:min(len(forbidden), 10)], "\n"))
@@ -229,13 +233,15 @@ limits:
 	phase("fleet Events recorded")
 
 	// Each client acted as its own ServiceAccount, which the CCM created.
-	for _, sa := range []string{"node-controller", tagging, "aws-cloud-provider", provider.EventsClientName} {
+	for _, sa := range []string{"node-controller", tagging.TaggingControllerClientName, "aws-cloud-provider", provider.EventsClientName} {
 		if _, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").Get(ctx, sa, metav1.GetOptions{}); err != nil {
 			t.Errorf("ServiceAccount kube-system/%s (service-account credentials): %v", sa, err)
 		}
 	}
-	for _, want := range []string{`Starting "tagging"`, `Starting "service"`, `Starting "cloud-node"`, `Starting "cloud-node-lifecycle"`} {
-		if len(e2e.GrepLines(t, ccm.Log, regexp.MustCompile(regexp.QuoteMeta(want)))) == 0 {
+	// --controllers=*,tagging started the AWS CCM's set.
+	for _, c := range []string{names.CloudNodeController, names.CloudNodeLifecycleController, names.ServiceLBController,
+		names.NodeRouteController, tagging.TaggingControllerKey} {
+		if want := fmt.Sprintf("Starting %q", c); len(e2e.GrepLines(t, ccm.Log, regexp.MustCompile(regexp.QuoteMeta(want)))) == 0 {
 			t.Errorf("the CCM's log has no %s", want)
 		}
 	}
@@ -245,18 +251,16 @@ limits:
 	}
 }
 
-// tagging is the tagging controller's kube client name.
-const tagging = "tagging-controller"
-
 // renderChart renders charts/cloudgate with dropInValues (charts/test/cmd/render-chart, Helm's
-// Go SDK in its own module) and returns the objects of the given kinds.
-func renderChart(ctx context.Context, t *testing.T, goBin, kinds string) []runtime.Object {
+// Go SDK in its own module) and returns its RBAC objects and the CCM container's args.
+func renderChart(ctx context.Context, t *testing.T, goBin string) (rbac []runtime.Object, args []string) {
 	t.Helper()
 	chartTest, err := filepath.Abs("../../../../charts/test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, goBin, "run", "./cmd/render-chart", "-values", dropInValues, "-kinds", kinds)
+	cmd := exec.CommandContext(ctx, goBin, "run", "./cmd/render-chart", "-values", dropInValues,
+		"-kinds", "ServiceAccount,ClusterRole,ClusterRoleBinding,Role,RoleBinding,Deployment")
 	cmd.Dir = chartTest
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -268,22 +272,17 @@ func renderChart(ctx context.Context, t *testing.T, goBin, kinds string) []runti
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(objs) == 0 {
-		t.Fatalf("the chart rendered no %s", kinds)
-	}
-	return objs
-}
-
-// containerArgs returns the CCM container's args of the rendered Deployment.
-func containerArgs(t *testing.T, objs []runtime.Object) []string {
-	t.Helper()
 	for _, o := range objs {
 		if d, ok := o.(*appsv1.Deployment); ok {
-			return d.Spec.Template.Spec.Containers[0].Args
+			args = d.Spec.Template.Spec.Containers[0].Args
+			continue
 		}
+		rbac = append(rbac, o)
 	}
-	t.Fatal("the chart rendered no Deployment")
-	return nil
+	if len(rbac) == 0 || len(args) == 0 {
+		t.Fatalf("the chart rendered %d RBAC objects and args %q", len(rbac), args)
+	}
+	return rbac, args
 }
 
 // waitEvent waits for an events.k8s.io Event with the reason in kube-system, reported by
