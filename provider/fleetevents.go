@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,7 @@ type fleetEvents struct {
 
 	mu          sync.Mutex
 	broadcaster events.EventBroadcaster // nil before Initialize and after close
+	stop        context.CancelFunc      // the broadcaster's housekeeping
 	recorder    events.EventRecorder
 	member      string
 }
@@ -77,16 +79,19 @@ func (e *fleetEvents) initialize(b cloudprovider.ControllerClientBuilder, member
 		return
 	}
 	bc := events.NewBroadcaster(&events.EventSinkImpl{Interface: c.EventsV1()})
-	if err := bc.StartRecordingToSinkWithContext(wait.ContextForChannel(stop)); err != nil {
+	ctx, cancel := context.WithCancel(wait.ContextForChannel(stop))
+	if err := bc.StartRecordingToSinkWithContext(ctx); err != nil {
 		klog.ErrorS(err, "cloudgate: fleet cannot record fallback Events", "account", e.account)
+		cancel()
 		bc.Shutdown()
 		return
 	}
 	e.mu.Lock()
-	old := e.broadcaster
-	e.broadcaster, e.recorder, e.member = bc, bc.NewRecorder(scheme.Scheme, "cloudgate"), member
+	old, oldStop := e.broadcaster, e.stop
+	e.broadcaster, e.stop, e.recorder, e.member = bc, cancel, bc.NewRecorder(scheme.Scheme, "cloudgate"), member
 	e.mu.Unlock()
 	if old != nil {
+		oldStop()
 		old.Shutdown()
 	}
 }
@@ -113,10 +118,11 @@ func (e *fleetEvents) FallbackChanged(fallback bool) {
 // close stops recording; Events not yet written are dropped.
 func (e *fleetEvents) close() {
 	e.mu.Lock()
-	bc := e.broadcaster
-	e.broadcaster, e.recorder = nil, nil
+	bc, stop := e.broadcaster, e.stop
+	e.broadcaster, e.stop, e.recorder = nil, nil, nil
 	e.mu.Unlock()
 	if bc != nil {
+		stop()
 		bc.Shutdown()
 	}
 }
