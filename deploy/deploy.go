@@ -42,6 +42,12 @@ func Objects(name string) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Decode(name, data)
+}
+
+// Decode is Objects for YAML documents from elsewhere (e.g. the Helm chart rendered by
+// charts/test/cmd/render-chart); name labels its errors.
+func Decode(name string, data []byte) ([]runtime.Object, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var objs []runtime.Object
 	for i := 0; ; i++ {

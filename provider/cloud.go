@@ -17,11 +17,20 @@ var _ cloudprovider.Interface = (*cloud)(nil)
 func (c *cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.g.upstream.Initialize(clientBuilder, stop)
 	if c.g.fleet != nil {
-		c.g.fleetEv.initialize(clientBuilder, c.g.fleet.Member()) // fallback Events
+		c.g.fleetEv.initialize(clientBuilder, c.g.fleet.Member(), stop) // fallback Events
 	}
 	c.g.buildBatcher(true)
 	c.g.start(stop)
 }
+
+// Upstream returns the provider cloudgate wraps, unchanged, for a controller
+// that needs the upstream's own type beyond cloudprovider.Interface: the AWS
+// provider's tagging controller asserts *aws.Cloud and calls its
+// TagResource (EC2 CreateTags), which is no cloudprovider.Interface method
+// and so was never cloudgate's to cache or limit. Calls made on it bypass
+// cloudgate (no cache, limits or metrics). awsbatch.Cloud has the same
+// method, so a binary unwraps cloudgate → aws-batch → aws in a loop.
+func (c *cloud) Upstream() cloudprovider.Interface { return c.g.upstream }
 
 // Close stops cloudgate's goroutines (list prefetch) and waits for them and
 // for batch calls in flight. The upstream is not closed. Calls made after

@@ -150,6 +150,12 @@ func TestRegisteredFactory(t *testing.T) {
 			if _, ok := c.InstancesV2(); !ok {
 				t.Fatal("InstancesV2 lost through the factory")
 			}
+			// The upstream itself, for controllers that need its own type (AWS tagging).
+			if up := c.(interface {
+				Upstream() cloudprovider.Interface
+			}).Upstream(); up != cloudprovider.Interface(registeredFake) {
+				t.Fatalf("Upstream() = %T %p, want the registered upstream %p", up, up, registeredFake)
+			}
 		})
 	}
 }

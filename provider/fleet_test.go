@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -130,8 +131,8 @@ func TestFleetFallbackEvents(t *testing.T) {
 	c.Initialize(fakeClientBuilder{kc}, stop)
 	g := c.(*cloud).g
 
-	events := func() []corev1.Event {
-		l, err := kc.CoreV1().Events("kube-system").List(context.Background(), metav1.ListOptions{})
+	events := func() []eventsv1.Event {
+		l, err := kc.EventsV1().Events("kube-system").List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,11 +161,14 @@ func TestFleetFallbackEvents(t *testing.T) {
 		if e.Reason != w.reason || e.Type != w.typ {
 			t.Errorf("Event %d: %s/%s, want %s/%s", i, e.Reason, e.Type, w.reason, w.typ)
 		}
-		if e.InvolvedObject.Kind != "Namespace" || e.InvolvedObject.Name != "kube-system" || e.Namespace != "kube-system" {
-			t.Errorf("Event %d on %+v in %q, want the kube-system Namespace", i, e.InvolvedObject, e.Namespace)
+		if e.Regarding.Kind != "Namespace" || e.Regarding.Name != "kube-system" || e.Namespace != "kube-system" {
+			t.Errorf("Event %d on %+v in %q, want the kube-system Namespace", i, e.Regarding, e.Namespace)
 		}
-		if !strings.Contains(e.Message, "acct-events") || !strings.Contains(e.Message, g.fleet.Member()) || strings.Contains(e.Message, r.Password) {
-			t.Errorf("Event %d message %q: want the account and the member, never the password", i, e.Message)
+		if e.ReportingController != "cloudgate" || e.Action == "" || e.EventTime.IsZero() {
+			t.Errorf("Event %d: reporting controller %q, action %q, time %v: want cloudgate's, set", i, e.ReportingController, e.Action, e.EventTime)
+		}
+		if !strings.Contains(e.Note, "acct-events") || !strings.Contains(e.Note, g.fleet.Member()) || strings.Contains(e.Note, r.Password) {
+			t.Errorf("Event %d note %q: want the account and the member, never the password", i, e.Note)
 		}
 	}
 }

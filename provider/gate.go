@@ -249,7 +249,7 @@ func (g *gate) close() {
 	}
 	if g.fleet != nil {
 		g.fleet.Close() // deregisters this member; its limiters then fall back to local buckets
-		g.fleetEv.wait()
+		g.fleetEv.close()
 	}
 }
 

@@ -110,6 +110,9 @@ func (l *lazyCloud) get() *cloud {
 	return c
 }
 
+// Upstream returns the wrapped provider (cloud.Upstream), building it first.
+func (l *lazyCloud) Upstream() cloudprovider.Interface { return l.get().Upstream() }
+
 func (l *lazyCloud) Initialize(b cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	l.get().Initialize(b, stop)
 }

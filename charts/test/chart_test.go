@@ -10,18 +10,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	"helm.sh/helm/v4/pkg/engine"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cloudgate/cloudgate/provider"
@@ -88,46 +83,12 @@ func capabilities(monitoring bool, extra ...string) *common.Capabilities {
 	return caps
 }
 
-// render renders the chart and returns its objects, sorted by kind and name.
+// render renders the chart and returns its objects.
 func render(t *testing.T, vals map[string]any, caps *common.Capabilities) []*unstructured.Unstructured {
 	t.Helper()
-	ch, err := loader.Load(chartDir)
+	objs, err := Render(chartDir, vals, caps)
 	if err != nil {
 		t.Fatal(err)
-	}
-	rv, err := util.ToRenderValuesWithSchemaValidation(ch, vals,
-		common.ReleaseOptions{Name: "cloudgate", Namespace: "kube-system", IsInstall: true}, caps, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := engine.Render(ch, rv)
-	if err != nil {
-		t.Fatalf("render: %v", err)
-	}
-	var objs []*unstructured.Unstructured
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if !strings.HasSuffix(n, ".yaml") {
-			continue
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(files[n]), 4096)
-		for {
-			var m map[string]any
-			if err := dec.Decode(&m); err != nil {
-				if err.Error() == "EOF" {
-					break
-				}
-				t.Fatalf("%s: %v\n%s", n, err, files[n])
-			}
-			if len(m) == 0 {
-				continue
-			}
-			objs = append(objs, &unstructured.Unstructured{Object: m})
-		}
 	}
 	return objs
 }
@@ -167,9 +128,9 @@ func TestRender(t *testing.T) {
 			t.Errorf("%v: dnsPolicy = %v, want ClusterFirstWithHostNet with hostNetwork", c, got)
 		}
 		ctr := spec["containers"].([]any)[0].(map[string]any)
-		args := fmt.Sprint(ctr["args"])
+		args := strings.Trim(fmt.Sprint(ctr["args"]), "[]") + " "
 		for _, want := range []string{"--cloud-provider=cloudgate", "--leader-elect=true", "--leader-elect-resource-name=cloud-controller-manager",
-			fmt.Sprintf("--use-service-account-credentials=%v", c.saCreds), "--controllers=cloud-node,cloud-node-lifecycle,service,route"} {
+			fmt.Sprintf("--use-service-account-credentials=%v", c.saCreds), "--controllers=* ", "--configure-cloud-routes=false "} {
 			if !strings.Contains(args, want) {
 				t.Errorf("%v: args %s lack %s", c, args, want)
 			}
@@ -220,10 +181,73 @@ func TestRender(t *testing.T) {
 		// RBAC: with service-account credentials each controller's account is bound.
 		crb := find(objs, "ClusterRoleBinding", "cloudgate:cloud-controller-manager")
 		subjects := fmt.Sprint(crb.Object["subjects"])
-		for _, sa := range []string{"cloud-node-controller", "node-controller", "service-controller", "route-controller", "tagging-controller"} {
+		for _, sa := range saClients {
 			if got := strings.Contains(subjects, "name:"+sa+" "); got != c.saCreds {
 				t.Errorf("%v: %s bound = %v", c, sa, got)
 			}
+		}
+	}
+}
+
+// saClients are the kube client names a CCM of the AWS image uses with
+// --use-service-account-credentials=true (the ServiceAccounts the chart must bind): the
+// CCM's controllers (k8s.io/cloud-provider app.DefaultInitFuncConstructors: cloud-node and
+// cloud-node-lifecycle share node-controller), the AWS provider's tagging controller and
+// the AWS provider itself (Cloud.Initialize: aws-cloud-provider), and cloudgate's Events.
+// providers/aws's e2e test runs the CCM with them and fails on any "forbidden".
+var saClients = []string{"node-controller", "service-controller", "route-controller", "tagging-controller",
+	"aws-cloud-provider", provider.EventsClientName}
+
+// TestTagging: tagging.tags turns the AWS provider's tagging controller on with its flags;
+// without tags "*" leaves it off (as in the AWS CCM); keys that --tags cannot carry fail.
+// Likewise configureCloudRoutes needs clusterCIDR (the route controller exits without it).
+func TestTagging(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tagging map[string]any
+		want    []string
+		wantErr string
+	}{
+		{"off", nil, []string{"--controllers=* "}, ""},
+		{"on", map[string]any{"tags": map[string]any{"team": "platform", "cost-center": "1234"}},
+			[]string{"--controllers=*,tagging ", "--tags=cost-center=1234,team=platform ", "--resources=instance "}, ""},
+		{"two resources", map[string]any{"tags": map[string]any{"a": "b"}, "resources": []any{"instance", "instance"}},
+			[]string{"--resources=instance --resources=instance "}, ""},
+		{"routes", nil, []string{"--configure-cloud-routes=true ", "--cluster-cidr=100.96.0.0/11 "}, ""},
+		{"routes without a cluster CIDR", nil, nil, "clusterCIDR is required"},
+		{"comma in a key", map[string]any{"tags": map[string]any{"a,b": "c"}}, nil, `tagging.tags: "a,b"`},
+		{"comma in a value", map[string]any{"tags": map[string]any{"a": "b,c"}}, nil, `tagging.tags: "a"`},
+	} {
+		vals := map[string]any{}
+		if tc.tagging != nil {
+			vals["tagging"] = tc.tagging
+		}
+		switch tc.name {
+		case "routes":
+			vals["configureCloudRoutes"], vals["clusterCIDR"] = true, "100.96.0.0/11"
+		case "routes without a cluster CIDR":
+			vals["configureCloudRoutes"] = true
+		}
+		objs, err := Render(chartDir, vals, nil)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		w := find(objs, "Deployment", "cloud-controller-manager")
+		ctr := w.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		args := strings.Trim(fmt.Sprint(ctr["args"]), "[]") + " "
+		for _, want := range tc.want {
+			if !strings.Contains(args, want) {
+				t.Errorf("%s: args %s lack %q", tc.name, args, want)
+			}
+		}
+		if tc.tagging == nil && strings.Contains(args, "--tags") {
+			t.Errorf("%s: args %s pass --tags", tc.name, args)
 		}
 	}
 }

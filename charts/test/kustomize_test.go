@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -37,12 +38,10 @@ func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	return out
 }
 
-// TestKustomize builds deploy/ (the base) and a user's overlay of it with deploy/components/aws, both with
-// sigs.k8s.io/kustomize/api: the same objects, the overlay's cloudgate.yaml naming aws-batch
-// through provider.LoadConfig, its CCM flags those of the AWS drop-in, and the RBAC binding
-// every controller's ServiceAccount.
-func TestKustomize(t *testing.T) {
-	// The user's overlay, outside deploy/ (kustomize refuses an overlay inside its base).
+// awsOverlay writes a user's overlay of deploy/ with deploy/components/aws, outside deploy/
+// (kustomize refuses an overlay inside its base), and returns its directory.
+func awsOverlay(t *testing.T) string {
+	t.Helper()
 	overlay := t.TempDir()
 	abs, err := filepath.Abs("../../deploy")
 	if err != nil {
@@ -56,7 +55,15 @@ func TestKustomize(t *testing.T) {
 		"resources: ["+rel+"]\ncomponents: ["+rel+"/components/aws]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	base, aws := kustomize(t, "../../deploy"), kustomize(t, overlay)
+	return overlay
+}
+
+// TestKustomize builds deploy/ (the base) and a user's overlay of it with deploy/components/aws, both with
+// sigs.k8s.io/kustomize/api: the same objects, the overlay's cloudgate.yaml naming aws-batch
+// through provider.LoadConfig, its CCM flags those of the AWS drop-in, and the RBAC binding
+// every controller's ServiceAccount.
+func TestKustomize(t *testing.T) {
+	base, aws := kustomize(t, "../../deploy"), kustomize(t, awsOverlay(t))
 	ids := func(objs []*unstructured.Unstructured) string {
 		var s []string
 		for _, o := range objs {
@@ -86,7 +93,7 @@ func TestKustomize(t *testing.T) {
 	d := find(aws, "Deployment", "cloud-controller-manager")
 	ctr := d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 	cmd := fmt.Sprint(ctr["command"])
-	for _, want := range []string{"--use-service-account-credentials=true", "--controllers=*", "--cloud-provider=cloudgate"} {
+	for _, want := range []string{"--use-service-account-credentials=true", "--controllers=*", "--configure-cloud-routes=false", "--cloud-provider=cloudgate"} {
 		if !strings.Contains(cmd, want) {
 			t.Errorf("aws overlay command %s lacks %s", cmd, want)
 		}
@@ -104,9 +111,119 @@ func TestKustomize(t *testing.T) {
 		t.Errorf("aws overlay upstream %q, want aws-batch", cfg.Upstream.Name)
 	}
 	subjects := fmt.Sprint(find(aws, "ClusterRoleBinding", "cloudgate:cloud-controller-manager").Object["subjects"])
-	for _, sa := range []string{"cloud-node-controller", "node-controller", "service-controller", "route-controller", "tagging-controller"} {
+	for _, sa := range saClients {
 		if !strings.Contains(subjects, "name:"+sa+" ") {
 			t.Errorf("aws overlay: ServiceAccount %s is not bound", sa)
 		}
 	}
+}
+
+// TestRBACOneSource: the chart's RBAC and kustomize's are the same grants — the ClusterRole's
+// rules, the ServiceAccounts bound to it, the namespaced Role's rules (leader election; with
+// service-account credentials, creating the clients' ServiceAccounts and tokens) and the two
+// secure-port bindings — for each credentials mode (chart useServiceAccountCredentials
+// false ↔ deploy/, true ↔ deploy/ + components/aws). providers/aws's e2e test applies the
+// chart's (true) and the root one deploy/'s (false), so both sources are proven.
+func TestRBACOneSource(t *testing.T) {
+	for _, tc := range []struct {
+		saCreds bool
+		dir     string
+	}{{false, "../../deploy"}, {true, awsOverlay(t)}} {
+		chart := render(t, map[string]any{"useServiceAccountCredentials": tc.saCreds}, nil)
+		kust := kustomize(t, tc.dir)
+		got, want := grants(t, kust), grants(t, chart)
+		if len(want) == 0 {
+			t.Fatalf("sa=%v: the chart grants nothing", tc.saCreds)
+		}
+		for _, g := range sortedKeys(want) {
+			if !got[g] {
+				t.Errorf("sa=%v: the chart grants %s, kustomize (%s) does not", tc.saCreds, g, tc.dir)
+			}
+		}
+		for _, g := range sortedKeys(got) {
+			if !want[g] {
+				t.Errorf("sa=%v: kustomize (%s) grants %s, the chart does not", tc.saCreds, tc.dir, g)
+			}
+		}
+		t.Logf("sa=%v: %d grants compared", tc.saCreds, len(want))
+	}
+}
+
+// grants flattens the RBAC objects into "subject -> rule" strings: for each binding, each
+// subject and each (apiGroup, resource, resourceName, verb) of the role it binds, in the
+// binding's namespace ("*" for a ClusterRoleBinding). Names of roles and bindings do not
+// matter; what is granted to whom does.
+func grants(t *testing.T, objs []*unstructured.Unstructured) map[string]bool {
+	t.Helper()
+	type rule struct {
+		APIGroups, Resources, ResourceNames, Verbs []string
+	}
+	roles := map[string][]rule{}
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+			continue
+		}
+		b, _ := json.Marshal(o.Object["rules"])
+		var rs []rule
+		if err := json.Unmarshal(b, &rs); err != nil {
+			t.Fatal(err)
+		}
+		roles[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = rs
+	}
+	out := map[string]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "RoleBinding" {
+			continue
+		}
+		ref, _, _ := unstructured.NestedStringMap(o.Object, "roleRef")
+		ns, where := o.GetNamespace(), o.GetNamespace()
+		if o.GetKind() == "ClusterRoleBinding" {
+			ns, where = "", "*"
+		}
+		key := ref["kind"] + "/" + ns + "/" + ref["name"]
+		if ref["kind"] == "ClusterRole" {
+			key = "ClusterRole//" + ref["name"]
+		}
+		rs, ok := roles[key]
+		if !ok { // a built-in role (system:auth-delegator, extension-apiserver-authentication-reader)
+			rs = []rule{{Verbs: []string{"role " + ref["name"]}}}
+		}
+		subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+		for _, s := range subjects {
+			sm := s.(map[string]any)
+			who := fmt.Sprintf("%v/%v/%v", sm["kind"], sm["namespace"], sm["name"])
+			for _, r := range rs {
+				names := r.ResourceNames
+				if len(names) == 0 {
+					names = []string{""}
+				}
+				groups, resources := r.APIGroups, r.Resources
+				if len(groups) == 0 {
+					groups = []string{"-"}
+				}
+				if len(resources) == 0 {
+					resources = []string{"-"}
+				}
+				for _, g := range groups {
+					for _, res := range resources {
+						for _, n := range names {
+							for _, v := range r.Verbs {
+								out[fmt.Sprintf("%s in %s: %s %q/%s/%s", who, where, v, g, res, n)] = true
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

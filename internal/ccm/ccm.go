@@ -6,6 +6,8 @@
 package ccm
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
@@ -28,6 +30,28 @@ type Options struct {
 	Linked string
 	// UntaggedHint says how to give the cloud a cluster ID.
 	UntaggedHint string
+	// Controllers are the binary's own controllers beside the CCM's standard
+	// ones (cloud-node, cloud-node-lifecycle, service, route), e.g. the AWS
+	// provider's tagging controller.
+	Controllers []Controller
+	// Flags are the flag sets of those controllers.
+	Flags cliflag.NamedFlagSets
+}
+
+// Controller is one controller a binary adds to --controllers, registered as
+// its provider's own cloud-controller-manager registers it.
+type Controller struct {
+	// Name is its --controllers key (and alias).
+	Name string
+	// ClientName is the kube client's name: with
+	// --use-service-account-credentials=true, the ServiceAccount in
+	// kube-system it acts as.
+	ClientName string
+	// Constructor builds it from the cloud that --cloud-provider names
+	// (cloudgate's, for --cloud-provider=cloudgate).
+	Constructor app.InitFuncConstructor
+	// DisabledByDefault leaves it out of "*": it runs only when named.
+	DisabledByDefault bool
 }
 
 // New returns the cloud-controller-manager command; it runs until stopCh is
@@ -37,9 +61,27 @@ func New(stopCh <-chan struct{}, o Options) (*cobra.Command, error) {
 	if err != nil {
 		return nil, err
 	}
+	constructors := make(map[string]app.ControllerInitFuncConstructor, len(app.DefaultInitFuncConstructors)+len(o.Controllers))
+	for name, c := range app.DefaultInitFuncConstructors {
+		constructors[name] = c
+	}
+	aliases := names.CCMControllerAliases()
+	for _, c := range o.Controllers {
+		if _, dup := constructors[c.Name]; dup || c.Constructor == nil {
+			return nil, fmt.Errorf("ccm: controller %q is registered twice or has no constructor", c.Name)
+		}
+		constructors[c.Name] = app.ControllerInitFuncConstructor{
+			InitContext: app.ControllerInitContext{ClientName: c.ClientName},
+			Constructor: c.Constructor,
+		}
+		aliases[c.Name] = c.Name
+		if c.DisabledByDefault {
+			// The app reads this package-level set (as the AWS CCM's main does).
+			app.ControllersDisabledByDefault.Insert(c.Name)
+		}
+	}
 	return app.NewCloudControllerManagerCommand(opts, o.cloudInitializer,
-		app.DefaultInitFuncConstructors, names.CCMControllerAliases(),
-		cliflag.NamedFlagSets{}, stopCh), nil
+		constructors, aliases, o.Flags, stopCh), nil
 }
 
 // cloudInitializer builds the provider named by --cloud-provider from

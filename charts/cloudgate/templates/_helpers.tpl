@@ -43,7 +43,24 @@ limits.shared from redis.* when redis.address is set.
 {{- toYaml $c -}}
 {{- end -}}
 
-{{/* The ServiceAccounts the controllers act as with --use-service-account-credentials=true. */}}
+{{/*
+The ServiceAccounts (kube client names) that act with --use-service-account-credentials=true:
+the CCM's controllers (cloud-node and cloud-node-lifecycle share node-controller), the AWS
+provider's tagging controller and the AWS provider itself (its Events), and cloudgate (its
+fleet Events: provider.EventsClientName).
+*/}}
 {{- define "cloudgate.controllerAccounts" -}}
-cloud-node-controller node-controller service-controller route-controller tagging-controller cloudgate
+node-controller service-controller route-controller tagging-controller aws-cloud-provider cloudgate
+{{- end -}}
+
+{{/* --tags: tagging.tags as key=value,key=value in key order. */}}
+{{- define "cloudgate.tags" -}}
+{{- $pairs := list -}}
+{{- range $k, $v := .Values.tagging.tags -}}
+{{- if or (contains "," (toString $k)) (contains "=" (toString $k)) (contains "," (toString $v)) -}}
+{{- fail (printf "tagging.tags: %q: keys must not contain \",\" or \"=\", values not \",\" (--tags is key=value,key=value)" $k) -}}
+{{- end -}}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $pairs -}}
 {{- end -}}

@@ -14,8 +14,9 @@
 // request is counted per action, exactly, as received, throttled and
 // answered.
 //
-// Load balancers, routes and every mutating action are out of scope: any
-// other Action gets EC2's InvalidAction error.
+// It also tags instances (CreateTags, DeleteTags: the tagging controller's
+// calls, tags.go). Load balancers, routes and every other mutating action are
+// out of scope: any other Action gets EC2's InvalidAction error.
 package ec2sim
 
 import (
@@ -315,6 +316,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, items, err = s.describeAvailabilityZones(r)
 	case "DescribeInstanceTopology":
 		body, items, err = s.describeInstanceTopology(r)
+	case "CreateTags", "DeleteTags": // tags.go
+		body, items, err = s.tags(r, action == "CreateTags")
 	case "":
 		err = badRequest("MissingAction", "The request must contain the parameter Action")
 	default:

@@ -7,6 +7,11 @@
 // where cloudgate.yaml names the upstream "aws-batch" (the AWS provider plus the adapter) or
 // "aws" (the provider alone) and points at the AWS provider's own cloud config. See
 // docs/aws.md.
+//
+// Its controllers are the AWS cloud-controller-manager's: the standard four and the AWS
+// provider's own tagging controller, registered as the AWS CCM's main registers it (its
+// flags --tags, --resources, --tagging-controller-*; off under "*", on with
+// --controllers=*,tagging).
 package main
 
 import (
@@ -14,7 +19,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider-aws/pkg/controllers/tagging"
+	awsv1 "k8s.io/cloud-provider-aws/pkg/providers/v1"
+	"k8s.io/cloud-provider/app"
+	"k8s.io/cloud-provider/app/config"
 	"k8s.io/component-base/cli"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
 	"github.com/cloudgate/cloudgate/internal/ccm"             // registers "cloudgate"
@@ -30,8 +41,44 @@ func main() {
 }
 
 func newCommand(stopCh <-chan struct{}) (*cobra.Command, error) {
+	tc := &tagging.ControllerWrapper{}
+	flags := cliflag.NamedFlagSets{}
+	tc.Options.AddFlags(flags.FlagSet("tagging controller"))
 	return ccm.New(stopCh, ccm.Options{
 		Linked:       `"cloudgate" (give it --cloud-config=cloudgate.yaml), "aws-batch" and "aws"`,
 		UntaggedHint: "set [Global] KubernetesClusterID",
+		Controllers: []ccm.Controller{{
+			Name:       tagging.TaggingControllerKey,
+			ClientName: tagging.TaggingControllerClientName,
+			Constructor: func(ic app.ControllerInitContext, cc *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+				return tc.StartTaggingControllerWrapper(ic, cc, awsCloud(cloud))
+			},
+			DisabledByDefault: true, // as in the AWS CCM: "*" leaves it out
+		}},
+		Flags: flags,
 	})
+}
+
+// upstreamer is a cloud that wraps another: cloudgate's and awsbatch's.
+type upstreamer interface {
+	Upstream() cloudprovider.Interface
+}
+
+// awsCloud returns the AWS provider inside cloud (cloudgate → aws-batch → aws): the tagging
+// controller asserts *awsv1.Cloud and calls EC2 CreateTags/DeleteTags through it, which
+// are not cloudprovider.Interface methods, so cloudgate never gated them. A cloud with no
+// AWS provider inside is returned as it is; the tagging controller then reports that it
+// does not support that provider and does not start, as in the AWS CCM.
+func awsCloud(cloud cloudprovider.Interface) cloudprovider.Interface {
+	for c := cloud; c != nil; {
+		if _, ok := c.(*awsv1.Cloud); ok {
+			return c
+		}
+		u, ok := c.(upstreamer)
+		if !ok {
+			break
+		}
+		c = u.Upstream()
+	}
+	return cloud
 }
