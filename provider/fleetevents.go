@@ -56,7 +56,7 @@ func (e *fleetEvents) initialize(b cloudprovider.ControllerClientBuilder, member
 	if b == nil {
 		return
 	}
-	c, err := b.Client("cloudgate-fleet")
+	c, err := b.Client(clientName)
 	if err != nil {
 		klog.ErrorS(err, "cloudgate: fleet has no Kubernetes client for fallback Events", "account", e.account)
 		return
