@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -202,5 +203,76 @@ func TestReplicaMemberWithoutNamespace(t *testing.T) {
 	m := members(t, r, account)
 	if len(m) != 1 || !strings.HasPrefix(m[0], "m-") {
 		t.Fatalf("members %v, want one random m-… id", m)
+	}
+}
+
+// TestReplicaTakesOverDeadLeadersMember: a leader killed without leaving
+// the fleet stays registered, fallen, until forgotten, its claim held back
+// from the budget. A new leader under the cluster's id renews that member:
+// one member, the whole share. Under a random id (the kube-system Namespace
+// unreadable) it joins beside the dead one and, the dead leader having
+// claimed the whole quota, gets no share until it is forgotten.
+func TestReplicaTakesOverDeadLeadersMember(t *testing.T) {
+	const uid, qps = "5f0c8a1e-0000-4000-8000-000000000002", 10.0
+	for _, tc := range []struct {
+		name        string
+		readableNS  bool
+		wantShare   float64
+		wantMembers int
+	}{
+		{"cluster id", true, qps, 1},
+		{"random id", false, 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fleettest.Start(t)
+			account := "acct-takeover-" + strings.ReplaceAll(tc.name, " ", "-")
+			yaml := strings.Replace(fleetConfigYAML(r, account, qps), "upstream: {name: fake}", "upstream: {name: "+testUpstream+"}", 1) +
+				"    heartbeat: 50ms\n" // fallen after 150 ms, forgotten after 6 s
+			// The dead leader: registered as the cluster's member, claiming
+			// the whole quota, last heartbeat 1 s ago.
+			ctx := context.Background()
+			now, err := r.Admin().Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead := "cluster-" + uid
+			key := func(k string) string { return "cloudgate:{" + account + "}:" + k }
+			if err := r.Admin().HSet(ctx, key("weights"), dead, "1").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Admin().ZAdd(ctx, key("heartbeats"), redis.Z{Score: float64(now.UnixMilli() - 1000), Member: dead}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Admin().HSet(ctx, key("claims"), dead, "1").Err(); err != nil {
+				t.Fatal(err)
+			}
+			b := newReplica(t, yaml)
+			stop := make(chan struct{})
+			defer close(stop)
+			id := uid
+			if !tc.readableNS {
+				id = ""
+			}
+			b.cloud.Initialize(clusterBuilder(id), stop)
+			g := b.cloud.built().g
+			deadline := time.Now().Add(3 * time.Second) // well before the dead member is forgotten
+			var share, n float64
+			for time.Now().Before(deadline) {
+				share, _ = b.gauge(t, "cloudgate_fleet_share_rate", map[string]string{"family": "read", "account": account})
+				n, _ = b.gauge(t, "cloudgate_fleet_members", map[string]string{"account": account})
+				if share == tc.wantShare && int(n) == tc.wantMembers {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			held, fallen := g.fleet.Held()
+			t.Logf("new leader %s: share %.3g/s of %v, %v members, held %.2f of the quota for %d fallen", g.fleet.Member(), share, qps, n, held, fallen)
+			if share != tc.wantShare || int(n) != tc.wantMembers {
+				t.Errorf("share %v with %v members, want %v with %d", share, n, tc.wantShare, tc.wantMembers)
+			}
+			if m := members(t, r, account); len(m) != tc.wantMembers {
+				t.Errorf("Redis members %v, want %d", m, tc.wantMembers)
+			}
+		})
 	}
 }
