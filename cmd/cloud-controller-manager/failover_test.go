@@ -385,6 +385,8 @@ batch: {listPrefetch: true}
 	memMu.Unlock()
 
 	mb = scrape(b)
+	served, _ := e2e.Sum(mb, "cloudgate_requests_total", map[string]string{"provider": "simcloud"})
+	t.Logf("the new leader served %.0f controller requests from takeover to now with those %d upstream reads", served, reads)
 	if v, _ := e2e.Sum(mb, "cloudgate_fleet_share_rate", map[string]string{"family": "read", "account": failoverAccount}); v != 0.9*failoverReadQPS {
 		t.Errorf("the new leader's fleet share = %v, want the whole read quota %v", v, 0.9*failoverReadQPS)
 	}
