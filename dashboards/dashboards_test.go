@@ -60,6 +60,8 @@ type templateVar struct {
 	Query      json.RawMessage `json:"query"`
 	Definition string          `json:"definition"`
 	Datasource *datasource     `json:"datasource"`
+	IncludeAll bool            `json:"includeAll"`
+	AllValue   string          `json:"allValue"`
 }
 
 // Prometheus rules file.
@@ -82,6 +84,11 @@ type rule struct {
 // testProvider is what $provider becomes in the tests: the provider label of
 // a cloudgate in front of simcloud.
 const testProvider = "simcloud"
+
+// testCluster is what $cluster becomes in the tests: the variable's "All"
+// value, which also matches series without a cluster label (a Prometheus per
+// cluster adds none).
+const testCluster = ".*"
 
 // rateInterval is what $__rate_interval becomes (Grafana: at least four
 // scrape intervals; the e2e test scrapes every second).
@@ -128,6 +135,7 @@ func (d dashboard) queryPanels() []panel {
 func substitute(expr string) string {
 	return strings.NewReplacer(
 		"${provider}", testProvider, "$provider", testProvider,
+		"${cluster}", testCluster, "$cluster", testCluster,
 		"$__rate_interval", rateInterval, "${__rate_interval}", rateInterval,
 	).Replace(expr)
 }
@@ -252,6 +260,9 @@ func TestDashboardExpressions(t *testing.T) {
 			if !strings.Contains(tg.Expr, `provider=~"$provider"`) {
 				t.Errorf("panel %q query %s does not filter on the provider variable: %s", p.Title, tg.RefID, tg.Expr)
 			}
+			if strings.Count(tg.Expr, `cluster=~"$cluster"`) != strings.Count(tg.Expr, `provider=~"$provider"`) {
+				t.Errorf("panel %q query %s: not every selector filters on the cluster variable: %s", p.Title, tg.RefID, tg.Expr)
+			}
 			expr := substitute(tg.Expr)
 			if strings.Contains(expr, "$") {
 				t.Errorf("panel %q query %s: unknown variable left in %s", p.Title, tg.RefID, expr)
@@ -289,9 +300,9 @@ func TestDashboardExpressions(t *testing.T) {
 	if !ok || v.Type != "query" || v.Datasource == nil || v.Datasource.UID != "${datasource}" {
 		t.Fatalf("want a provider query variable on ${datasource}, got %+v", v)
 	}
-	m := regexp.MustCompile(`^label_values\((\w+), provider\)$`).FindStringSubmatch(v.Definition)
+	m := regexp.MustCompile(`^label_values\((\w+)\{cluster=~"\$cluster"\}, provider\)$`).FindStringSubmatch(v.Definition)
 	if m == nil {
-		t.Fatalf("provider variable: want label_values(<metric>, provider), got %q", v.Definition)
+		t.Fatalf("provider variable: want label_values(<metric>{cluster=~\"$cluster\"}, provider), got %q", v.Definition)
 	}
 	if !exported[m[1]] {
 		t.Errorf("provider variable reads %s, which cloudgate does not export", m[1])
@@ -299,6 +310,22 @@ func TestDashboardExpressions(t *testing.T) {
 	var q struct{ Query string }
 	if err := json.Unmarshal(v.Query, &q); err != nil || q.Query != v.Definition {
 		t.Errorf("provider variable: query %s does not match its definition %q", v.Query, v.Definition)
+	}
+
+	// The cluster: read from the same metric; "All" must match series
+	// without the label too (a Prometheus per cluster adds none).
+	c, ok := vars["cluster"]
+	if !ok || c.Type != "query" || c.Datasource == nil || c.Datasource.UID != "${datasource}" {
+		t.Fatalf("want a cluster query variable on ${datasource}, got %+v", c)
+	}
+	if want := "label_values(" + m[1] + ", cluster)"; c.Definition != want {
+		t.Errorf("cluster variable: definition %q, want %q", c.Definition, want)
+	}
+	if c.AllValue != ".*" || !c.IncludeAll {
+		t.Errorf("cluster variable: includeAll %v allValue %q, want true and .* (which matches an absent label)", c.IncludeAll, c.AllValue)
+	}
+	if err := json.Unmarshal(c.Query, &q); err != nil || q.Query != c.Definition {
+		t.Errorf("cluster variable: query %s does not match its definition %q", c.Query, c.Definition)
 	}
 }
 

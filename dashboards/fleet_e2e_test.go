@@ -48,7 +48,7 @@ func startFleetMember(t *testing.T, m *metrics.Metrics) (stop func()) {
 		}
 	}
 	r := fleettest.Start(t)
-	rec := m.Fleet(testProvider)
+	rec := m.Fleet(testProvider, "e2e")
 	rec.Init([]string{"read"})
 	cfg := r.Config("e2e")
 	cfg.RedisTimeout = fleet.Duration{Duration: 100 * time.Millisecond}

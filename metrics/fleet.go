@@ -17,7 +17,9 @@ const (
 
 // fleetMetrics are the collectors of the fleet-wide quota (package
 // limiter/fleet): one cloudgate among several sharing a cloud account's
-// quota through Redis.
+// quota through Redis. Every series carries the account (limits.shared.account,
+// a name, never a credential) beside the provider, so that the members of
+// one account's fleet, scraped from several clusters, aggregate by account.
 type fleetMetrics struct {
 	usage       *prometheus.GaugeVec
 	rate        *prometheus.GaugeVec
@@ -40,33 +42,33 @@ func newFleetMetrics() *fleetMetrics {
 	return &fleetMetrics{
 		usage: gauge("fleet_usage_ratio",
 			"Calls the whole fleet sharing this account admitted in the last minute, divided by what the family's quota allows in a minute.",
-			"provider", "family"),
+			"provider", "account", "family"),
 		rate: gauge("fleet_effective_rate",
 			"The fleet-wide rate of a family after adaptive decreases (shared through Redis), in calls per second.",
-			"provider", "family"),
+			"provider", "account", "family"),
 		share: gauge("fleet_share_rate",
 			"This member's static share of a family's quota (weight / sum of registered members' weights, live or fallen), the rate it falls back to when Redis is unavailable, in calls per second.",
-			"provider", "family"),
+			"provider", "account", "family"),
 		members: gauge("fleet_members",
 			"Registered members of the fleet as last seen in Redis, live or fallen (a fallen member's share is held from the budget); 0 when none is known.",
-			"provider"),
+			"provider", "account"),
 		fallback: gauge("fleet_fallback",
 			"1 while this member serves from its local share because Redis is unavailable or slow, 0 on the shared budget.",
-			"provider"),
+			"provider", "account"),
 		transitions: counter("fleet_fallback_transitions_total",
 			"Switches between the shared budget and the local fallback share, by the mode switched to (fallback, shared).",
-			"provider", "to"),
+			"provider", "account", "to"),
 		redisErrors: counter("fleet_redis_errors_total",
 			"Redis calls of this member that failed or exceeded redisTimeout; fallbackAfter of them in a row switch it to fallback.",
-			"provider"),
+			"provider", "account"),
 		admissions: counter("fleet_admissions_total",
 			"Calls this member admitted, from the fleet's shared budget (mode shared) or from its local share (mode fallback: in fallback, or right after a failed admission round trip).",
-			"provider", "family", "mode"),
+			"provider", "account", "family", "mode"),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "fleet_redis_admission_duration_seconds",
 			Help:    "Duration of one admission round trip to Redis (answered, granted or not).",
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
-		}, []string{"provider", "family"}),
+		}, []string{"provider", "account", "family"}),
 	}
 }
 
@@ -75,20 +77,22 @@ func (f *fleetMetrics) collectors() []prometheus.Collector {
 }
 
 // FleetRecorder records one cloudgate's fleet events under its provider
-// label. It implements limiter/fleet.Observer.
+// and account labels. It implements limiter/fleet.Observer.
 type FleetRecorder struct {
 	m        *fleetMetrics
 	provider string
+	account  string
 }
 
-// Fleet returns the fleet recorder of the instance labelled provider.
-func (m *Metrics) Fleet(provider string) *FleetRecorder {
-	r := &FleetRecorder{m: m.fleet, provider: provider}
-	r.m.fallback.WithLabelValues(provider).Set(0)
-	r.m.members.WithLabelValues(provider).Set(0)
-	r.m.redisErrors.WithLabelValues(provider)
+// Fleet returns the fleet recorder of the instance labelled provider, a
+// member of account's fleet (limits.shared.account).
+func (m *Metrics) Fleet(provider, account string) *FleetRecorder {
+	r := &FleetRecorder{m: m.fleet, provider: provider, account: account}
+	r.m.fallback.WithLabelValues(provider, account).Set(0)
+	r.m.members.WithLabelValues(provider, account).Set(0)
+	r.m.redisErrors.WithLabelValues(provider, account)
 	for _, to := range []string{fleetToFallback, fleetToShared} {
-		r.m.transitions.WithLabelValues(provider, to)
+		r.m.transitions.WithLabelValues(provider, account, to)
 	}
 	return r
 }
@@ -97,36 +101,37 @@ func (m *Metrics) Fleet(provider string) *FleetRecorder {
 // and increase() see their first event.
 func (r *FleetRecorder) Init(families []string) {
 	for _, f := range families {
-		r.m.admissions.WithLabelValues(r.provider, f, fleetToShared)
-		r.m.admissions.WithLabelValues(r.provider, f, fleetToFallback)
+		r.m.admissions.WithLabelValues(r.provider, r.account, f, fleetToShared)
+		r.m.admissions.WithLabelValues(r.provider, r.account, f, fleetToFallback)
 	}
 }
 
 // FallbackChanged implements fleet.Observer.
 func (r *FleetRecorder) FallbackChanged(fallback bool) {
 	if fallback {
-		r.m.fallback.WithLabelValues(r.provider).Set(1)
-		r.m.transitions.WithLabelValues(r.provider, fleetToFallback).Inc()
+		r.m.fallback.WithLabelValues(r.provider, r.account).Set(1)
+		r.m.transitions.WithLabelValues(r.provider, r.account, fleetToFallback).Inc()
 		return
 	}
-	r.m.fallback.WithLabelValues(r.provider).Set(0)
-	r.m.transitions.WithLabelValues(r.provider, fleetToShared).Inc()
+	r.m.fallback.WithLabelValues(r.provider, r.account).Set(0)
+	r.m.transitions.WithLabelValues(r.provider, r.account, fleetToShared).Inc()
 }
 
 // RedisError implements fleet.Observer.
-func (r *FleetRecorder) RedisError() { r.m.redisErrors.WithLabelValues(r.provider).Inc() }
+func (r *FleetRecorder) RedisError() { r.m.redisErrors.WithLabelValues(r.provider, r.account).Inc() }
 
 // Family implements fleet.Observer: the observer of one family, its series
 // resolved once (an admission is on the hot path).
 func (r *FleetRecorder) Family(family string) fleet.FamilyObserver {
+	p, a := r.provider, r.account
 	return &fleetFamily{
-		latency:  r.m.latency.WithLabelValues(r.provider, family),
-		shared:   r.m.admissions.WithLabelValues(r.provider, family, fleetToShared),
-		fallback: r.m.admissions.WithLabelValues(r.provider, family, fleetToFallback),
-		share:    r.m.share.WithLabelValues(r.provider, family),
-		members:  r.m.members.WithLabelValues(r.provider),
-		rate:     r.m.rate.WithLabelValues(r.provider, family),
-		usage:    r.m.usage.WithLabelValues(r.provider, family),
+		latency:  r.m.latency.WithLabelValues(p, a, family),
+		shared:   r.m.admissions.WithLabelValues(p, a, family, fleetToShared),
+		fallback: r.m.admissions.WithLabelValues(p, a, family, fleetToFallback),
+		share:    r.m.share.WithLabelValues(p, a, family),
+		members:  r.m.members.WithLabelValues(p, a),
+		rate:     r.m.rate.WithLabelValues(p, a, family),
+		usage:    r.m.usage.WithLabelValues(p, a, family),
 	}
 }
 

@@ -32,8 +32,9 @@ import (
 // with --use-service-account-credentials=true that is the ServiceAccount
 // kube-system/cloudgate, which the chart's and deploy/'s RBAC bind.
 const (
-	// EventsClientName is the kube client (with service-account credentials,
-	// the ServiceAccount in kube-system) cloudgate records its Events as.
+	// EventsClientName is cloudgate's own kube client (with service-account
+	// credentials, the ServiceAccount kube-system/cloudgate): it records
+	// cloudgate's Events and reads the cluster's identity (clusterMemberID).
 	EventsClientName = "cloudgate"
 
 	fleetEventNamespace      = "kube-system"

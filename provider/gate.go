@@ -122,6 +122,12 @@ func New(upstream cloudprovider.Interface, cfg *Config) (cloudprovider.Interface
 }
 
 func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
+	return newGateAs(upstream, cfg, "")
+}
+
+// newGateAs builds the gate; with limits.shared it joins the fleet as
+// member (a random id when "").
+func newGateAs(upstream cloudprovider.Interface, cfg *Config, member string) (*gate, error) {
 	if upstream == nil {
 		return nil, errors.New("cloudgate: upstream provider is nil")
 	}
@@ -160,10 +166,10 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 		g.throttle = g.throttle.WithProvider(pc) // the provider's own error codes first
 	}
 	if s := cfg.Limits.Shared; s != nil {
-		fr := m.Fleet(g.providerName)
+		fr := m.Fleet(g.providerName, s.Account)
 		fr.Init([]string{familyRead, familyWrite})
 		g.fleetEv = newFleetEvents(fr, s.Account)
-		if g.fleet, err = fleet.New(*s, fleet.Options{Observer: g.fleetEv}); err != nil {
+		if g.fleet, err = fleet.New(*s, fleet.Options{MemberID: member, Observer: g.fleetEv}); err != nil {
 			return nil, fmt.Errorf("cloudgate config: %w", err)
 		}
 	}

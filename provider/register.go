@@ -70,13 +70,31 @@ func buildUpstream(name string, config []byte) (cloudprovider.Interface, error) 
 // an upstream that cannot be built ends the process with the reason, as the
 // CCM does for a cloud config it cannot load. It always offers
 // SetInformers, and forwards it when the upstream takes informers.
+//
+// Replicas: the CCM builds the cloud in every replica, but calls Initialize
+// only in the one that wins leader election (k8s.io/cloud-provider v0.37.2,
+// app.Run: startControllers runs from OnStartedLeading, and a replica that
+// loses the lease exits). So cloudgate's own state — caches, buckets,
+// breakers, its metrics, and with limits.shared its fleet membership — is
+// built at Initialize, not before: a standby replica answers HasClusterID
+// and ProviderName from the upstream alone, exports no cloudgate gauges and
+// holds no share of the fleet's quota. At Initialize the fleet member is
+// named after the cluster (see clusterMemberID), so a new leader takes over
+// the dead one's membership instead of waiting for it to be forgotten.
+// A caller that uses a sub-interface before Initialize (a library user, a
+// test) builds the gate then, with a random member id.
 type lazyCloud struct {
 	cfg            *Config
 	upstreamConfig []byte
 
-	once  sync.Once
-	cloud *cloud
-	err   error
+	upOnce sync.Once
+	up     cloudprovider.Interface
+	upErr  error
+
+	mu     sync.Mutex
+	cloud  *cloud
+	err    error
+	closed bool
 }
 
 var (
@@ -84,22 +102,47 @@ var (
 	_ cloudprovider.InformerUser = (*lazyCloud)(nil)
 )
 
-// build builds the upstream and the wrapper once.
-func (l *lazyCloud) build() (*cloud, error) {
-	l.once.Do(func() {
-		up, err := buildUpstream(l.cfg.Upstream.Name, l.upstreamConfig)
-		if err != nil {
-			l.err = err
-			return
-		}
-		g, err := newGate(up, l.cfg)
-		if err != nil {
-			l.err = err
-			return
-		}
-		l.cloud = &cloud{g}
+// upstream builds the upstream once.
+func (l *lazyCloud) upstream() (cloudprovider.Interface, error) {
+	l.upOnce.Do(func() {
+		l.up, l.upErr = buildUpstream(l.cfg.Upstream.Name, l.upstreamConfig)
 	})
-	return l.cloud, l.err
+	return l.up, l.upErr
+}
+
+// build builds the upstream and the wrapper once; member names this
+// replica in the fleet (limits.shared), "" for a random id.
+func (l *lazyCloud) build() (*cloud, error) { return l.buildAs("") }
+
+func (l *lazyCloud) buildAs(member string) (*cloud, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cloud != nil || l.err != nil {
+		return l.cloud, l.err
+	}
+	if l.closed {
+		l.err = errors.New("cloudgate: closed before first use")
+		return nil, l.err
+	}
+	up, err := l.upstream()
+	if err != nil {
+		l.err = err
+		return nil, err
+	}
+	g, err := newGateAs(up, l.cfg, member)
+	if err != nil {
+		l.err = err
+		return nil, err
+	}
+	l.cloud = &cloud{g}
+	return l.cloud, nil
+}
+
+// built returns the wrapper if it was built.
+func (l *lazyCloud) built() *cloud {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cloud
 }
 
 func (l *lazyCloud) get() *cloud {
@@ -110,11 +153,31 @@ func (l *lazyCloud) get() *cloud {
 	return c
 }
 
-// Upstream returns the wrapped provider (cloud.Upstream), building it first.
-func (l *lazyCloud) Upstream() cloudprovider.Interface { return l.get().Upstream() }
+// Upstream returns the wrapped provider (cloud.Upstream) without building
+// cloudgate: controllers that need the provider's own type (the AWS tagging
+// controller) get it in a standby too.
+func (l *lazyCloud) Upstream() cloudprovider.Interface { return l.getUpstream() }
 
+func (l *lazyCloud) getUpstream() cloudprovider.Interface {
+	up, err := l.upstream()
+	if err != nil {
+		klog.Fatalf("cloudgate: cannot start: %v", err)
+	}
+	return up
+}
+
+// Initialize builds cloudgate (this replica leads: the CCM calls it only
+// then), joining the fleet as this cluster's member, and initializes it.
 func (l *lazyCloud) Initialize(b cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
-	l.get().Initialize(b, stop)
+	member := ""
+	if l.cfg.Limits.Shared != nil && l.built() == nil {
+		member = clusterMemberID(b)
+	}
+	c, err := l.buildAs(member)
+	if err != nil {
+		klog.Fatalf("cloudgate: cannot start: %v", err)
+	}
+	c.Initialize(b, stop)
 }
 func (l *lazyCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return l.get().LoadBalancer() }
 func (l *lazyCloud) Instances() (cloudprovider.Instances, bool)       { return l.get().Instances() }
@@ -122,22 +185,36 @@ func (l *lazyCloud) InstancesV2() (cloudprovider.InstancesV2, bool)   { return l
 func (l *lazyCloud) Zones() (cloudprovider.Zones, bool)               { return l.get().Zones() }
 func (l *lazyCloud) Clusters() (cloudprovider.Clusters, bool)         { return l.get().Clusters() }
 func (l *lazyCloud) Routes() (cloudprovider.Routes, bool)             { return l.get().Routes() }
-func (l *lazyCloud) ProviderName() string                             { return l.get().ProviderName() }
-func (l *lazyCloud) HasClusterID() bool                               { return l.get().HasClusterID() }
+
+// ProviderName is what the gate would answer (Config.ProviderName or the
+// upstream's), without building it: the CCM asks every replica.
+func (l *lazyCloud) ProviderName() string {
+	if l.cfg.ProviderName != "" {
+		return l.cfg.ProviderName
+	}
+	return l.getUpstream().ProviderName()
+}
+
+// HasClusterID is the upstream's; the CCM asks it in every replica, before
+// leader election.
+func (l *lazyCloud) HasClusterID() bool { return l.getUpstream().HasClusterID() }
 
 // Close closes cloudgate around the upstream if it was built; closed before
-// first use, it is never built (later use ends the process with the reason).
+// it was built, it never is (later use ends the process with the reason).
 func (l *lazyCloud) Close() error {
-	l.once.Do(func() { l.err = errors.New("cloudgate: closed before first use") })
-	if l.cloud != nil {
-		return l.cloud.Close()
+	l.mu.Lock()
+	l.closed = true
+	c := l.cloud
+	l.mu.Unlock()
+	if c != nil {
+		return c.Close()
 	}
 	return nil
 }
 
 // SetInformers forwards to the upstream when it takes informers.
 func (l *lazyCloud) SetInformers(f informers.SharedInformerFactory) {
-	if iu, ok := l.get().g.upstream.(cloudprovider.InformerUser); ok {
+	if iu, ok := l.getUpstream().(cloudprovider.InformerUser); ok {
 		iu.SetInformers(f)
 	}
 }

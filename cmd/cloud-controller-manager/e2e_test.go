@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -54,10 +53,6 @@ func TestE2E(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the e2e test builds the CCM binary and needs the go command: %v", err)
-	}
 	// The build is bounded by 20 min, each later step by its own timeout (6 min in all).
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -70,11 +65,8 @@ func TestE2E(t *testing.T) {
 		last = now
 	}
 
-	// Build the binary while the control plane starts. -race shares the compiled
-	// dependencies with this `go test -race` run, so this is mostly a link.
-	ccmBin := filepath.Join(dir, "cloud-controller-manager")
-	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./cmd/cloud-controller-manager", 20*time.Minute)
-	buildStart := time.Now()
+	// Build the binary (once per test run) while the control plane starts.
+	startCCMBuild(t)
 
 	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
 	phase("etcd + kube-apiserver ready")
@@ -104,10 +96,7 @@ func TestE2E(t *testing.T) {
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
 	phase("simcloud + configs")
 
-	if err := <-built; err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("CCM binary built in %.1fs", time.Since(buildStart).Seconds())
+	ccmBin := ccmBinary(ctx, t)
 	phase("CCM binary built")
 
 	port := e2e.FreePort(t)

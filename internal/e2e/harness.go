@@ -431,3 +431,15 @@ func Sum(samples []Sample, name string, match map[string]string) (total float64,
 	}
 	return total, n
 }
+
+// Kill ends the process's group at once with SIGKILL (kill -9: no shutdown
+// code runs, as when a node dies) and waits, bounded, until it has exited.
+func (p *Process) Kill(t *testing.T) {
+	t.Helper()
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not exit within 10s of SIGKILL", p.name)
+	}
+}
