@@ -152,8 +152,18 @@ func (c *Cluster) controllerClient() kubernetes.Interface {
 	cs.ReactionChain = nil
 	cs.WatchReactionChain = nil
 	cs.AddReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
-		// Not handled: waits for a token, then the tracker answers.
-		return false, nil, lim.Wait(c.ctx)
+		// Not handled: waits for a token, then the tracker answers. The
+		// fake holds its lock while a reactor runs; client-go waits for its
+		// token outside any lock, so the wait does too: otherwise callers
+		// queue on a mutex, which in virtual time (a synctest bubble) is not
+		// a durable block, and the clock never reaches the token. The
+		// recorded actions are dropped meanwhile (nothing reads them; they
+		// would grow with every request).
+		cs.Unlock()
+		cs.ClearActions()
+		err := lim.Wait(c.ctx)
+		cs.Lock()
+		return false, nil, err
 	})
 	cs.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
 	cs.AddWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
