@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -42,10 +41,7 @@ func TestBenchSteadyColumns(t *testing.T) {
 	o.Scenarios = []string{ScenarioSteady}
 	o.Columns = []string{ColBare, ColList}
 	o.NotReadyPct = 1
-	rep, err := Run(context.Background(), o, testWriter{t})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runVirtual(t, o)
 	if err := rep.Check(); err != nil {
 		t.Fatal(err)
 	}

@@ -397,7 +397,7 @@ func newFleetMember(o *FleetOptions, name, yaml string, srv *simcloud.Server, di
 	base := o.options()
 	m := &fleetMember{name: name, reads: &readCounter{}, wire: &wireLog{}}
 	cc := simcloud.ClientConfig{
-		Endpoint: srv.URL(), APIKey: "bench", ClusterName: name, Timeout: clientTimeout(f), MaxBatchSize: 1,
+		Endpoint: srv.URL(), APIKey: "bench", ClusterName: name, Timeout: clientTimeoutAt(f), MaxBatchSize: 1,
 		WrapTransport: func(next http.RoundTripper) http.RoundTripper {
 			m.reads.next = &wireTransport{next: next, log: m.wire}
 			return m.reads
@@ -413,11 +413,12 @@ func newFleetMember(o *FleetOptions, name, yaml string, srv *simcloud.Server, di
 		return nil, err
 	}
 	base.ConfigFile = file
-	cfg, err := base.cloudgateConfig(ColConfig, f)
+	cfg, err := base.cloudgateConfig(ColConfig)
 	if err != nil {
 		m.client.Close()
 		return nil, err
 	}
+	compressConfig(cfg, f)
 	compressFleet(cfg, f)
 	mt := metrics.New()
 	m.reg = prometheus.NewRegistry()
@@ -535,7 +536,7 @@ func RunFleet(ctx context.Context, o *FleetOptions, progress io.Writer) (*FleetR
 func runFleetColumn(ctx context.Context, o *FleetOptions, col string, seed int64, progress io.Writer) (*FleetSide, error) {
 	f := o.TimeFactor
 	base := o.options()
-	srv, err := newServer(base, seed, f)
+	srv, err := newServer(base, seed, f, false)
 	if err != nil {
 		return nil, err
 	}
@@ -586,7 +587,7 @@ func runFleetColumn(ctx context.Context, o *FleetOptions, col string, seed int64
 	fmt.Fprintf(progress, "%s: %d clusters × %d nodes, member read limit %g/s (time x%g)\n", label, o.Clusters, o.Nodes, first(o.memberRead(col)), f)
 
 	// The background client: a fixed pace, outside cloudgate.
-	bgClient, err := simcloud.NewClient(simcloud.ClientConfig{Endpoint: srv.URL(), APIKey: "bench", ClusterName: "background", Timeout: clientTimeout(f)})
+	bgClient, err := simcloud.NewClient(simcloud.ClientConfig{Endpoint: srv.URL(), APIKey: "bench", ClusterName: "background", Timeout: clientTimeoutAt(f)})
 	if err != nil {
 		return nil, err
 	}

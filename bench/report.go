@@ -14,10 +14,8 @@ import (
 
 // Report is the whole benchmark's result.
 type Report struct {
-	// TimeFactor compresses steady, churn, chaos and sweep;
-	// ScaleupTimeFactor scaleup and stress.
-	TimeFactor        float64 `json:"time_factor"`
-	ScaleupTimeFactor float64 `json:"scaleup_time_factor"`
+	// Clock is "virtual": every scenario ran inside a synctest bubble.
+	Clock string `json:"clock"`
 	// The simulated cloud, per simulated second.
 	ReadQPS       float64 `json:"read_qps"`
 	ReadBurst     int     `json:"read_burst"`
@@ -39,7 +37,7 @@ type Report struct {
 
 func newReport(o *Options) *Report {
 	return &Report{
-		TimeFactor: o.TimeFactor, ScaleupTimeFactor: o.ScaleupTimeFactor,
+		Clock: "virtual",
 		ReadQPS: o.ReadQPS, ReadBurst: o.ReadBurst, WriteQPS: o.WriteQPS, WriteBurst: o.WriteBurst,
 		CloudMaxBatch: o.CloudMaxBatch, LatencyMs: ms(o.Latency), JitterMs: ms(o.Jitter),
 		KubeQPS: o.KubeQPS, KubeBurst: o.KubeBurst, NodeWorkers: o.NodeWorkers,
@@ -57,7 +55,6 @@ type ScenarioResult struct {
 	Services    int     `json:"services"`
 	NotReady    int     `json:"not_ready"`
 	NodeWorkers int     `json:"node_workers"`
-	TimeFactor  float64 `json:"time_factor"`
 	// SimSeconds is the longest column's window (simulated seconds).
 	SimSeconds float64 `json:"sim_seconds"`
 	// LimitSeconds is the lower bound on initialising the new nodes
@@ -316,7 +313,7 @@ func (r *Report) WriteTable(w io.Writer) {
 }
 
 func (r *Report) writeScenario(w io.Writer, s *ScenarioResult) {
-	fmt.Fprintf(w, "\n== %s: %s (time x%g)\n", s.Scenario, s.Label, s.TimeFactor)
+	fmt.Fprintf(w, "\n== %s: %s (virtual time)\n", s.Scenario, s.Label)
 	if s.InitBound != nil {
 		fmt.Fprintf(w, "   init bound:        %s\n", s.InitBound.Formula)
 	}
@@ -325,13 +322,6 @@ func (r *Report) writeScenario(w io.Writer, s *ScenarioResult) {
 	}
 	if s.SteadyFloor != nil {
 		fmt.Fprintf(w, "   steady floor:      %s\n", s.SteadyFloor.Formula)
-	}
-	if b, ok := s.Columns[ColBare]; ok && b.P50SimMs > 0 {
-		model := r.LatencyMs + r.JitterMs/2
-		if b.P50SimMs > 1.5*model {
-			fmt.Fprintf(w, "   fidelity: a bare call took %.0f ms simulated (p50) against the cloud's %.0f ms: this machine's CPU adds %.0f ms per call at time x%g, "+
-				"so sequential loops run slower than on a real CCM (lower --time-factor for more fidelity)\n", b.P50SimMs, model, b.P50SimMs-model, s.TimeFactor)
-		}
 	}
 	cols := make([]string, 0, len(r.Columns))
 	for _, c := range r.Columns {

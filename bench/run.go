@@ -58,7 +58,6 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 type scenarioSpec struct {
 	name, label            string
 	nodes, services, notRd int
-	f                      float64
 	workers                int
 	initBound, quiesBound  *Bound
 	steady                 *Bound
@@ -80,16 +79,13 @@ type colRun struct {
 	side     Side
 }
 
-// sim converts a real duration since the run's start into simulated seconds.
-func (r *colRun) simSince(t time.Time) float64 { return time.Since(t).Seconds() * r.spec.f }
-
-// real converts a simulated duration to real time.
-func (r *colRun) real(d time.Duration) time.Duration { return scale(d, r.spec.f) }
+// simSince is the (virtual) time since t in seconds.
+func (r *colRun) simSince(t time.Time) float64 { return time.Since(t).Seconds() }
 
 func runScenario(ctx context.Context, o *Options, spec scenarioSpec, progress io.Writer) (*ScenarioResult, error) {
 	res := &ScenarioResult{
 		Scenario: spec.name, Label: spec.label, Nodes: spec.nodes, Services: spec.services, NotReady: spec.notRd,
-		TimeFactor: spec.f, NodeWorkers: spec.workers, BatchSize: o.CloudMaxBatch,
+		NodeWorkers: spec.workers, BatchSize: o.CloudMaxBatch,
 		InitBound: spec.initBound, QuiesceBound: spec.quiesBound, SteadyFloor: spec.steady,
 		Columns: map[string]Side{}, runs: map[string][]Side{},
 	}
@@ -114,10 +110,12 @@ func runScenario(ctx context.Context, o *Options, spec scenarioSpec, progress io
 	return res, nil
 }
 
-func newServer(o *Options, seed int64, f float64) (*simcloud.Server, error) {
+// newServer is a simulated cloud account; f compresses time (the fleet's
+// real-time runs; 1 in virtual time, where inMemory must be set).
+func newServer(o *Options, seed int64, f float64, inMemory bool) (*simcloud.Server, error) {
 	return simcloud.NewServer(simcloud.ServerConfig{
 		Seed:         seed,
-		InMemory:     o.InMemory,
+		InMemory:     inMemory,
 		ReadQPS:      o.ReadQPS * f,
 		ReadBurst:    o.ReadBurst,
 		WriteQPS:     o.WriteQPS * f,
@@ -126,25 +124,25 @@ func newServer(o *Options, seed int64, f float64) (*simcloud.Server, error) {
 		BaseLatency:  scale(o.Latency, f),
 		Jitter:       scale(o.Jitter, f),
 		// An injected hang lasts until the client's timeout ends it.
-		HangTimeout: clientTimeout(f) + time.Second,
+		HangTimeout: clientTimeoutAt(f) + time.Second,
 	})
 }
 
 // runColumn runs one column of a scenario on a fresh simulated cloud.
 func runColumn(ctx context.Context, o *Options, spec *scenarioSpec, col string, seed int64, progress io.Writer) (Side, error) {
-	srv, err := newServer(o, seed, spec.f)
+	srv, err := newServer(o, seed, 1, true)
 	if err != nil {
 		return Side{}, err
 	}
 	defer srv.Close()
 	const name = "kubernetes"
-	column, err := NewColumn(o, col, srv, name, spec.f)
+	column, err := NewColumn(o, col, srv, name)
 	if err != nil {
 		return Side{}, err
 	}
 	defer column.Close()
 	c, err := NewCluster(ClusterConfig{
-		Name: name, Server: srv, Cloud: column.Cloud, TimeFactor: spec.f,
+		Name: name, Server: srv, Cloud: column.Cloud, TimeFactor: 1,
 		NodeWorkers: spec.workers, ServiceWorkers: o.ServiceWorkers, KubeQPS: o.KubeQPS, KubeBurst: o.KubeBurst,
 	})
 	if err != nil {
@@ -155,7 +153,7 @@ func runColumn(ctx context.Context, o *Options, spec *scenarioSpec, col string, 
 		o: o, spec: spec, col: column, srv: srv, c: c, w: newInitWatch(), progress: progress,
 		label: fmt.Sprintf("%s/%s seed %d", spec.name, col, seed),
 	}
-	fmt.Fprintf(progress, "%s: %d nodes, %d services (time x%g)\n", r.label, spec.nodes, spec.services, spec.f)
+	fmt.Fprintf(progress, "%s: %d nodes, %d services (virtual time)\n", r.label, spec.nodes, spec.services)
 	if err := spec.run(ctx, r); err != nil {
 		return Side{}, err
 	}
@@ -186,7 +184,7 @@ func (r *colRun) fill() {
 	s.UpstreamCalls, s.ReadCalls, s.WriteCalls = cnt.TotalCalls(), cnt.ReadCalls, cnt.WriteCalls
 	s.CallsByMethod, s.Throttled, s.ThrottledByMethod = cnt.Calls, cnt.TotalThrottled(), cnt.Throttled
 	s.P50Ms, s.P99Ms = ms(rec.P50), ms(rec.P99)
-	s.P50SimMs = s.P50Ms * r.spec.f
+	s.P50SimMs = s.P50Ms
 	s.ControllerCalls, s.ControllerErrors = 0, 0
 	for _, v := range rec.Calls {
 		s.ControllerCalls += v
@@ -199,9 +197,9 @@ func (r *colRun) fill() {
 	}
 }
 
-// sleep waits d (simulated) or until ctx ends, printing progress every 5 s.
+// sleep waits d or until ctx ends, printing progress every 5 minutes.
 func (r *colRun) sleep(ctx context.Context, d time.Duration) error {
-	return Wait(ctx, r.real(d), func() {
+	return waitEvery(ctx, d, 5*time.Minute, func() {
 		cnt := r.srv.Counters()
 		fmt.Fprintf(r.progress, "  %s: t=%.0fs, %d upstream calls, %d throttled\n", r.label, r.simSince(r.start), cnt.TotalCalls(), cnt.TotalThrottled())
 	})
@@ -214,11 +212,11 @@ func (r *colRun) waitQuiescent(ctx context.Context, from time.Time, limit time.D
 	if r.side.TimeTo == nil {
 		r.side.TimeTo = map[string]*float64{}
 	}
-	deadline := from.Add(r.real(limit))
+	deadline := from.Add(limit)
 	lastPrint := time.Now()
 	mark := func(key string, ok bool) {
 		if _, seen := r.side.TimeTo[key]; ok && !seen {
-			v := time.Since(from).Seconds() * r.spec.f
+			v := time.Since(from).Seconds()
 			r.side.TimeTo[key] = &v
 		}
 	}
@@ -246,20 +244,24 @@ func (r *colRun) waitQuiescent(ctx context.Context, from time.Time, limit time.D
 			fmt.Fprintf(r.progress, "  %s: not quiescent after %v simulated (%+v)\n", r.label, limit, q)
 			return false, nil
 		}
-		if time.Since(lastPrint) > 5*time.Second {
+		if time.Since(lastPrint) > time.Minute {
 			lastPrint = time.Now()
 			n, of, _ := r.w.done()
 			cnt := r.srv.Counters()
 			fmt.Fprintf(r.progress, "  %s: t=%.0fs, %d/%d initialized, %+v, %d upstream calls, %d throttled\n",
-				r.label, time.Since(from).Seconds()*r.spec.f, n, of, q, cnt.TotalCalls(), cnt.TotalThrottled())
+				r.label, time.Since(from).Seconds(), n, of, q, cnt.TotalCalls(), cnt.TotalThrottled())
 		}
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(quiescencePoll):
 		}
 	}
 }
+
+// quiescencePoll is how often waitQuiescent checks the conditions: the
+// precision of the times to each condition.
+const quiescencePoll = 100 * time.Millisecond
 
 // steadySpec: N initialised nodes with their routes, NotReadyPct of them
 // NotReady (instances alive), M services; after the first full resync (one
@@ -267,7 +269,7 @@ func (r *colRun) waitQuiescent(ctx context.Context, from time.Time, limit time.D
 func steadySpec(o *Options, n int, name string) scenarioSpec {
 	notReady := int(math.Round(float64(n) * o.NotReadyPct / 100))
 	spec := scenarioSpec{
-		name: name, nodes: n, services: o.Services, notRd: notReady, f: o.TimeFactor, workers: o.NodeWorkers,
+		name: name, nodes: n, services: o.Services, notRd: notReady, workers: o.NodeWorkers,
 		label: fmt.Sprintf("%d nodes (%d NotReady), %d LB services; steady window %v after a %v warm-up", n, notReady, o.Services, o.SteadyWindow, steadyWarmup),
 	}
 	spec.steady = steadyFloor(o, n)
@@ -313,7 +315,7 @@ const steadyWarmup = nodeStatusUpdateFrequency + time.Minute
 func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
 	k := o.ScaleupNodes
 	spec := scenarioSpec{
-		name: name, nodes: k, services: o.Services, f: o.ScaleupTimeFactor, workers: workers,
+		name: name, nodes: k, services: o.Services, workers: workers,
 		label: fmt.Sprintf("%d nodes arrive at once, %d LB services, --concurrent-node-syncs %d", k, o.Services, workers),
 	}
 	if name == ScenarioStress {
@@ -381,7 +383,7 @@ func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
 // or QuiesceTimeout. Counters cover churn and drain.
 func churnSpec(o *Options) scenarioSpec {
 	spec := scenarioSpec{
-		name: ScenarioChurn, nodes: o.ChurnNodes, services: o.Services, f: o.TimeFactor, workers: o.NodeWorkers,
+		name: ScenarioChurn, nodes: o.ChurnNodes, services: o.Services, workers: o.NodeWorkers,
 		label: fmt.Sprintf("%d nodes, %d join and %d leave every %v for %v, %d LB services; then drain to quiescence",
 			o.ChurnNodes, o.ChurnRate, o.ChurnRate, o.ChurnInterval, o.ChurnDuration, o.Services),
 	}
@@ -435,7 +437,7 @@ func churnSpec(o *Options) scenarioSpec {
 		_, r.side.NodesToInit, slowest = r.w.done()
 		r.side.NodesInitialized = r.w.initialized(r.c)
 		if r.side.NodesToInit > 0 && r.side.NodesInitialized == r.side.NodesToInit {
-			v := slowest.Seconds() * r.spec.f
+			v := slowest.Seconds()
 			r.side.InitSeconds = &v
 		}
 		return nil
