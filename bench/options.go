@@ -145,7 +145,6 @@ type Options struct {
 	// about 300 points per run.
 	Sample time.Duration
 
-
 	onRegistry func(*prometheus.Registry)
 }
 
@@ -156,34 +155,34 @@ type Options struct {
 // latency; the CCM's defaults; one seed.
 func DefaultOptions() *Options {
 	return &Options{
-		Scenarios:         slices.Clone(DefaultScenarios),
-		Columns:           slices.Clone(AllColumns),
-		Seeds:             1,
-		Seed:              1,
-		Nodes:             2000,
-		Services:          20,
-		SteadyWindow:      time.Hour,
-		ScaleupNodes:      1000,
-		StressWorkers:     100,
-		QuiesceTimeout:    15 * time.Minute,
-		ChurnNodes:        1000,
-		ChurnRate:         10,
-		ChurnInterval:     30 * time.Second,
-		ChurnDuration:     6 * time.Minute,
-		ChaosNodes:        200,
-		SweepNodes:        []int{1000, 5000, 20000, 50000},
-		ReadQPS:           20,
-		ReadBurst:         20,
-		WriteQPS:          5,
-		WriteBurst:        5,
-		CloudMaxBatch:     500,
-		Latency:           50 * time.Millisecond,
-		Jitter:            20 * time.Millisecond,
-		KubeQPS:           20,
-		KubeBurst:         30,
-		NodeWorkers:       1,
-		ServiceWorkers:    1,
-		UpstreamSupports:  SupportsNone,
+		Scenarios:        slices.Clone(DefaultScenarios),
+		Columns:          slices.Clone(AllColumns),
+		Seeds:            1,
+		Seed:             1,
+		Nodes:            2000,
+		Services:         20,
+		SteadyWindow:     time.Hour,
+		ScaleupNodes:     1000,
+		StressWorkers:    100,
+		QuiesceTimeout:   15 * time.Minute,
+		ChurnNodes:       1000,
+		ChurnRate:        10,
+		ChurnInterval:    30 * time.Second,
+		ChurnDuration:    6 * time.Minute,
+		ChaosNodes:       200,
+		SweepNodes:       []int{1000, 5000, 20000, 50000},
+		ReadQPS:          20,
+		ReadBurst:        20,
+		WriteQPS:         5,
+		WriteBurst:       5,
+		CloudMaxBatch:    500,
+		Latency:          50 * time.Millisecond,
+		Jitter:           20 * time.Millisecond,
+		KubeQPS:          20,
+		KubeBurst:        30,
+		NodeWorkers:      1,
+		ServiceWorkers:   1,
+		UpstreamSupports: SupportsNone,
 	}
 }
 

@@ -37,7 +37,7 @@ type Report struct {
 
 func newReport(o *Options) *Report {
 	return &Report{
-		Clock: "virtual",
+		Clock:   "virtual",
 		ReadQPS: o.ReadQPS, ReadBurst: o.ReadBurst, WriteQPS: o.WriteQPS, WriteBurst: o.WriteBurst,
 		CloudMaxBatch: o.CloudMaxBatch, LatencyMs: ms(o.Latency), JitterMs: ms(o.Jitter),
 		KubeQPS: o.KubeQPS, KubeBurst: o.KubeBurst, NodeWorkers: o.NodeWorkers,
@@ -51,10 +51,10 @@ type ScenarioResult struct {
 	Label    string `json:"label"`
 	// Nodes is the cluster size (for scaleup and stress: K, the nodes that
 	// arrive).
-	Nodes       int     `json:"nodes"`
-	Services    int     `json:"services"`
-	NotReady    int     `json:"not_ready"`
-	NodeWorkers int     `json:"node_workers"`
+	Nodes       int `json:"nodes"`
+	Services    int `json:"services"`
+	NotReady    int `json:"not_ready"`
+	NodeWorkers int `json:"node_workers"`
 	// SimSeconds is the longest column's window (simulated seconds).
 	SimSeconds float64 `json:"sim_seconds"`
 	// LimitSeconds is the lower bound on initialising the new nodes
