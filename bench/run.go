@@ -16,7 +16,9 @@ import (
 )
 
 // Run runs every scenario of o, each with every column and seed, and
-// returns the report. progress (may be nil) gets a line every few seconds.
+// returns the report. progress (may be nil) gets a line every few
+// simulated minutes. Run must be called inside a synctest bubble (package
+// bench/virtual): its clock is virtual.
 func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -24,6 +26,7 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
+	resetErrorBackoff()
 	rep := newReport(o)
 	for _, sc := range o.Scenarios {
 		var specs []scenarioSpec
@@ -61,6 +64,7 @@ type scenarioSpec struct {
 	workers                int
 	initBound, quiesBound  *Bound
 	steady                 *Bound
+	pace                   *PaceModel
 	run                    func(ctx context.Context, r *colRun) error
 }
 
@@ -86,7 +90,7 @@ func runScenario(ctx context.Context, o *Options, spec scenarioSpec, progress io
 	res := &ScenarioResult{
 		Scenario: spec.name, Label: spec.label, Nodes: spec.nodes, Services: spec.services, NotReady: spec.notRd,
 		NodeWorkers: spec.workers, BatchSize: o.CloudMaxBatch,
-		InitBound: spec.initBound, QuiesceBound: spec.quiesBound, SteadyFloor: spec.steady,
+		InitBound: spec.initBound, QuiesceBound: spec.quiesBound, SteadyFloor: spec.steady, PaceModel: spec.pace,
 		Columns: map[string]Side{}, runs: map[string][]Side{},
 	}
 	if spec.initBound != nil {
@@ -105,6 +109,12 @@ func runScenario(ctx context.Context, o *Options, spec scenarioSpec, progress io
 			}
 			res.runs[col] = append(res.runs[col], s)
 		}
+	}
+	if err := checkPace(res); err != nil {
+		return nil, err
+	}
+	if spec.initBound != nil {
+		res.boundFromCounters(o, spec.nodes)
 	}
 	res.aggregate(o)
 	return res, nil
@@ -192,6 +202,7 @@ func (r *colRun) fill() {
 	for _, v := range rec.Errors {
 		s.ControllerErrors += v
 	}
+	s.CallsPerLookup = perCall(s.UpstreamCalls, s.ControllerCalls)
 	if r.col.Registry != nil {
 		s.CacheHitRatio = hitRatio(r.col.Registry)
 	}
@@ -273,6 +284,8 @@ func steadySpec(o *Options, n int, name string) scenarioSpec {
 		label: fmt.Sprintf("%d nodes (%d NotReady), %d LB services; steady window %v after a %v warm-up", n, notReady, o.Services, o.SteadyWindow, steadyWarmup),
 	}
 	spec.steady = steadyFloor(o, n)
+	rph, sweep, formula := modelPace(o, n, o.NodeWorkers)
+	spec.pace = &PaceModel{RoundsPerHour: rph, SweepSeconds: sweep, Formula: formula}
 	spec.run = func(ctx context.Context, r *colRun) error {
 		insts, err := r.c.AddNodes(n, true, true)
 		if err != nil {
@@ -299,6 +312,8 @@ func steadySpec(o *Options, n int, name string) scenarioSpec {
 		b := r.snapshot()
 		r.fill()
 		r.side.Steady = steadyFigures(a, b, o.SteadyWindow, o.ReadQPS)
+		r.side.StatusRoundsPerHour, r.side.SweepSeconds, _ = statusPace(r.c.rec.statusCalls(), r.start)
+		r.side.CallsPerLookup = perCall(b.cnt.TotalCalls()-a.cnt.TotalCalls(), b.controllerCalls-a.controllerCalls)
 		r.side.QuotaUtilization = &r.side.Steady.QuotaUtilization
 		r.side.SimSeconds = r.simSince(r.start)
 		return nil
@@ -343,6 +358,7 @@ func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
 		r.side.TimeTo, r.side.QuiesceSeconds = nil, nil
 		r.srv.ResetCounters()
 		r.c.rec.reset()
+		r.c.ResetKubeRequests()
 		r.samp.restart()
 		from := time.Now()
 		r.start = from
@@ -362,15 +378,8 @@ func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
 		r.side.TimedOut = !done
 		_, r.side.NodesToInit, _ = r.w.done()
 		r.side.NodesInitialized = r.w.initialized(r.c)
-		if v := r.side.TimeTo["nodes_initialized"]; v != nil {
-			r.side.InitSeconds = v
-			x := *v / spec.initBound.Seconds
-			r.side.OverBound = &x
-		}
-		if r.side.QuiesceSeconds != nil {
-			x := *r.side.QuiesceSeconds / spec.quiesBound.Seconds
-			r.side.QuiesceOverBound = &x
-		}
+		r.side.InitSeconds = r.side.TimeTo["nodes_initialized"]
+		r.side.NodeKubeRequests = r.c.KubeRequests(ClientNode)
 		return nil
 	}
 	return spec
@@ -445,6 +454,31 @@ func churnSpec(o *Options) scenarioSpec {
 	return spec
 }
 
+// boundFromCounters sets the init and quiescence bounds from the node
+// controller's kube requests per node counted in every run, and each
+// run's measured/bound.
+func (res *ScenarioResult) boundFromCounters(o *Options, k int) {
+	init := initBoundMeasured(o, k, perNodeRequests(res.runs, k))
+	quies := quiesceBound(o, k, res.Services, init)
+	res.InitBound, res.QuiesceBound = init, quies
+	v := init.Seconds
+	res.LimitSeconds = &v
+	for _, runs := range res.runs {
+		for i := range runs {
+			x := &runs[i]
+			x.OverBound, x.QuiesceOverBound = nil, nil
+			if x.InitSeconds != nil {
+				v := *x.InitSeconds / init.Seconds
+				x.OverBound = &v
+			}
+			if x.QuiesceSeconds != nil {
+				v := *x.QuiesceSeconds / quies.Seconds
+				x.QuiesceOverBound = &v
+			}
+		}
+	}
+}
+
 // counterSnap is the cloud's counters and cloudgate's cache figures at one
 // moment.
 type counterSnap struct {
@@ -452,10 +486,12 @@ type counterSnap struct {
 	cnt         simcloud.Counters
 	hits, total float64
 	statusCalls int64 // InstanceMetadata calls the controllers made
+	// controllerCalls are all the controllers' calls.
+	controllerCalls int64
 }
 
 func (r *colRun) snapshot() counterSnap {
-	s := counterSnap{at: time.Now(), cnt: r.srv.Counters(), statusCalls: r.c.rec.count("InstanceMetadata")}
+	s := counterSnap{at: time.Now(), cnt: r.srv.Counters(), statusCalls: r.c.rec.count("InstanceMetadata"), controllerCalls: r.c.rec.total()}
 	if r.col.Registry != nil {
 		s.hits, s.total = cacheCounts(r.col.Registry)
 	}
@@ -540,6 +576,15 @@ func (w *initWatch) initialized(c *Cluster) int {
 	}
 	w.mu.Unlock()
 	return c.countInitialized(names)
+}
+
+// perCall is upstream calls per controller call (nil without calls).
+func perCall(upstream, controller int64) *float64 {
+	if controller == 0 {
+		return nil
+	}
+	v := float64(upstream) / float64(controller)
+	return &v
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -35,6 +35,13 @@ type Options struct {
 	Stall time.Duration
 	// DumpDir receives the dump (default os.TempDir()).
 	DumpDir string
+	// Drain is how much longer the bubble's clock runs after fn returns,
+	// so that goroutines still waiting on a timer with a context nobody
+	// cancels (a controller's context.TODO() call waiting for a token)
+	// can finish: the clock stops when the bubble's main goroutine
+	// returns, and a goroutine left blocked then fails the bubble.
+	// Default 15 minutes (virtual: it costs only the timers that fire).
+	Drain time.Duration
 }
 
 // Func is the simulation: ctx is created inside the bubble (a context or
@@ -51,6 +58,9 @@ func Test(t *testing.T, ctx context.Context, o Options, fn Func) error {
 	}
 	if o.DumpDir == "" {
 		o.DumpDir = os.TempDir()
+	}
+	if o.Drain <= 0 {
+		o.Drain = 15 * time.Minute
 	}
 	var (
 		clock   atomic.Int64 // the bubble's time, unix ns, advanced by its heartbeat
@@ -88,6 +98,7 @@ func Test(t *testing.T, ctx context.Context, o Options, fn Func) error {
 		err = fn(inner)
 		cancel()
 		<-beat
+		time.Sleep(o.Drain)
 	})
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
