@@ -31,11 +31,13 @@ func determinismOptions() *Options {
 // /dev/null, as many as this machine's two cores); every column's
 // upstream, read and write calls must agree within 1 % (at least one call:
 // steady's cloudgate:list makes ~26) in steady and scaleup. Churn is held
-// to 5 %: its writes depend on the order in which goroutines woken at the
-// same virtual instant run (the route controller re-creates and deletes
-// the routes of leaving nodes until the lifecycle controller deletes
-// them), and that order varies between two idle runs as much as between
-// an idle and a loaded one (measured: up to 3.5 % either way).
+// only to 10 %: its writes depend on the order in which goroutines woken at
+// the same virtual instant run (the route controller deletes a leaving
+// node's blackhole route and re-creates it every 10 s until the lifecycle
+// controller deletes the Node; bare's 429s on those writes amplify it), and
+// that order varies between two idle runs as it does between an idle and a
+// loaded one. Measured over four pairs: cloudgate columns and bare+client
+// within 0-2.1 %, bare up to 4.3 % (calls) and 6 % (writes).
 func TestDeterminism(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the three scenarios twice")
@@ -52,7 +54,7 @@ func TestDeterminism(t *testing.T) {
 	}
 	loaded := runVirtual(t, determinismOptions())
 
-	tolerance := map[string]float64{ScenarioSteady: 0.01, ScenarioScaleup: 0.01, ScenarioChurn: 0.05}
+	tolerance := map[string]float64{ScenarioSteady: 0.01, ScenarioScaleup: 0.01, ScenarioChurn: 0.10}
 	checks := 0
 	for i, s := range idle.Scenarios {
 		tol := tolerance[s.Scenario]
