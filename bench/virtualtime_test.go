@@ -22,3 +22,13 @@ func runVirtual(t *testing.T, o *Options) *Report {
 	}
 	return rep
 }
+
+// runVirtualFn runs fn in virtual time, in a synctest bubble of t.
+func runVirtualFn(t *testing.T, fn virtual.Func) error {
+	t.Helper()
+	err := virtual.Test(t, context.Background(), virtual.Options{}, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return err
+}
