@@ -124,6 +124,9 @@ func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
 	return spec
 }
 
+// churnPhase offsets the churn steps from the controllers' periods.
+const churnPhase = 1234567 * time.Microsecond
+
 // churnSpec: ChurnNodes nodes with routes and M services; every
 // ChurnInterval ChurnRate nodes join (uninitialised, pod CIDRs) and as many
 // leave (instance deleted, Node NotReady: the lifecycle controller deletes
@@ -144,6 +147,13 @@ func churnSpec(o *Options) scenarioSpec {
 			return err
 		}
 		if err := r.startCluster(); err != nil {
+			return err
+		}
+		// Off the controllers' period grid (5 s, 10 s, 5 min from the
+		// start): a churn step on the same virtual instant as a
+		// controller's tick would run before or after it as the scheduler
+		// picks, and the run would depend on that pick.
+		if err := r.sleep(ctx, churnPhase); err != nil {
 			return err
 		}
 		ticks := int(o.ChurnDuration / o.ChurnInterval)
