@@ -70,6 +70,10 @@ func Test(t *testing.T, ctx context.Context, o Options, fn Func) error {
 	defer close(done)
 	realNow.Store(time.Now().UnixNano())
 	go watch(o, &clock, done)
+	// AfterFunc runs in its own goroutine, some real time after ctx ends,
+	// while the bubble's clock may race ahead; an already ended ctx is
+	// seen at the first beat.
+	stopped.Store(ctx.Err() != nil)
 	stopCtx := context.AfterFunc(ctx, func() { stopped.Store(true) })
 	defer stopCtx()
 

@@ -22,9 +22,11 @@ func TestClockIsVirtual(t *testing.T) {
 	}
 }
 
-// TestOuterCancelReachesBubble: the caller's context ending ends the
-// bubble's within a virtual second (by the heartbeat: a channel from
-// outside cannot be waited on durably), and Test reports it.
+// TestOuterCancelReachesBubble: a caller's context that has ended ends the
+// bubble's at the first heartbeat, within a virtual second (a channel from
+// outside cannot be waited on durably), and Test reports it. (One that ends
+// later is seen at the next beat after it ends in real time, however far
+// the virtual clock got meanwhile.)
 func TestOuterCancelReachesBubble(t *testing.T) {
 	outer, cancel := context.WithCancel(context.Background())
 	cancel()
