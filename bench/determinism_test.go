@@ -30,14 +30,14 @@ func determinismOptions() *Options {
 // figure. The same seed runs alone and beside two CPU hogs (yes >
 // /dev/null, as many as this machine's two cores); every column's
 // upstream, read and write calls must agree within 1 % (at least one call:
-// steady's cloudgate:list makes ~26) in steady and scaleup. Churn is held
-// only to 10 %: its writes depend on the order in which goroutines woken at
-// the same virtual instant run (the route controller deletes a leaving
-// node's blackhole route and re-creates it every 10 s until the lifecycle
-// controller deletes the Node; bare's 429s on those writes amplify it), and
-// that order varies between two idle runs as it does between an idle and a
-// loaded one. Measured over four pairs: cloudgate columns and bare+client
-// within 0-2.1 %, bare up to 4.3 % (calls) and 6 % (writes).
+// steady's cloudgate:list makes ~26) in steady and scaleup, within 3 % in
+// churn. Churn's residue is not the load: goroutines woken at the same
+// virtual instant by one step (the node, route, service and lifecycle
+// controllers all see the joins and leaves) run in the order the scheduler
+// picks, and three idle runs spread as much (bare 1,796-1,820 calls,
+// batch 1,416-1,430, list 1,223-1,246); idle vs loaded measured -0.55 %
+// (bare), +1.06 % (batch), -0.73 % (list). The steps sit off the
+// controllers' period grid (churnPhase); before that, bare spread 4 %.
 func TestDeterminism(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the three scenarios twice")
@@ -54,7 +54,7 @@ func TestDeterminism(t *testing.T) {
 	}
 	loaded := runVirtual(t, determinismOptions())
 
-	tolerance := map[string]float64{ScenarioSteady: 0.01, ScenarioScaleup: 0.01, ScenarioChurn: 0.10}
+	tolerance := map[string]float64{ScenarioSteady: 0.01, ScenarioScaleup: 0.01, ScenarioChurn: 0.03}
 	checks := 0
 	for i, s := range idle.Scenarios {
 		tol := tolerance[s.Scenario]
