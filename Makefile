@@ -36,7 +36,7 @@ lint:
 test: deps setup control-plane
 	env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
 	cd $(AWS_MOD) && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
-	$(GO) test -count=1 -timeout 20m -run 'TestBenchLB' ./bench/
+	$(GO) test -count=1 -timeout 20m -run 'TestBenchLB|TestDeterminism' ./bench/
 	$(MAKE) test-image
 	$(MAKE) test-chart
 	$(MAKE) release-check VERSION=v0.0.0-ci

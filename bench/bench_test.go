@@ -2,8 +2,8 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,10 +42,7 @@ func TestBenchSteadyColumns(t *testing.T) {
 	o.Scenarios = []string{ScenarioSteady}
 	o.Columns = []string{ColBare, ColList}
 	o.NotReadyPct = 1
-	rep, err := Run(context.Background(), o, testWriter{t})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runVirtual(t, o)
 	if err := rep.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +91,30 @@ func TestBoundFormulas(t *testing.T) {
 	// writes: (1000+20-5)/5 + 0.05 = 203.05.
 	if q.Seconds != 203.05 {
 		t.Errorf("quiescence bound %+v, want 203.05", q)
+	}
+}
+
+// TestBoundFromCounters: the kube side counts the node controller's
+// requests per node as measured (the least over runs, rounded down per
+// node), the last node's Event after its initialisation.
+func TestBoundFromCounters(t *testing.T) {
+	o := DefaultOptions()
+	runs := map[string][]Side{
+		ColBare:  {{NodeKubeRequests: map[string]int64{"update nodes": 1000, "patch nodes/status": 1000, "create events": 1000, "get nodes": 7}}},
+		ColCache: {{NodeKubeRequests: map[string]int64{"update nodes": 1003, "patch nodes/status": 1000, "create events": 1000}}},
+	}
+	per := perNodeRequests(runs, 1000)
+	if len(per) != 3 || per["update nodes"] != 1 || per["patch nodes/status"] != 1 || per["create events"] != 1 {
+		t.Fatalf("per node %v, want update, status patch and event once each", per)
+	}
+	b := initBoundMeasured(o, 1000, per)
+	// kube: (3*1000 - 1 - 30)/20 = 148.45.
+	if math.Abs(b.Kube-148.45) > 1e-9 || b.Seconds != b.Kube || !strings.Contains(b.Formula, "r = 3") {
+		t.Errorf("bound %+v, want kube 148.45 with r = 3", b)
+	}
+	runs[ColList] = []Side{{}} // a run without counters: no measured bound
+	if perNodeRequests(runs, 1000) != nil {
+		t.Errorf("a run without counters still gave a per-node count")
 	}
 }
 
@@ -175,7 +196,7 @@ func assertJSONKeys(t *testing.T, rep *Report, columns []string) {
 	}
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	for _, want := range []string{"init bound", "ceil(K/B)", "2K-burst"} {
+	for _, want := range []string{"init bound", "ceil(K/B)", "rK-e-burst", "r = 3 node-controller requests per node"} {
 		if !strings.Contains(table.String(), want) && slices.ContainsFunc(rep.Scenarios, func(s ScenarioResult) bool { return s.InitBound != nil }) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -2,7 +2,10 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -60,4 +63,64 @@ func steadyFloor(o *Options, n int) *Bound {
 	perHour := math.Ceil(float64(n)/float64(o.CloudMaxBatch)) * float64(time.Hour/nodeStatusUpdateFrequency)
 	return &Bound{Seconds: 0, Cloud: perHour, Formula: fmt.Sprintf(
 		"a refresh of every node per status period: ceil(N/B) x (1h / 5m) = ceil(%d/%d) x 12 = %.0f reads/h", n, o.CloudMaxBatch, perHour)}
+}
+
+// perNodeRequests is the node controller's kube requests per new node by
+// "verb resource[/subresource]", measured: for every column and seed the
+// count during the scale-up divided by K (rounded down: a request made for
+// only some nodes is not one every node needs), the least over all of them.
+func perNodeRequests(runs map[string][]Side, k int) map[string]int {
+	var out map[string]int
+	for _, col := range slices.Sorted(maps.Keys(runs)) {
+		for _, x := range runs[col] {
+			if x.NodeKubeRequests == nil {
+				return nil
+			}
+			cur := map[string]int{}
+			for key, n := range x.NodeKubeRequests {
+				if v := int(n / int64(k)); v > 0 {
+					cur[key] = v
+				}
+			}
+			if out == nil {
+				out = cur
+				continue
+			}
+			for key, v := range out {
+				out[key] = min(v, cur[key])
+				if out[key] == 0 {
+					delete(out, key)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// initBoundMeasured is initBound with the kube side counted from the node
+// controller's requests per node (perNodeRequests): r requests per node
+// through one client limited to QPS with a bucket of burst, the last
+// node initialised once all its requests but its Events (they follow the
+// initialisation) are through: kube = max(0, rK - e - burst)/QPS.
+func initBoundMeasured(o *Options, k int, perNode map[string]int) *Bound {
+	b := initBound(o, k)
+	if len(perNode) == 0 {
+		return b
+	}
+	var r, e int
+	var parts []string
+	for _, key := range slices.Sorted(maps.Keys(perNode)) {
+		r += perNode[key]
+		if strings.HasSuffix(key, " events") {
+			e += perNode[key]
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", key, perNode[key]))
+	}
+	kube := math.Max(0, float64(r*k-e-o.KubeBurst)) / o.KubeQPS
+	b.Kube, b.Seconds = kube, math.Max(b.Cloud, kube)
+	b.Formula = fmt.Sprintf("max(cloud = max(0, ceil(K/B)-S)/Q + RTT = max(0, ceil(%d/%d)-%d)/%g + %v = %.2fs, "+
+		"kube = max(0, rK-e-burst)/QPS with r = %d node-controller requests per node measured (%s), e = %d after the initialisation (Events) "+
+		"= max(0, %d-%d-%d)/%g = %.2fs) = %.2fs",
+		k, o.CloudMaxBatch, o.ReadBurst, o.ReadQPS, o.Latency, b.Cloud, r, strings.Join(parts, ", "), e, r*k, e, o.KubeBurst, o.KubeQPS, kube, b.Seconds)
+	return b
 }

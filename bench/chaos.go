@@ -109,14 +109,13 @@ type ChaosSide struct {
 // instance are answered 404 once; then recovery without faults or churn,
 // longer than every bound checked.
 func chaosSpec(o *Options) scenarioSpec {
-	f := o.TimeFactor
-	phases := chaosFaultPhases(f)
+	phases := chaosFaultPhases(1)
 	var faultLen time.Duration
 	for _, p := range phases {
 		faultLen += p.length
 	}
 	spec := scenarioSpec{
-		name: ScenarioChaos, nodes: o.ChaosNodes, services: o.Services, f: f, workers: o.NodeWorkers,
+		name: ScenarioChaos, nodes: o.ChaosNodes, services: o.Services, workers: o.NodeWorkers,
 	}
 	spec.label = fmt.Sprintf("%d nodes, %d LB services; %v of faults (5xx, ambiguous writes, timeouts, spikes, throttle storm, 2m outage) "+
 		"with churn and a one-shot 404 for two live instances, then recovery longer than every bound", o.ChaosNodes, o.Services, faultLen)
@@ -149,7 +148,7 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 	if err := c.AddServices(o.Services); err != nil {
 		return err
 	}
-	slack := scale(time.Second, r.spec.f) // real
+	slack := time.Second
 	bound := staleBound(r.col.Config) + slack
 	// Every column recovers as long: longer than the longest bound of any
 	// cloudgate column (the default policy's, or the user's).
@@ -158,7 +157,7 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		if col == ColConfig && o.ConfigFile == "" {
 			continue
 		}
-		if cfg, err := o.cloudgateConfig(col, r.spec.f); err == nil {
+		if cfg, err := o.cloudgateConfig(col); err == nil {
 			longest = max(longest, staleBound(cfg)+cfg.Cache.NegativeTTL.Duration+slack)
 		}
 	}
@@ -304,7 +303,7 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		return err
 	}
 	// Recovery: longer than every bound checked after the last deletion.
-	recovery := time.Duration(float64(longest)*r.spec.f) + time.Minute
+	recovery := longest + time.Minute
 	fmt.Fprintf(r.progress, "  %s: recovery for %v\n", r.label, recovery.Round(time.Second))
 	outageEnd := time.Now()
 	converged, err := r.waitQuiescent(ctx, outageEnd, recovery)
@@ -315,8 +314,8 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 	if converged {
 		convergeSecs = r.side.QuiesceSeconds
 	}
-	if rest := r.real(recovery) - time.Since(outageEnd); rest > 0 {
-		if err := r.sleep(ctx, time.Duration(float64(rest)*r.spec.f)); err != nil {
+	if rest := recovery - time.Since(outageEnd); rest > 0 {
+		if err := r.sleep(ctx, rest); err != nil {
 			return err
 		}
 	}

@@ -115,6 +115,11 @@ type Cluster struct {
 	rec     *recorder
 	cidr    int
 
+	// kubeMu guards kubeReqs: each controller client's requests by
+	// "verb resource[/subresource]" (bounds count what the controllers do).
+	kubeMu   sync.Mutex
+	kubeReqs map[string]map[string]int64
+
 	// nodeHandler, when set before Start, sees every Node event (chaos).
 	nodeHandler cache.ResourceEventHandler
 
@@ -136,24 +141,79 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		cfg.ClusterCIDR = "10.128.0.0/9"
 	}
 	raiseWatchChanSize()
-	c := &Cluster{cfg: cfg, srv: ground, kube: fake.NewSimpleClientset()}
+	c := &Cluster{cfg: cfg, srv: ground, kube: fake.NewSimpleClientset(), kubeReqs: map[string]map[string]int64{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.rec = newRecorder(cfg.Cloud)
 	return c, nil
 }
 
-// controllerClient is a kube client for one controller: it shares the
-// cluster's objects and is limited to KubeQPS (× time factor) with
-// KubeBurst, as client-go's default token bucket limits a real CCM's.
-func (c *Cluster) controllerClient() kubernetes.Interface {
+// Controller client names (KubeRequests).
+const (
+	ClientNode      = "node-controller"
+	ClientLifecycle = "node-lifecycle-controller"
+	ClientRoute     = "route-controller"
+	ClientService   = "service-controller"
+	ClientCloud     = "cloud-provider"
+)
+
+// KubeRequests returns the requests controller client name made since
+// the last ResetKubeRequests, by "verb resource[/subresource]".
+func (c *Cluster) KubeRequests(name string) map[string]int64 {
+	c.kubeMu.Lock()
+	defer c.kubeMu.Unlock()
+	out := map[string]int64{}
+	for k, v := range c.kubeReqs[name] {
+		out[k] = v
+	}
+	return out
+}
+
+// ResetKubeRequests zeroes every client's request counts.
+func (c *Cluster) ResetKubeRequests() {
+	c.kubeMu.Lock()
+	c.kubeReqs = map[string]map[string]int64{}
+	c.kubeMu.Unlock()
+}
+
+func (c *Cluster) countKube(name string, a k8stesting.Action) {
+	key := a.GetVerb() + " " + a.GetResource().Resource
+	if sub := a.GetSubresource(); sub != "" {
+		key += "/" + sub
+	}
+	c.kubeMu.Lock()
+	m := c.kubeReqs[name]
+	if m == nil {
+		m = map[string]int64{}
+		c.kubeReqs[name] = m
+	}
+	m[key]++
+	c.kubeMu.Unlock()
+}
+
+// controllerClient is a kube client for one controller (name: Client*):
+// it shares the cluster's objects, is limited to KubeQPS with KubeBurst,
+// as client-go's default token bucket limits a real CCM's, and counts its
+// requests by verb.
+func (c *Cluster) controllerClient(name string) kubernetes.Interface {
 	cs := fake.NewSimpleClientset()
 	tracker := c.kube.Tracker()
 	lim := rate.NewLimiter(rate.Limit(c.cfg.KubeQPS*c.cfg.TimeFactor), c.cfg.KubeBurst)
 	cs.ReactionChain = nil
 	cs.WatchReactionChain = nil
-	cs.AddReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
-		// Not handled: waits for a token, then the tracker answers.
-		return false, nil, lim.Wait(c.ctx)
+	cs.AddReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		c.countKube(name, a)
+		// Not handled: waits for a token, then the tracker answers. The
+		// fake holds its lock while a reactor runs; client-go waits for its
+		// token outside any lock, so the wait does too: otherwise callers
+		// queue on a mutex, which in virtual time (a synctest bubble) is not
+		// a durable block, and the clock never reaches the token. The
+		// recorded actions are dropped meanwhile (nothing reads them; they
+		// would grow with every request).
+		cs.Unlock()
+		cs.ClearActions()
+		err := lim.Wait(c.ctx)
+		cs.Lock()
+		return false, nil, err
 	})
 	cs.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
 	cs.AddWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
@@ -174,9 +234,11 @@ type clientBuilder struct{ c *Cluster }
 func (b clientBuilder) Config(string) (*rest.Config, error) { return &rest.Config{}, nil }
 func (b clientBuilder) ConfigOrDie(string) *rest.Config     { return &rest.Config{} }
 func (b clientBuilder) Client(string) (kubernetes.Interface, error) {
-	return b.c.controllerClient(), nil
+	return b.c.controllerClient(ClientCloud), nil
 }
-func (b clientBuilder) ClientOrDie(string) kubernetes.Interface { return b.c.controllerClient() }
+func (b clientBuilder) ClientOrDie(string) kubernetes.Interface {
+	return b.c.controllerClient(ClientCloud)
+}
 
 // nextCIDR is the next node's pod CIDR: a /24 of the cluster CIDR.
 func (c *Cluster) nextCIDR() string {
@@ -310,11 +372,11 @@ func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 	nodes := c.factory.Core().V1().Nodes()
 	services := c.factory.Core().V1().Services()
 	workers := int32(c.cfg.NodeWorkers)
-	nc, err := nodecontroller.NewCloudNodeController(nodes, c.controllerClient(), c.rec, scale(nodeStatusUpdateFrequency, f), workers, workers)
+	nc, err := nodecontroller.NewCloudNodeController(nodes, c.controllerClient(ClientNode), c.rec, scale(nodeStatusUpdateFrequency, f), workers, workers)
 	if err != nil {
 		return err
 	}
-	lc, err := nodelifecycle.NewCloudNodeLifecycleController(nodes, c.controllerClient(), c.rec, scale(nodeMonitorPeriod, f), 1)
+	lc, err := nodelifecycle.NewCloudNodeLifecycleController(nodes, c.controllerClient(ClientLifecycle), c.rec, scale(nodeMonitorPeriod, f), 1)
 	if err != nil {
 		return err
 	}
@@ -325,11 +387,11 @@ func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 		if err != nil {
 			return err
 		}
-		if rc, err = route.New(routes, c.controllerClient(), nodes, c.cfg.Name, []*net.IPNet{cidr}); err != nil {
+		if rc, err = route.New(routes, c.controllerClient(ClientRoute), nodes, c.cfg.Name, []*net.IPNet{cidr}); err != nil {
 			return err
 		}
 	}
-	sc, err := service.New(c.rec, c.controllerClient(), services, nodes, c.cfg.Name, utilfeature.DefaultFeatureGate)
+	sc, err := service.New(c.rec, c.controllerClient(ClientService), services, nodes, c.cfg.Name, utilfeature.DefaultFeatureGate)
 	if err != nil {
 		return err
 	}

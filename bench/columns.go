@@ -38,23 +38,20 @@ func (c *Column) Close() {
 	}
 }
 
-// NewColumn builds column col's provider against srv (time factor f):
+// NewColumn builds column col's provider against srv, in memory:
 // a simcloud client, wrapped in the provider-typical client for
 // bare+client, hidden behind what the column's upstream implements and
 // wrapped in cloudgate for the cloudgate columns.
-func NewColumn(o *Options, col string, srv *simcloud.Server, clusterName string, f float64) (*Column, error) {
+func NewColumn(o *Options, col string, srv *simcloud.Server, clusterName string) (*Column, error) {
 	cc := simcloud.ClientConfig{
-		Endpoint: srv.URL(), APIKey: "bench", ClusterName: clusterName, Timeout: clientTimeout(f),
-		MaxBatchSize: o.CloudMaxBatch,
-	}
-	if o.InMemory {
-		cc.Transport = srv.Transport()
+		Endpoint: srv.URL(), APIKey: "bench", ClusterName: clusterName, Timeout: clientTimeout,
+		MaxBatchSize: o.CloudMaxBatch, Transport: srv.Transport(),
 	}
 	wire := &wireLog{}
 	cc.WrapTransport = func(next http.RoundTripper) http.RoundTripper {
 		var rt http.RoundTripper = &wireTransport{next: next, log: wire}
 		if col == ColBareClient {
-			rt = newTypicalClient(rt, o, f)
+			rt = newTypicalClient(rt, o)
 		}
 		return rt
 	}
@@ -66,7 +63,7 @@ func NewColumn(o *Options, col string, srv *simcloud.Server, clusterName string,
 	if col == ColBare || col == ColBareClient {
 		return c, nil
 	}
-	cfg, err := o.cloudgateConfig(col, f)
+	cfg, err := o.cloudgateConfig(col)
 	if err != nil {
 		client.Close()
 		return nil, err
@@ -130,19 +127,17 @@ func (l *limitedUpstream) InstancesV2() (cloudprovider.InstancesV2, bool) {
 type typicalClient struct {
 	next        http.RoundTripper
 	read, write *rate.Limiter
-	f           float64
-	backoff     time.Duration // first backoff, real
+	backoff     time.Duration // first backoff
 }
 
 const typicalMaxRetries = 3
 
-func newTypicalClient(next http.RoundTripper, o *Options, f float64) *typicalClient {
+func newTypicalClient(next http.RoundTripper, o *Options) *typicalClient {
 	return &typicalClient{
 		next:    next,
-		read:    rate.NewLimiter(rate.Limit(o.ReadQPS*f), o.ReadBurst),
-		write:   rate.NewLimiter(rate.Limit(o.WriteQPS*f), o.WriteBurst),
-		f:       f,
-		backoff: scale(100*time.Millisecond, f),
+		read:    rate.NewLimiter(rate.Limit(o.ReadQPS), o.ReadBurst),
+		write:   rate.NewLimiter(rate.Limit(o.WriteQPS), o.WriteBurst),
+		backoff: 100 * time.Millisecond,
 	}
 }
 
@@ -192,15 +187,14 @@ func (t *typicalClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// retryAfter is the server's Retry-After rounded up to whole simulated
-// seconds (at least one), in real time.
+// retryAfter is the server's Retry-After rounded up to whole seconds (at
+// least one).
 func (t *typicalClient) retryAfter(resp *http.Response) time.Duration {
 	ms, err := strconv.ParseFloat(resp.Header.Get("X-Retry-After-Ms"), 64)
 	if err != nil || ms <= 0 {
 		ms = 1
 	}
-	simSecs := math.Max(1, math.Ceil(ms*t.f/1000))
-	return scale(time.Duration(simSecs*float64(time.Second)), t.f)
+	return time.Duration(math.Max(1, math.Ceil(ms/1000))) * time.Second
 }
 
 // isWriteRequest reports whether a simcloud request is charged as a write.

@@ -17,6 +17,7 @@ func smallFleetOptions(t *testing.T) *FleetOptions {
 	o.Nodes, o.ScaleupNodes = 60, 40
 	o.ReadQPS, o.ReadBurst, o.BackgroundQPS = 3, 3, 0.5
 	o.Warmup, o.SteadyWindow, o.QuiesceTimeout = 2*time.Minute, time.Minute, 10*time.Minute
+	o.TimeFactor = 20 // compressed to keep the test short: it checks invariants, not figures
 	return o
 }
 

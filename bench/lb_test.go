@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"context"
 	"slices"
 	"testing"
 )
@@ -20,10 +19,7 @@ func TestBenchLBScaleup(t *testing.T) {
 	o := smallOptions()
 	o.Scenarios = []string{ScenarioScaleup}
 	o.Services = 3
-	rep, err := Run(context.Background(), o, testWriter{t})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runVirtual(t, o)
 	if err := rep.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +53,7 @@ func TestBenchLBChaos(t *testing.T) {
 	o.Scenarios = []string{ScenarioChaos}
 	o.Columns = []string{ColBare, ColBatch}
 	o.Services = 3
-	o.TimeFactor = 240
-	rep, err := Run(context.Background(), o, testWriter{t})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runVirtual(t, o)
 	if err := rep.Check(); err != nil {
 		t.Fatal(err) // an invariant checked 0 times
 	}

@@ -23,10 +23,15 @@
 // formula. cmd/cloudgate-bench is the command line; docs/bench.md explains
 // the scenarios.
 //
-// Time is compressed by a per-scenario factor: every controller period and
-// cloudgate duration is divided by it, every quota and client QPS
-// multiplied by it, the cloud's latency divided by it, and every reported
-// time is in simulated seconds (real seconds × factor).
+// Time is virtual: Run must be called inside a testing/synctest bubble
+// (package bench/virtual hosts one, for a command as for a test), where the
+// clock advances only when every goroutine of the simulated world is
+// durably blocked. Controller periods, quotas, latencies and cloudgate's
+// durations are the real ones, uncompressed, and the machine's speed or
+// load cannot change a figure. The simulated cloud is served in memory
+// (no socket: a goroutine blocked on one would stall the clock). The
+// fleet scenario (RunFleet) is the exception: its limiter runs on a real
+// redis-server's clock, so it runs in real time.
 package bench
 
 import (
@@ -129,11 +134,6 @@ type Options struct {
 	NodeWorkers    int
 	ServiceWorkers int
 
-	// Time factors: steady, churn, chaos and sweep use TimeFactor; scaleup
-	// and stress ScaleupTimeFactor.
-	TimeFactor        float64
-	ScaleupTimeFactor float64
-
 	// ConfigFile is a cloudgate.yaml to benchmark (column cloudgate:config)
 	// instead of the three default cloudgate columns; UpstreamSupports is
 	// what the user's provider implements (none, batch, list): only that is
@@ -145,12 +145,6 @@ type Options struct {
 	// about 300 points per run.
 	Sample time.Duration
 
-	// InMemory serves the simulated cloud through an in-memory
-	// http.RoundTripper instead of loopback TCP: required when the run is
-	// inside a testing/synctest bubble (virtual time), where a goroutine
-	// blocked on a socket would stall the clock. Use it with time factors 1.
-	InMemory bool
-
 	onRegistry func(*prometheus.Registry)
 }
 
@@ -161,36 +155,34 @@ type Options struct {
 // latency; the CCM's defaults; one seed.
 func DefaultOptions() *Options {
 	return &Options{
-		Scenarios:         slices.Clone(DefaultScenarios),
-		Columns:           slices.Clone(AllColumns),
-		Seeds:             1,
-		Seed:              1,
-		Nodes:             2000,
-		Services:          20,
-		SteadyWindow:      time.Hour,
-		ScaleupNodes:      1000,
-		StressWorkers:     100,
-		QuiesceTimeout:    15 * time.Minute,
-		ChurnNodes:        1000,
-		ChurnRate:         10,
-		ChurnInterval:     30 * time.Second,
-		ChurnDuration:     6 * time.Minute,
-		ChaosNodes:        200,
-		SweepNodes:        []int{1000, 5000, 20000, 50000},
-		ReadQPS:           20,
-		ReadBurst:         20,
-		WriteQPS:          5,
-		WriteBurst:        5,
-		CloudMaxBatch:     500,
-		Latency:           50 * time.Millisecond,
-		Jitter:            20 * time.Millisecond,
-		KubeQPS:           20,
-		KubeBurst:         30,
-		NodeWorkers:       1,
-		ServiceWorkers:    1,
-		TimeFactor:        120,
-		ScaleupTimeFactor: 20,
-		UpstreamSupports:  SupportsNone,
+		Scenarios:        slices.Clone(DefaultScenarios),
+		Columns:          slices.Clone(AllColumns),
+		Seeds:            1,
+		Seed:             1,
+		Nodes:            2000,
+		Services:         20,
+		SteadyWindow:     time.Hour,
+		ScaleupNodes:     1000,
+		StressWorkers:    100,
+		QuiesceTimeout:   15 * time.Minute,
+		ChurnNodes:       1000,
+		ChurnRate:        10,
+		ChurnInterval:    30 * time.Second,
+		ChurnDuration:    6 * time.Minute,
+		ChaosNodes:       200,
+		SweepNodes:       []int{1000, 5000, 20000, 50000},
+		ReadQPS:          20,
+		ReadBurst:        20,
+		WriteQPS:         5,
+		WriteBurst:       5,
+		CloudMaxBatch:    500,
+		Latency:          50 * time.Millisecond,
+		Jitter:           20 * time.Millisecond,
+		KubeQPS:          20,
+		KubeBurst:        30,
+		NodeWorkers:      1,
+		ServiceWorkers:   1,
+		UpstreamSupports: SupportsNone,
 	}
 }
 
@@ -241,8 +233,6 @@ func (o *Options) Validate() error {
 		return errors.New("--latency and --jitter must be >= 0")
 	case !(o.KubeQPS > 0) || o.KubeBurst < 1:
 		return errors.New("--kube-qps must be > 0 and --kube-burst >= 1")
-	case !(o.TimeFactor >= 1) || !(o.ScaleupTimeFactor >= 1):
-		return errors.New("--time-factor and --scaleup-time-factor must be >= 1")
 	case o.NodeWorkers < 1 || o.ServiceWorkers < 1 || o.StressWorkers < 1:
 		return errors.New("--node-workers, --service-workers and --stress-workers must be >= 1")
 	case o.SteadyWindow < time.Minute || o.ChurnDuration <= 0 || o.ChurnInterval <= 0 || o.QuiesceTimeout <= 0:
@@ -256,18 +246,15 @@ func (o *Options) Validate() error {
 		}
 	}
 	if o.ConfigFile != "" {
-		if _, err := o.cloudgateConfig(ColConfig, 1); err != nil {
+		if _, err := o.cloudgateConfig(ColConfig); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// clientTimeout is the simcloud client's per-request timeout: 10 s
-// simulated, at least 1 s real.
-func clientTimeout(f float64) time.Duration {
-	return max(scale(10*time.Second, f), time.Second)
-}
+// clientTimeout is the simcloud client's per-request timeout.
+const clientTimeout = 10 * time.Second
 
 // upstreamSupports is what the column's upstream implements.
 func (o *Options) upstreamSupports(col string) string {
@@ -284,11 +271,10 @@ func (o *Options) upstreamSupports(col string) string {
 	return SupportsList // bare columns: the provider as it is (unused)
 }
 
-// cloudgateConfig is a cloudgate column's policy, compressed by f: for the
-// default columns DefaultConfig() with limits set to the simulated quota
+// cloudgateConfig is a cloudgate column's policy: for the default columns DefaultConfig() with limits set to the simulated quota
 // (as an operator would set them), batching off for cloudgate:cache and
 // list prefetch on for cloudgate:list; for cloudgate:config the user's file.
-func (o *Options) cloudgateConfig(col string, f float64) (*provider.Config, error) {
+func (o *Options) cloudgateConfig(col string) (*provider.Config, error) {
 	var cfg *provider.Config
 	if col == ColConfig {
 		fh, err := os.Open(o.ConfigFile)
@@ -314,36 +300,11 @@ func (o *Options) cloudgateConfig(col string, f float64) (*provider.Config, erro
 		}
 	}
 	cfg.Upstream = provider.UpstreamConfig{}
-	sd := func(d *provider.Duration) { d.Duration = scale(d.Duration, f) }
-	cfg.Limits.Read.QPS *= f
-	cfg.Limits.Write.QPS *= f
-	sd(&cfg.Cache.NegativeTTL)
-	sd(&cfg.Cache.StaleIfError)
-	sd(&cfg.Limits.Read.WaitTimeout)
-	sd(&cfg.Limits.Write.WaitTimeout)
-	sd(&cfg.Breaker.Interval)
-	sd(&cfg.Breaker.OpenTimeout)
-	sd(&cfg.Breaker.MinOpenTimeout)
-	sd(&cfg.Throttle.MaxRetryAfter)
-	sd(&cfg.Batch.ListInterval)
-	sd(&cfg.NotFoundGuard.GracePeriod)
-	sd(&cfg.NotFoundGuard.ConfirmAfter)
-	// A batch's max wait is a latency, not a period: compress it, but not
-	// below 10 ms, or batches would not fill. At factor 1 (virtual time,
-	// InMemory) this is the configured wait exactly.
-	cfg.Batch.MaxWait.Duration = max(scale(cfg.Batch.MaxWait.Duration, f), min(cfg.Batch.MaxWait.Duration, 10*time.Millisecond))
 	methods := map[string]provider.MethodConfig{}
-	for name, ttl := range provider.DefaultTTLs() { // compressed with the rest
+	for name, ttl := range provider.DefaultTTLs() {
 		methods[name] = provider.MethodConfig{TTL: &provider.Duration{Duration: ttl}}
 	}
 	for name, m := range cfg.Methods {
-		methods[name] = m
-	}
-	for name, m := range methods {
-		if m.TTL != nil {
-			m.TTL = &provider.Duration{Duration: scale(m.TTL.Duration, f)}
-		}
-		m.QPS *= f
 		methods[name] = m
 	}
 	cfg.Methods = methods
@@ -364,10 +325,6 @@ func policyString(o *Options) string {
 // OnRegistry makes the benchmark tell fn each cloudgate run's metrics
 // registry when the run starts (cloudgate-bench --metrics-addr serves it).
 func OnRegistry(o *Options, fn func(*prometheus.Registry)) { o.onRegistry = fn }
-
-func scale(d time.Duration, f float64) time.Duration {
-	return time.Duration(float64(d) / f)
-}
 
 // quotaHeadroom is the share of the quota the default cloudgate columns
 // configure as their rate (README: "Headroom below the quota").

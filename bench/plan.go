@@ -121,6 +121,30 @@ func runsOut(pts []PlanPoint, get func(PlanPoint) float64, quotaPerMin float64, 
 	return &n, true
 }
 
+// ReadsPerMinAt is the plan's prediction of the steady reads per minute at
+// n nodes: the measured point at n, or the line through the two measured
+// points nearest below n (extrapolated beyond the last), as runsOut
+// extrapolates. ok is false with fewer than two points.
+func (p *Plan) ReadsPerMinAt(n int) (v float64, ok bool) {
+	pts := slices.Clone(p.Points)
+	slices.SortFunc(pts, func(a, b PlanPoint) int { return a.Nodes - b.Nodes })
+	for _, pt := range pts {
+		if pt.Nodes == n {
+			return pt.ReadsPerMin, true
+		}
+	}
+	if len(pts) < 2 {
+		return 0, false
+	}
+	i := len(pts) - 2
+	for i > 0 && pts[i+1].Nodes > n {
+		i--
+	}
+	a, b := pts[i], pts[i+1]
+	slope := (b.ReadsPerMin - a.ReadsPerMin) / float64(b.Nodes-a.Nodes)
+	return b.ReadsPerMin + slope*float64(n-b.Nodes), true
+}
+
 // WriteTable prints the plan.
 func (p *Plan) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "cloudgate-bench plan: read quota %g/s (%g/min), write quota %g/s (%g/min); column %s, upstream implements %s\n",

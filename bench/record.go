@@ -27,6 +27,10 @@ type recorder struct {
 	// writes issued by the controllers (LB ensure/update/delete, routes).
 	writesIssued, writesFailed int64
 
+	// status are the InstanceMetadata calls (equal work: the status
+	// loop's pace).
+	status []statusCall
+
 	// inflight are the calls in progress, by id, with their start.
 	inflight map[uint64]time.Time
 	nextID   uint64
@@ -109,6 +113,24 @@ func (r *recorder) count(method string) int64 {
 	return r.calls[method]
 }
 
+// total is how many calls the controllers made.
+func (r *recorder) total() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, v := range r.calls {
+		n += v
+	}
+	return n
+}
+
+// statusCalls returns the InstanceMetadata calls so far.
+func (r *recorder) statusCalls() []statusCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]statusCall(nil), r.status...)
+}
+
 // reset forgets everything recorded so far.
 func (r *recorder) reset() {
 	r.mu.Lock()
@@ -116,6 +138,7 @@ func (r *recorder) reset() {
 	r.latencies = nil
 	r.calls, r.errs = map[string]int64{}, map[string]int64{}
 	r.writesIssued, r.writesFailed = 0, 0
+	r.status = nil
 }
 
 func (r *recorder) snapshot() recorded {
@@ -198,6 +221,9 @@ func (i *recInstancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*
 	start := i.r.begin()
 	md, err := i.up.InstanceMetadata(ctx, node)
 	i.r.observe("InstanceMetadata", start, err, false)
+	i.r.mu.Lock()
+	i.r.status = append(i.r.status, statusCall{start.start, time.Now()})
+	i.r.mu.Unlock()
 	if i.r.onMetadata != nil {
 		i.r.onMetadata(node, err)
 	}

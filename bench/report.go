@@ -14,10 +14,8 @@ import (
 
 // Report is the whole benchmark's result.
 type Report struct {
-	// TimeFactor compresses steady, churn, chaos and sweep;
-	// ScaleupTimeFactor scaleup and stress.
-	TimeFactor        float64 `json:"time_factor"`
-	ScaleupTimeFactor float64 `json:"scaleup_time_factor"`
+	// Clock is "virtual": every scenario ran inside a synctest bubble.
+	Clock string `json:"clock"`
 	// The simulated cloud, per simulated second.
 	ReadQPS       float64 `json:"read_qps"`
 	ReadBurst     int     `json:"read_burst"`
@@ -39,7 +37,7 @@ type Report struct {
 
 func newReport(o *Options) *Report {
 	return &Report{
-		TimeFactor: o.TimeFactor, ScaleupTimeFactor: o.ScaleupTimeFactor,
+		Clock:   "virtual",
 		ReadQPS: o.ReadQPS, ReadBurst: o.ReadBurst, WriteQPS: o.WriteQPS, WriteBurst: o.WriteBurst,
 		CloudMaxBatch: o.CloudMaxBatch, LatencyMs: ms(o.Latency), JitterMs: ms(o.Jitter),
 		KubeQPS: o.KubeQPS, KubeBurst: o.KubeBurst, NodeWorkers: o.NodeWorkers,
@@ -53,11 +51,10 @@ type ScenarioResult struct {
 	Label    string `json:"label"`
 	// Nodes is the cluster size (for scaleup and stress: K, the nodes that
 	// arrive).
-	Nodes       int     `json:"nodes"`
-	Services    int     `json:"services"`
-	NotReady    int     `json:"not_ready"`
-	NodeWorkers int     `json:"node_workers"`
-	TimeFactor  float64 `json:"time_factor"`
+	Nodes       int `json:"nodes"`
+	Services    int `json:"services"`
+	NotReady    int `json:"not_ready"`
+	NodeWorkers int `json:"node_workers"`
 	// SimSeconds is the longest column's window (simulated seconds).
 	SimSeconds float64 `json:"sim_seconds"`
 	// LimitSeconds is the lower bound on initialising the new nodes
@@ -68,6 +65,9 @@ type ScenarioResult struct {
 	InitBound    *Bound `json:"init_bound,omitempty"`
 	QuiesceBound *Bound `json:"quiesce_bound,omitempty"`
 	SteadyFloor  *Bound `json:"steady_floor,omitempty"`
+	// PaceModel is a real CCM's status pace (steady, sweep): bare's
+	// measured pace must be within 5 % of it.
+	PaceModel *PaceModel `json:"pace_model,omitempty"`
 	// Bare is the bare column (the CCM's defaults); Cloudgate is
 	// cloudgate:batch (DefaultConfig with limits at the quota), or
 	// cloudgate:config with --config.
@@ -127,6 +127,16 @@ type Side struct {
 	QuotaUtilization *float64 `json:"quota_utilization"`
 	Seeds            int      `json:"seeds"`
 	Seed             int64    `json:"seed,omitempty"`
+	// NodeKubeRequests are the node controller's kube requests during the
+	// scale-up by "verb resource[/subresource]" (the init bound's count).
+	NodeKubeRequests map[string]int64 `json:"node_kube_requests,omitempty"`
+	// Equal work: the status loop's rounds per hour and the mean time of
+	// one sweep, measured from the controllers' InstanceMetadata calls
+	// (steady, sweep; null with fewer than two sweeps), and the upstream
+	// calls per controller call (the measured window).
+	StatusRoundsPerHour *float64 `json:"status_rounds_per_hour"`
+	SweepSeconds        *float64 `json:"sweep_seconds"`
+	CallsPerLookup      *float64 `json:"calls_per_lookup"`
 	// Spread is [min, max] over seeds of the main figures.
 	Spread map[string][2]float64 `json:"spread,omitempty"`
 	// Series is the run's time series (first seed for a median).
@@ -255,6 +265,10 @@ func medianSide(runs []Side) Side {
 	out.QuiesceOverBound = ptrs(func(s Side) *float64 { return s.QuiesceOverBound }, "quiesce_over_bound")
 	out.CacheHitRatio = ptrs(func(s Side) *float64 { return s.CacheHitRatio }, "")
 	out.QuotaUtilization = ptrs(func(s Side) *float64 { return s.QuotaUtilization }, "quota_utilization")
+	out.StatusRoundsPerHour = ptrs(func(s Side) *float64 { return s.StatusRoundsPerHour }, "status_rounds_per_hour")
+	out.SweepSeconds = ptrs(func(s Side) *float64 { return s.SweepSeconds }, "sweep_seconds")
+	out.NodeKubeRequests = runs[0].NodeKubeRequests // the first seed's (the bound takes the least over all)
+	out.CallsPerLookup = ptrs(func(s Side) *float64 { return s.CallsPerLookup }, "calls_per_lookup")
 	if runs[0].TimeTo != nil {
 		out.TimeTo = map[string]*float64{}
 		for k := range runs[0].TimeTo {
@@ -316,7 +330,7 @@ func (r *Report) WriteTable(w io.Writer) {
 }
 
 func (r *Report) writeScenario(w io.Writer, s *ScenarioResult) {
-	fmt.Fprintf(w, "\n== %s: %s (time x%g)\n", s.Scenario, s.Label, s.TimeFactor)
+	fmt.Fprintf(w, "\n== %s: %s (virtual time)\n", s.Scenario, s.Label)
 	if s.InitBound != nil {
 		fmt.Fprintf(w, "   init bound:        %s\n", s.InitBound.Formula)
 	}
@@ -326,12 +340,8 @@ func (r *Report) writeScenario(w io.Writer, s *ScenarioResult) {
 	if s.SteadyFloor != nil {
 		fmt.Fprintf(w, "   steady floor:      %s\n", s.SteadyFloor.Formula)
 	}
-	if b, ok := s.Columns[ColBare]; ok && b.P50SimMs > 0 {
-		model := r.LatencyMs + r.JitterMs/2
-		if b.P50SimMs > 1.5*model {
-			fmt.Fprintf(w, "   fidelity: a bare call took %.0f ms simulated (p50) against the cloud's %.0f ms: this machine's CPU adds %.0f ms per call at time x%g, "+
-				"so sequential loops run slower than on a real CCM (lower --time-factor for more fidelity)\n", b.P50SimMs, model, b.P50SimMs-model, s.TimeFactor)
-		}
+	if s.PaceModel != nil {
+		fmt.Fprintf(w, "   equal work:        a real CCM's status pace %s; bare must be within %.0f %% of it\n", s.PaceModel.Formula, paceTolerance*100)
 	}
 	cols := make([]string, 0, len(r.Columns))
 	for _, c := range r.Columns {
@@ -370,8 +380,12 @@ func (r *Report) writeScenario(w io.Writer, s *ScenarioResult) {
 	row("throttled (429)", func(x Side) string { return spread(x, "throttled", d(x.Throttled)) })
 	row("controller calls", func(x Side) string { return d(x.ControllerCalls) })
 	row("controller errors", func(x Side) string { return spread(x, "controller_errors", d(x.ControllerErrors)) })
-	row("latency p50/p99 (real ms)", func(x Side) string { return f2(x.P50Ms) + "/" + f2(x.P99Ms) })
-	row("latency p50 (simulated ms)", func(x Side) string { return f0(x.P50SimMs) })
+	row("latency p50/p99 (ms)", func(x Side) string { return f2(x.P50Ms) + "/" + f2(x.P99Ms) })
+	row("upstream calls / controller call", func(x Side) string { return spread(x, "calls_per_lookup", ptrf(x.CallsPerLookup, 3)) })
+	if s.PaceModel != nil {
+		row("status rounds / h", func(x Side) string { return spread(x, "status_rounds_per_hour", ptrf(x.StatusRoundsPerHour, 3)) })
+		row("status sweep (s)", func(x Side) string { return spread(x, "sweep_seconds", ptrf(x.SweepSeconds, 2)) })
+	}
 	if s.Columns[cols[0]].NodesToInit > 0 {
 		row("nodes initialized", func(x Side) string { return fmt.Sprintf("%d/%d", x.NodesInitialized, x.NodesToInit) })
 		row("time to init (s)", func(x Side) string { return spread(x, "init_seconds", secs(x.InitSeconds, x.TimedOut)) })
@@ -380,6 +394,15 @@ func (r *Report) writeScenario(w io.Writer, s *ScenarioResult) {
 		row("time to LBs current (s)", func(x Side) string { return secs(x.TimeTo["lbs_current"], x.TimedOut) })
 		row("time to routes match (s)", func(x Side) string { return secs(x.TimeTo["routes_match"], x.TimedOut) })
 		row("time to quiescence (s)", func(x Side) string { return spread(x, "quiesce_seconds", secs(x.QuiesceSeconds, x.TimedOut)) })
+	}
+	if s.Columns[cols[0]].NodeKubeRequests != nil {
+		row("node-controller kube requests / node", func(x Side) string {
+			var n int64
+			for _, v := range x.NodeKubeRequests {
+				n += v
+			}
+			return fmt.Sprintf("%.2f", float64(n)/float64(max(1, x.NodesToInit)))
+		})
 	}
 	if s.InitBound != nil {
 		row("init / bound", func(x Side) string { return spread(x, "init_over_bound", xf(x.OverBound)) })
@@ -410,7 +433,13 @@ func (r *Report) writeScenario(w io.Writer, s *ScenarioResult) {
 	tw.Flush()
 }
 
-func d(v int64) string    { return fmt.Sprint(v) }
+func d(v int64) string { return fmt.Sprint(v) }
+func ptrf(v *float64, prec int) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.*f", prec, *v)
+}
 func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 func f2(v float64) string { return fmt.Sprintf("%.2f", v) }

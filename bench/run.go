@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"sync"
 	"time"
 
@@ -16,7 +15,9 @@ import (
 )
 
 // Run runs every scenario of o, each with every column and seed, and
-// returns the report. progress (may be nil) gets a line every few seconds.
+// returns the report. progress (may be nil) gets a line every few
+// simulated minutes. Run must be called inside a synctest bubble (package
+// bench/virtual): its clock is virtual.
 func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -24,6 +25,7 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
+	resetErrorBackoff()
 	rep := newReport(o)
 	for _, sc := range o.Scenarios {
 		var specs []scenarioSpec
@@ -58,10 +60,10 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 type scenarioSpec struct {
 	name, label            string
 	nodes, services, notRd int
-	f                      float64
 	workers                int
 	initBound, quiesBound  *Bound
 	steady                 *Bound
+	pace                   *PaceModel
 	run                    func(ctx context.Context, r *colRun) error
 }
 
@@ -80,17 +82,14 @@ type colRun struct {
 	side     Side
 }
 
-// sim converts a real duration since the run's start into simulated seconds.
-func (r *colRun) simSince(t time.Time) float64 { return time.Since(t).Seconds() * r.spec.f }
-
-// real converts a simulated duration to real time.
-func (r *colRun) real(d time.Duration) time.Duration { return scale(d, r.spec.f) }
+// simSince is the (virtual) time since t in seconds.
+func (r *colRun) simSince(t time.Time) float64 { return time.Since(t).Seconds() }
 
 func runScenario(ctx context.Context, o *Options, spec scenarioSpec, progress io.Writer) (*ScenarioResult, error) {
 	res := &ScenarioResult{
 		Scenario: spec.name, Label: spec.label, Nodes: spec.nodes, Services: spec.services, NotReady: spec.notRd,
-		TimeFactor: spec.f, NodeWorkers: spec.workers, BatchSize: o.CloudMaxBatch,
-		InitBound: spec.initBound, QuiesceBound: spec.quiesBound, SteadyFloor: spec.steady,
+		NodeWorkers: spec.workers, BatchSize: o.CloudMaxBatch,
+		InitBound: spec.initBound, QuiesceBound: spec.quiesBound, SteadyFloor: spec.steady, PaceModel: spec.pace,
 		Columns: map[string]Side{}, runs: map[string][]Side{},
 	}
 	if spec.initBound != nil {
@@ -110,14 +109,22 @@ func runScenario(ctx context.Context, o *Options, spec scenarioSpec, progress io
 			res.runs[col] = append(res.runs[col], s)
 		}
 	}
+	if err := checkPace(res); err != nil {
+		return nil, err
+	}
+	if spec.initBound != nil {
+		res.boundFromCounters(o, spec.nodes)
+	}
 	res.aggregate(o)
 	return res, nil
 }
 
-func newServer(o *Options, seed int64, f float64) (*simcloud.Server, error) {
+// newServer is a simulated cloud account; f compresses time (the fleet's
+// real-time runs; 1 in virtual time, where inMemory must be set).
+func newServer(o *Options, seed int64, f float64, inMemory bool) (*simcloud.Server, error) {
 	return simcloud.NewServer(simcloud.ServerConfig{
 		Seed:         seed,
-		InMemory:     o.InMemory,
+		InMemory:     inMemory,
 		ReadQPS:      o.ReadQPS * f,
 		ReadBurst:    o.ReadBurst,
 		WriteQPS:     o.WriteQPS * f,
@@ -126,25 +133,25 @@ func newServer(o *Options, seed int64, f float64) (*simcloud.Server, error) {
 		BaseLatency:  scale(o.Latency, f),
 		Jitter:       scale(o.Jitter, f),
 		// An injected hang lasts until the client's timeout ends it.
-		HangTimeout: clientTimeout(f) + time.Second,
+		HangTimeout: clientTimeoutAt(f) + time.Second,
 	})
 }
 
 // runColumn runs one column of a scenario on a fresh simulated cloud.
 func runColumn(ctx context.Context, o *Options, spec *scenarioSpec, col string, seed int64, progress io.Writer) (Side, error) {
-	srv, err := newServer(o, seed, spec.f)
+	srv, err := newServer(o, seed, 1, true)
 	if err != nil {
 		return Side{}, err
 	}
 	defer srv.Close()
 	const name = "kubernetes"
-	column, err := NewColumn(o, col, srv, name, spec.f)
+	column, err := NewColumn(o, col, srv, name)
 	if err != nil {
 		return Side{}, err
 	}
 	defer column.Close()
 	c, err := NewCluster(ClusterConfig{
-		Name: name, Server: srv, Cloud: column.Cloud, TimeFactor: spec.f,
+		Name: name, Server: srv, Cloud: column.Cloud, TimeFactor: 1,
 		NodeWorkers: spec.workers, ServiceWorkers: o.ServiceWorkers, KubeQPS: o.KubeQPS, KubeBurst: o.KubeBurst,
 	})
 	if err != nil {
@@ -155,7 +162,7 @@ func runColumn(ctx context.Context, o *Options, spec *scenarioSpec, col string, 
 		o: o, spec: spec, col: column, srv: srv, c: c, w: newInitWatch(), progress: progress,
 		label: fmt.Sprintf("%s/%s seed %d", spec.name, col, seed),
 	}
-	fmt.Fprintf(progress, "%s: %d nodes, %d services (time x%g)\n", r.label, spec.nodes, spec.services, spec.f)
+	fmt.Fprintf(progress, "%s: %d nodes, %d services (virtual time)\n", r.label, spec.nodes, spec.services)
 	if err := spec.run(ctx, r); err != nil {
 		return Side{}, err
 	}
@@ -186,7 +193,7 @@ func (r *colRun) fill() {
 	s.UpstreamCalls, s.ReadCalls, s.WriteCalls = cnt.TotalCalls(), cnt.ReadCalls, cnt.WriteCalls
 	s.CallsByMethod, s.Throttled, s.ThrottledByMethod = cnt.Calls, cnt.TotalThrottled(), cnt.Throttled
 	s.P50Ms, s.P99Ms = ms(rec.P50), ms(rec.P99)
-	s.P50SimMs = s.P50Ms * r.spec.f
+	s.P50SimMs = s.P50Ms
 	s.ControllerCalls, s.ControllerErrors = 0, 0
 	for _, v := range rec.Calls {
 		s.ControllerCalls += v
@@ -194,14 +201,15 @@ func (r *colRun) fill() {
 	for _, v := range rec.Errors {
 		s.ControllerErrors += v
 	}
+	s.CallsPerLookup = perCall(s.UpstreamCalls, s.ControllerCalls)
 	if r.col.Registry != nil {
 		s.CacheHitRatio = hitRatio(r.col.Registry)
 	}
 }
 
-// sleep waits d (simulated) or until ctx ends, printing progress every 5 s.
+// sleep waits d or until ctx ends, printing progress every 5 minutes.
 func (r *colRun) sleep(ctx context.Context, d time.Duration) error {
-	return Wait(ctx, r.real(d), func() {
+	return waitEvery(ctx, d, 5*time.Minute, func() {
 		cnt := r.srv.Counters()
 		fmt.Fprintf(r.progress, "  %s: t=%.0fs, %d upstream calls, %d throttled\n", r.label, r.simSince(r.start), cnt.TotalCalls(), cnt.TotalThrottled())
 	})
@@ -214,11 +222,11 @@ func (r *colRun) waitQuiescent(ctx context.Context, from time.Time, limit time.D
 	if r.side.TimeTo == nil {
 		r.side.TimeTo = map[string]*float64{}
 	}
-	deadline := from.Add(r.real(limit))
+	deadline := from.Add(limit)
 	lastPrint := time.Now()
 	mark := func(key string, ok bool) {
 		if _, seen := r.side.TimeTo[key]; ok && !seen {
-			v := time.Since(from).Seconds() * r.spec.f
+			v := time.Since(from).Seconds()
 			r.side.TimeTo[key] = &v
 		}
 	}
@@ -246,201 +254,44 @@ func (r *colRun) waitQuiescent(ctx context.Context, from time.Time, limit time.D
 			fmt.Fprintf(r.progress, "  %s: not quiescent after %v simulated (%+v)\n", r.label, limit, q)
 			return false, nil
 		}
-		if time.Since(lastPrint) > 5*time.Second {
+		if time.Since(lastPrint) > time.Minute {
 			lastPrint = time.Now()
 			n, of, _ := r.w.done()
 			cnt := r.srv.Counters()
 			fmt.Fprintf(r.progress, "  %s: t=%.0fs, %d/%d initialized, %+v, %d upstream calls, %d throttled\n",
-				r.label, time.Since(from).Seconds()*r.spec.f, n, of, q, cnt.TotalCalls(), cnt.TotalThrottled())
+				r.label, time.Since(from).Seconds(), n, of, q, cnt.TotalCalls(), cnt.TotalThrottled())
 		}
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(quiescencePoll):
 		}
 	}
 }
 
-// steadySpec: N initialised nodes with their routes, NotReadyPct of them
-// NotReady (instances alive), M services; after the first full resync (one
-// status period + 1 min) the calls of SteadyWindow are counted.
-func steadySpec(o *Options, n int, name string) scenarioSpec {
-	notReady := int(math.Round(float64(n) * o.NotReadyPct / 100))
-	spec := scenarioSpec{
-		name: name, nodes: n, services: o.Services, notRd: notReady, f: o.TimeFactor, workers: o.NodeWorkers,
-		label: fmt.Sprintf("%d nodes (%d NotReady), %d LB services; steady window %v after a %v warm-up", n, notReady, o.Services, o.SteadyWindow, steadyWarmup),
-	}
-	spec.steady = steadyFloor(o, n)
-	spec.run = func(ctx context.Context, r *colRun) error {
-		insts, err := r.c.AddNodes(n, true, true)
-		if err != nil {
-			return err
-		}
-		for k := 0; k < notReady; k++ {
-			if err := r.c.SetReady(insts[k*len(insts)/notReady].NodeName, false); err != nil {
-				return err
+// boundFromCounters sets the init and quiescence bounds from the node
+// controller's kube requests per node counted in every run, and each
+// run's measured/bound.
+func (res *ScenarioResult) boundFromCounters(o *Options, k int) {
+	init := initBoundMeasured(o, k, perNodeRequests(res.runs, k))
+	quies := quiesceBound(o, k, res.Services, init)
+	res.InitBound, res.QuiesceBound = init, quies
+	v := init.Seconds
+	res.LimitSeconds = &v
+	for _, runs := range res.runs {
+		for i := range runs {
+			x := &runs[i]
+			x.OverBound, x.QuiesceOverBound = nil, nil
+			if x.InitSeconds != nil {
+				v := *x.InitSeconds / init.Seconds
+				x.OverBound = &v
+			}
+			if x.QuiesceSeconds != nil {
+				v := *x.QuiesceSeconds / quies.Seconds
+				x.QuiesceOverBound = &v
 			}
 		}
-		if err := r.c.AddServices(o.Services); err != nil {
-			return err
-		}
-		if err := r.startCluster(); err != nil {
-			return err
-		}
-		if err := r.sleep(ctx, steadyWarmup); err != nil {
-			return err
-		}
-		a := r.snapshot()
-		if err := r.sleep(ctx, o.SteadyWindow); err != nil {
-			return err
-		}
-		b := r.snapshot()
-		r.fill()
-		r.side.Steady = steadyFigures(a, b, o.SteadyWindow, o.ReadQPS)
-		r.side.QuotaUtilization = &r.side.Steady.QuotaUtilization
-		r.side.SimSeconds = r.simSince(r.start)
-		return nil
 	}
-	return spec
-}
-
-// steadyWarmup is the first full resync: one status period plus a minute.
-const steadyWarmup = nodeStatusUpdateFrequency + time.Minute
-
-// scaleupSpec: M services with their load balancers, then K nodes arrive
-// at once with the uninitialized taint and pod CIDRs (their instances
-// exist); every column runs until quiescence or QuiesceTimeout.
-func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
-	k := o.ScaleupNodes
-	spec := scenarioSpec{
-		name: name, nodes: k, services: o.Services, f: o.ScaleupTimeFactor, workers: workers,
-		label: fmt.Sprintf("%d nodes arrive at once, %d LB services, --concurrent-node-syncs %d", k, o.Services, workers),
-	}
-	if name == ScenarioStress {
-		spec.label += " (stress case, not a CCM default)"
-	}
-	spec.initBound = initBound(o, k)
-	spec.quiesBound = quiesceBound(o, k, o.Services, spec.initBound)
-	spec.run = func(ctx context.Context, r *colRun) error {
-		if err := r.c.AddServices(o.Services); err != nil {
-			return err
-		}
-		if err := r.startCluster(); err != nil {
-			return err
-		}
-		// The load balancers first, then a settled cloud bucket.
-		if ok, err := r.waitQuiescent(ctx, time.Now(), 10*time.Minute); err != nil || !ok {
-			if err == nil {
-				err = fmt.Errorf("the %d load balancers were not created within 10 minutes (simulated)", o.Services)
-			}
-			return err
-		}
-		if err := r.sleep(ctx, 5*time.Second); err != nil {
-			return err
-		}
-		r.side.TimeTo, r.side.QuiesceSeconds = nil, nil
-		r.srv.ResetCounters()
-		r.c.rec.reset()
-		r.samp.restart()
-		from := time.Now()
-		r.start = from
-		insts, err := r.c.AddNodes(k, false, false)
-		if err != nil {
-			return err
-		}
-		for _, inst := range insts {
-			r.w.expect(inst.NodeName, from)
-		}
-		done, err := r.waitQuiescent(ctx, from, o.QuiesceTimeout)
-		if err != nil {
-			return err
-		}
-		r.fill()
-		r.side.SimSeconds = r.simSince(from)
-		r.side.TimedOut = !done
-		_, r.side.NodesToInit, _ = r.w.done()
-		r.side.NodesInitialized = r.w.initialized(r.c)
-		if v := r.side.TimeTo["nodes_initialized"]; v != nil {
-			r.side.InitSeconds = v
-			x := *v / spec.initBound.Seconds
-			r.side.OverBound = &x
-		}
-		if r.side.QuiesceSeconds != nil {
-			x := *r.side.QuiesceSeconds / spec.quiesBound.Seconds
-			r.side.QuiesceOverBound = &x
-		}
-		return nil
-	}
-	return spec
-}
-
-// churnSpec: ChurnNodes nodes with routes and M services; every
-// ChurnInterval ChurnRate nodes join (uninitialised, pod CIDRs) and as many
-// leave (instance deleted, Node NotReady: the lifecycle controller deletes
-// it) and one service changes; then every column drains until quiescence
-// or QuiesceTimeout. Counters cover churn and drain.
-func churnSpec(o *Options) scenarioSpec {
-	spec := scenarioSpec{
-		name: ScenarioChurn, nodes: o.ChurnNodes, services: o.Services, f: o.TimeFactor, workers: o.NodeWorkers,
-		label: fmt.Sprintf("%d nodes, %d join and %d leave every %v for %v, %d LB services; then drain to quiescence",
-			o.ChurnNodes, o.ChurnRate, o.ChurnRate, o.ChurnInterval, o.ChurnDuration, o.Services),
-	}
-	spec.run = func(ctx context.Context, r *colRun) error {
-		base, err := r.c.AddNodes(o.ChurnNodes, true, true)
-		if err != nil {
-			return err
-		}
-		if err := r.c.AddServices(o.Services); err != nil {
-			return err
-		}
-		if err := r.startCluster(); err != nil {
-			return err
-		}
-		ticks := int(o.ChurnDuration / o.ChurnInterval)
-		leaving := base
-		for i := 0; i < ticks; i++ {
-			now := time.Now()
-			insts, err := r.c.AddNodes(o.ChurnRate, false, false)
-			if err != nil {
-				return err
-			}
-			for _, inst := range insts {
-				r.w.expect(inst.NodeName, now)
-			}
-			for j := 0; j < o.ChurnRate && len(leaving) > 0; j++ {
-				inst := leaving[0]
-				leaving = leaving[1:]
-				r.srv.DeleteInstance(inst.ID)
-				if err := r.c.SetReady(inst.NodeName, false); err != nil {
-					return err
-				}
-			}
-			if o.Services > 0 {
-				if err := r.c.TouchService(i % o.Services); err != nil {
-					return err
-				}
-			}
-			if err := r.sleep(ctx, o.ChurnInterval); err != nil {
-				return err
-			}
-		}
-		done, err := r.waitQuiescent(ctx, time.Now(), o.QuiesceTimeout)
-		if err != nil {
-			return err
-		}
-		r.fill()
-		r.side.SimSeconds = r.simSince(r.start)
-		r.side.TimedOut = !done
-		var slowest time.Duration
-		_, r.side.NodesToInit, slowest = r.w.done()
-		r.side.NodesInitialized = r.w.initialized(r.c)
-		if r.side.NodesToInit > 0 && r.side.NodesInitialized == r.side.NodesToInit {
-			v := slowest.Seconds() * r.spec.f
-			r.side.InitSeconds = &v
-		}
-		return nil
-	}
-	return spec
 }
 
 // counterSnap is the cloud's counters and cloudgate's cache figures at one
@@ -450,10 +301,12 @@ type counterSnap struct {
 	cnt         simcloud.Counters
 	hits, total float64
 	statusCalls int64 // InstanceMetadata calls the controllers made
+	// controllerCalls are all the controllers' calls.
+	controllerCalls int64
 }
 
 func (r *colRun) snapshot() counterSnap {
-	s := counterSnap{at: time.Now(), cnt: r.srv.Counters(), statusCalls: r.c.rec.count("InstanceMetadata")}
+	s := counterSnap{at: time.Now(), cnt: r.srv.Counters(), statusCalls: r.c.rec.count("InstanceMetadata"), controllerCalls: r.c.rec.total()}
 	if r.col.Registry != nil {
 		s.hits, s.total = cacheCounts(r.col.Registry)
 	}
@@ -538,6 +391,15 @@ func (w *initWatch) initialized(c *Cluster) int {
 	}
 	w.mu.Unlock()
 	return c.countInitialized(names)
+}
+
+// perCall is upstream calls per controller call (nil without calls).
+func perCall(upstream, controller int64) *float64 {
+	if controller == 0 {
+		return nil
+	}
+	v := float64(upstream) / float64(controller)
+	return &v
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

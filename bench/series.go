@@ -41,7 +41,7 @@ func newSampler(r *colRun) *sampler {
 			step = time.Second
 		}
 	}
-	s := &sampler{r: r, step: scale(step, r.spec.f), from: time.Now(), done: make(chan struct{})}
+	s := &sampler{r: r, step: step, from: time.Now(), done: make(chan struct{})}
 	s.wg.Add(1)
 	go s.loop()
 	return s
@@ -67,7 +67,7 @@ func (s *sampler) sample() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pts = append(s.pts, Point{
-		T: snap.at.Sub(s.from).Seconds() * s.r.spec.f, Reads: snap.cnt.ReadCalls, Writes: snap.cnt.WriteCalls,
+		T: snap.at.Sub(s.from).Seconds(), Reads: snap.cnt.ReadCalls, Writes: snap.cnt.WriteCalls,
 		Throttled: snap.cnt.TotalThrottled(), Initialized: n, CacheHits: snap.hits, CacheTotal: snap.total,
 	})
 }
@@ -92,5 +92,5 @@ func (s *sampler) stop() {
 func (s *sampler) series() *Series {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &Series{Step: s.step.Seconds() * s.r.spec.f, Points: append([]Point(nil), s.pts...)}
+	return &Series{Step: s.step.Seconds(), Points: append([]Point(nil), s.pts...)}
 }

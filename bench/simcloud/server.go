@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -35,10 +36,10 @@ type Server struct {
 	readLim  *rate.Limiter // nil: unlimited
 	writeLim *rate.Limiter // nil: unlimited
 
-	// drawMu guards the random source and the faults, so each call's draws
+	// drawMu guards the draw counts and the faults, so each call's draws
 	// and the faults they are compared with are taken together.
 	drawMu sync.Mutex
-	rng    *rand.Rand
+	drawN  map[string]uint64 // calls so far by draw key
 	faults Faults
 
 	cntMu    sync.Mutex
@@ -63,7 +64,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{
 		cfg:       cfg,
-		rng:       rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed_c10d_6a7e)),
+		drawN:     map[string]uint64{},
 		faults:    cfg.Faults,
 		closing:   make(chan struct{}),
 		serveDone: make(chan struct{}),
@@ -198,16 +199,26 @@ type draws struct {
 }
 
 // draw takes a call's four draws, always all four in the same order, and
-// the faults in force.
-func (s *Server) draw() (draws, Faults) {
+// the faults in force. The draws come from a source seeded with the seed,
+// the call's key (method and URL) and how many calls with that key came
+// before: not from one shared sequence, so that two calls arriving at the
+// same instant in either order (goroutine scheduling) draw the same
+// numbers, and a reordering does not shift every later call's draws.
+func (s *Server) draw(key string) (draws, Faults) {
 	s.drawMu.Lock()
-	defer s.drawMu.Unlock()
+	n := s.drawN[key]
+	s.drawN[key] = n + 1
+	f := s.faults
+	s.drawMu.Unlock()
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	rng := rand.New(rand.NewPCG(uint64(s.cfg.Seed)^h.Sum64(), 0x5eed_c10d_6a7e+n))
 	return draws{
-		jitter:   s.rng.Float64(),
-		errorP:   s.rng.Float64(),
-		timeoutP: s.rng.Float64(),
-		spikeP:   s.rng.Float64(),
-	}, s.faults
+		jitter:   rng.Float64(),
+		errorP:   rng.Float64(),
+		timeoutP: rng.Float64(),
+		spikeP:   rng.Float64(),
+	}, f
 }
 
 // take takes one token from the read or write bucket. When the bucket is
@@ -309,7 +320,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, method string, fn
 	write := isWrite(method)
 	s.count(method, write, outcomeCall)
 
-	d, f := s.draw()
+	d, f := s.draw(method + " " + r.URL.RequestURI())
 	latency := s.cfg.BaseLatency + time.Duration(d.jitter*float64(s.cfg.Jitter))
 	if d.spikeP < f.SpikeRate {
 		latency += f.SpikeLatency

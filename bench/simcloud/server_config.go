@@ -37,8 +37,10 @@ type ServerConfig struct {
 	Addr string
 
 	// Seed seeds every random draw (latency jitter and fault draws). Each
-	// call draws the same four numbers in the same order, so a sequence of
-	// calls sees the same outcomes for the same seed and faults.
+	// call draws the same four numbers in the same order, from a source
+	// keyed by the seed, the call's method and URL and how many calls with
+	// that key came before, so the same calls see the same outcomes for the
+	// same seed and faults, whatever order concurrent calls arrive in.
 	Seed int64
 
 	// ReadQPS and ReadBurst are the account's read quota: a token bucket

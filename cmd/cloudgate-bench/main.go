@@ -33,6 +33,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cloudgate/cloudgate/bench"
+	"github.com/cloudgate/cloudgate/bench/virtual"
 )
 
 func main() {
@@ -80,8 +81,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.KubeBurst, "kube-burst", o.KubeBurst, "each controller's kube client burst (CCM default 30)")
 	fs.IntVar(&o.NodeWorkers, "node-workers", o.NodeWorkers, "--concurrent-node-syncs (CCM default 1)")
 	fs.IntVar(&o.ServiceWorkers, "service-workers", o.ServiceWorkers, "--concurrent-service-syncs (CCM default 1)")
-	fs.Float64Var(&o.TimeFactor, "time-factor", o.TimeFactor, "time compression of steady, churn, chaos, sweep: periods and latency divided, quotas multiplied (1: real time)")
-	fs.Float64Var(&o.ScaleupTimeFactor, "scaleup-time-factor", o.ScaleupTimeFactor, "time compression of scaleup and stress")
 	fs.StringVar(&o.ConfigFile, "config", "", "benchmark this cloudgate.yaml (column cloudgate:config) instead of the default policy; its upstream is ignored")
 	fs.StringVar(&o.UpstreamSupports, "upstream-supports", o.UpstreamSupports, "what your provider implements, simulated for --config: none, batch (BatchInstances) or list (also InstanceLister)")
 	htmlOut := fs.String("html", "", "write a self-contained HTML report with plots to this file")
@@ -117,24 +116,33 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	start := time.Now()
-	rep, err := bench.Run(ctx, o, stderr)
-	if err != nil {
-		return err
-	}
-	rep.WriteTable(stdout)
-	fmt.Fprintf(stdout, "\n(run took %v real time)\n", time.Since(start).Round(time.Second))
-	if *jsonOut != "" {
-		if err := rep.WriteJSON(*jsonOut); err != nil {
+	return host(ctx, func(ctx context.Context) error {
+		rep, err := bench.Run(ctx, o, stderr)
+		if err != nil {
 			return err
 		}
-	}
-	if *htmlOut != "" {
-		if err := rep.WriteHTML(*htmlOut); err != nil {
-			return err
+		rep.WriteTable(stdout)
+		fmt.Fprintf(stdout, "\n(run took %v real time, in virtual time)\n", virtual.RealNow().Sub(start).Round(time.Second))
+		if *jsonOut != "" {
+			if err := rep.WriteJSON(*jsonOut); err != nil {
+				return err
+			}
 		}
-		fmt.Fprintf(stdout, "HTML report: %s\n", *htmlOut)
-	}
-	return rep.Check()
+		if *htmlOut != "" {
+			if err := rep.WriteHTML(*htmlOut); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "HTML report: %s\n", *htmlOut)
+		}
+		return rep.Check()
+	})
+}
+
+// host runs a simulation in virtual time: from main, in a synctest bubble
+// hosted by testing.Main (it ends the process when fn returns); the
+// command's tests replace it with one on their *testing.T.
+var host = func(ctx context.Context, fn virtual.Func) error {
+	return virtual.Main(ctx, virtual.Options{}, fn)
 }
 
 // runPlan is "cloudgate-bench plan": the steady state at each node count
@@ -154,7 +162,6 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.Services, "services", o.Services, "LoadBalancer services")
 	fs.Float64Var(&o.NotReadyPct, "not-ready-pct", o.NotReadyPct, "percentage of NotReady nodes")
 	fs.DurationVar(&o.SteadyWindow, "steady-window", o.SteadyWindow, "simulated steady window per node count")
-	fs.Float64Var(&o.TimeFactor, "time-factor", o.TimeFactor, "time compression")
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "the simulated cloud's base latency")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the simulated cloud")
 	htmlOut := fs.String("html", "", "write the plan with its plot to this HTML file")
@@ -172,25 +179,29 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
+	return host(ctx, func(ctx context.Context) error { return writePlan(ctx, o, counts, *jsonOut, *htmlOut, stdout, stderr) })
+}
+
+func writePlan(ctx context.Context, o *bench.Options, counts []int, jsonOut, htmlOut string, stdout, stderr io.Writer) error {
 	p, err := bench.RunPlan(ctx, o, counts, stderr)
 	if err != nil {
 		return err
 	}
 	p.WriteTable(stdout)
-	if *jsonOut != "" {
+	if jsonOut != "" {
 		b, err := json.MarshalIndent(p, "", "  ")
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(jsonOut, append(b, '\n'), 0o644); err != nil {
 			return err
 		}
 	}
-	if *htmlOut != "" {
-		if err := p.WriteHTML(*htmlOut); err != nil {
+	if htmlOut != "" {
+		if err := p.WriteHTML(htmlOut); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "HTML plan: %s\n", *htmlOut)
+		fmt.Fprintf(stdout, "HTML plan: %s\n", htmlOut)
 	}
 	return nil
 }

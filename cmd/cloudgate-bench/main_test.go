@@ -2,22 +2,26 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cloudgate/cloudgate/bench/virtual"
 )
 
 // TestRunWritesTableAndJSON runs a tiny steady benchmark end to end
 // through the command line.
 func TestRunWritesTableAndJSON(t *testing.T) {
+	useTestHost(t)
 	path := filepath.Join(t.TempDir(), "out.json")
 	html := filepath.Join(t.TempDir(), "out.html")
 	var stdout, stderr bytes.Buffer
 	err := run([]string{
 		"--scenario", "steady", "--nodes", "50", "--services", "0", "--steady-window", "10m",
-		"--columns", "bare,cloudgate:list", "--time-factor", "240",
+		"--columns", "bare,cloudgate:list",
 		"--json", path, "--html", html, "--metrics-addr", "127.0.0.1:0",
 	}, &stdout, &stderr)
 	if err != nil {
@@ -74,11 +78,12 @@ func TestRejectsBadFlags(t *testing.T) {
 
 // TestPlanPrintsHeadroomAndRunsOut runs a tiny plan end to end.
 func TestPlanPrintsHeadroomAndRunsOut(t *testing.T) {
+	useTestHost(t)
 	html := filepath.Join(t.TempDir(), "plan.html")
 	var stdout, stderr bytes.Buffer
 	err := run([]string{
 		"plan", "--quota-read", "2", "--quota-write", "5", "--nodes", "20,40", "--services", "0",
-		"--steady-window", "10m", "--time-factor", "240", "--html", html,
+		"--steady-window", "10m", "--html", html,
 	}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, stderr.String())
@@ -91,4 +96,12 @@ func TestPlanPrintsHeadroomAndRunsOut(t *testing.T) {
 	if page, err := os.ReadFile(html); err != nil || !strings.Contains(string(page), "<svg") {
 		t.Errorf("plan HTML: %v", err)
 	}
+}
+
+// useTestHost runs the command's simulations in a synctest bubble of t.
+func useTestHost(t *testing.T) {
+	t.Helper()
+	old := host
+	host = func(ctx context.Context, fn virtual.Func) error { return virtual.Test(t, ctx, virtual.Options{}, fn) }
+	t.Cleanup(func() { host = old })
 }

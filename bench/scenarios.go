@@ -1,0 +1,204 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// The default scenarios: steady, scaleup (and stress), churn.
+
+// quiescencePoll is how often waitQuiescent checks the conditions: the
+// precision of the times to each condition.
+const quiescencePoll = 100 * time.Millisecond
+
+// steadySpec: N initialised nodes with their routes, NotReadyPct of them
+// NotReady (instances alive), M services; after the first full resync (one
+// status period + 1 min) the calls of SteadyWindow are counted.
+func steadySpec(o *Options, n int, name string) scenarioSpec {
+	notReady := int(math.Round(float64(n) * o.NotReadyPct / 100))
+	spec := scenarioSpec{
+		name: name, nodes: n, services: o.Services, notRd: notReady, workers: o.NodeWorkers,
+		label: fmt.Sprintf("%d nodes (%d NotReady), %d LB services; steady window %v after a %v warm-up", n, notReady, o.Services, o.SteadyWindow, steadyWarmup),
+	}
+	spec.steady = steadyFloor(o, n)
+	rph, sweep, formula := modelPace(o, n, o.NodeWorkers)
+	spec.pace = &PaceModel{RoundsPerHour: rph, SweepSeconds: sweep, Formula: formula}
+	spec.run = func(ctx context.Context, r *colRun) error {
+		insts, err := r.c.AddNodes(n, true, true)
+		if err != nil {
+			return err
+		}
+		for k := 0; k < notReady; k++ {
+			if err := r.c.SetReady(insts[k*len(insts)/notReady].NodeName, false); err != nil {
+				return err
+			}
+		}
+		if err := r.c.AddServices(o.Services); err != nil {
+			return err
+		}
+		if err := r.startCluster(); err != nil {
+			return err
+		}
+		if err := r.sleep(ctx, steadyWarmup); err != nil {
+			return err
+		}
+		a := r.snapshot()
+		if err := r.sleep(ctx, o.SteadyWindow); err != nil {
+			return err
+		}
+		b := r.snapshot()
+		r.fill()
+		r.side.Steady = steadyFigures(a, b, o.SteadyWindow, o.ReadQPS)
+		r.side.StatusRoundsPerHour, r.side.SweepSeconds, _ = statusPace(r.c.rec.statusCalls(), r.start)
+		r.side.CallsPerLookup = perCall(b.cnt.TotalCalls()-a.cnt.TotalCalls(), b.controllerCalls-a.controllerCalls)
+		r.side.QuotaUtilization = &r.side.Steady.QuotaUtilization
+		r.side.SimSeconds = r.simSince(r.start)
+		return nil
+	}
+	return spec
+}
+
+// steadyWarmup is the first full resync: one status period plus a minute.
+const steadyWarmup = nodeStatusUpdateFrequency + time.Minute
+
+// scaleupSpec: M services with their load balancers, then K nodes arrive
+// at once with the uninitialized taint and pod CIDRs (their instances
+// exist); every column runs until quiescence or QuiesceTimeout.
+func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
+	k := o.ScaleupNodes
+	spec := scenarioSpec{
+		name: name, nodes: k, services: o.Services, workers: workers,
+		label: fmt.Sprintf("%d nodes arrive at once, %d LB services, --concurrent-node-syncs %d", k, o.Services, workers),
+	}
+	if name == ScenarioStress {
+		spec.label += " (stress case, not a CCM default)"
+	}
+	spec.initBound = initBound(o, k)
+	spec.quiesBound = quiesceBound(o, k, o.Services, spec.initBound)
+	spec.run = func(ctx context.Context, r *colRun) error {
+		if err := r.c.AddServices(o.Services); err != nil {
+			return err
+		}
+		if err := r.startCluster(); err != nil {
+			return err
+		}
+		// The load balancers first, then a settled cloud bucket.
+		if ok, err := r.waitQuiescent(ctx, time.Now(), 10*time.Minute); err != nil || !ok {
+			if err == nil {
+				err = fmt.Errorf("the %d load balancers were not created within 10 minutes (simulated)", o.Services)
+			}
+			return err
+		}
+		if err := r.sleep(ctx, 5*time.Second); err != nil {
+			return err
+		}
+		r.side.TimeTo, r.side.QuiesceSeconds = nil, nil
+		r.srv.ResetCounters()
+		r.c.rec.reset()
+		r.c.ResetKubeRequests()
+		r.samp.restart()
+		from := time.Now()
+		r.start = from
+		insts, err := r.c.AddNodes(k, false, false)
+		if err != nil {
+			return err
+		}
+		for _, inst := range insts {
+			r.w.expect(inst.NodeName, from)
+		}
+		done, err := r.waitQuiescent(ctx, from, o.QuiesceTimeout)
+		if err != nil {
+			return err
+		}
+		r.fill()
+		r.side.SimSeconds = r.simSince(from)
+		r.side.TimedOut = !done
+		_, r.side.NodesToInit, _ = r.w.done()
+		r.side.NodesInitialized = r.w.initialized(r.c)
+		r.side.InitSeconds = r.side.TimeTo["nodes_initialized"]
+		r.side.NodeKubeRequests = r.c.KubeRequests(ClientNode)
+		return nil
+	}
+	return spec
+}
+
+// churnPhase offsets the churn steps from the controllers' periods.
+const churnPhase = 1234567 * time.Microsecond
+
+// churnSpec: ChurnNodes nodes with routes and M services; every
+// ChurnInterval ChurnRate nodes join (uninitialised, pod CIDRs) and as many
+// leave (instance deleted, Node NotReady: the lifecycle controller deletes
+// it) and one service changes; then every column drains until quiescence
+// or QuiesceTimeout. Counters cover churn and drain.
+func churnSpec(o *Options) scenarioSpec {
+	spec := scenarioSpec{
+		name: ScenarioChurn, nodes: o.ChurnNodes, services: o.Services, workers: o.NodeWorkers,
+		label: fmt.Sprintf("%d nodes, %d join and %d leave every %v for %v, %d LB services; then drain to quiescence",
+			o.ChurnNodes, o.ChurnRate, o.ChurnRate, o.ChurnInterval, o.ChurnDuration, o.Services),
+	}
+	spec.run = func(ctx context.Context, r *colRun) error {
+		base, err := r.c.AddNodes(o.ChurnNodes, true, true)
+		if err != nil {
+			return err
+		}
+		if err := r.c.AddServices(o.Services); err != nil {
+			return err
+		}
+		if err := r.startCluster(); err != nil {
+			return err
+		}
+		// Off the controllers' period grid (5 s, 10 s, 5 min from the
+		// start): a churn step on the same virtual instant as a
+		// controller's tick would run before or after it as the scheduler
+		// picks, and the run would depend on that pick.
+		if err := r.sleep(ctx, churnPhase); err != nil {
+			return err
+		}
+		ticks := int(o.ChurnDuration / o.ChurnInterval)
+		leaving := base
+		for i := 0; i < ticks; i++ {
+			now := time.Now()
+			insts, err := r.c.AddNodes(o.ChurnRate, false, false)
+			if err != nil {
+				return err
+			}
+			for _, inst := range insts {
+				r.w.expect(inst.NodeName, now)
+			}
+			for j := 0; j < o.ChurnRate && len(leaving) > 0; j++ {
+				inst := leaving[0]
+				leaving = leaving[1:]
+				r.srv.DeleteInstance(inst.ID)
+				if err := r.c.SetReady(inst.NodeName, false); err != nil {
+					return err
+				}
+			}
+			if o.Services > 0 {
+				if err := r.c.TouchService(i % o.Services); err != nil {
+					return err
+				}
+			}
+			if err := r.sleep(ctx, o.ChurnInterval); err != nil {
+				return err
+			}
+		}
+		done, err := r.waitQuiescent(ctx, time.Now(), o.QuiesceTimeout)
+		if err != nil {
+			return err
+		}
+		r.fill()
+		r.side.SimSeconds = r.simSince(r.start)
+		r.side.TimedOut = !done
+		var slowest time.Duration
+		_, r.side.NodesToInit, slowest = r.w.done()
+		r.side.NodesInitialized = r.w.initialized(r.c)
+		if r.side.NodesToInit > 0 && r.side.NodesInitialized == r.side.NodesToInit {
+			v := slowest.Seconds()
+			r.side.InitSeconds = &v
+		}
+		return nil
+	}
+	return spec
+}
