@@ -143,13 +143,15 @@ func TestJoinWrites(t *testing.T) {
 		{"a", 200}, // landed
 		{"b", 200}, // answered ok, never landed: lost
 		{"c", 500}, // landed anyway: ambiguous
-		{"c", 200}, // the retry of c landed again: duplicated
+		{"c", 200}, // the retry of c landed again and changed state: duplicated
 		{"d", 429}, // rejected, not landed
+		{"e", 500}, // landed anyway: ambiguous
+		{"e", 200}, // the retry of e landed again, changing nothing: not a duplicate
 	}
-	log := []simWrite{{"a"}, {"c"}, {"c"}}
+	log := []simWrite{{requestID: "a"}, {requestID: "c"}, {requestID: "c"}, {requestID: "e"}, {requestID: "e", unchanged: true}}
 	ch := &ChaosSide{}
 	joinWrites(ch, wire, toRecords(log))
-	if ch.WritesLost != 1 || ch.WritesDuplicated != 1 || ch.WritesAmbiguous != 1 || ch.WritesSent != 5 || ch.WritesLanded != 3 {
+	if ch.WritesLost != 1 || ch.WritesDuplicated != 1 || ch.WritesAmbiguous != 2 || ch.WritesSent != 7 || ch.WritesLanded != 5 {
 		t.Errorf("join: %+v", *ch)
 	}
 }

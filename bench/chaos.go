@@ -67,8 +67,9 @@ type ChaosSide struct {
 	WritesLanded    int64 `json:"writes_landed"`
 	WritesAmbiguous int64 `json:"writes_ambiguous_landed"`
 	// WritesLost: a request answered 2xx whose request ID is not in the
-	// write log. WritesDuplicated: a request ID in the write log more than
-	// once. WritesPhantom: controllers told "ok" more often than the cloud
+	// write log. WritesDuplicated: a request ID in the write log again
+	// with a change to the cloud's state (a same-ID retry that changed
+	// nothing is not counted). WritesPhantom: controllers told "ok" more often than the cloud
 	// answered 2xx. All must be 0.
 	WritesLost       int64 `json:"writes_lost"`
 	WritesDuplicated int64 `json:"writes_duplicated"`
@@ -387,13 +388,17 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 
 // joinWrites joins the wire's write requests with the cloud's write log on
 // request IDs: lost = answered 2xx but never landed; duplicated = a
-// request ID that landed more than once; ambiguous = landed but answered
-// as a failure.
+// request ID that landed again and changed the cloud's state again (a retry
+// carrying the same request ID that only confirmed what its first landing
+// did is what an idempotency token makes of it, not a duplicate; the same
+// rule for every column); ambiguous = landed but answered as a failure.
 func joinWrites(ch *ChaosSide, wire []wireEntry, log []simcloud.WriteRecord) {
 	landed := map[string]int{}
+	duplicated := map[string]bool{}
 	for _, w := range log {
 		landed[w.RequestID]++
-		if landed[w.RequestID] == 2 {
+		if landed[w.RequestID] > 1 && w.Changed && !duplicated[w.RequestID] {
+			duplicated[w.RequestID] = true
 			ch.WritesDuplicated++
 		}
 	}
