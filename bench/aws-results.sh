@@ -11,7 +11,8 @@
 # Knobs (environment): SIZES_SMALL (cycles 2) and SIZES_LARGE (cycles 1)
 # steady node counts, LATENCIES ("base:jitter" pairs), PER_ITEM, SCALEUP
 # nodes, SEEDS, WINDOW (the cap of every steady run; for a one-hour run use
-# e.g. SIZES_SMALL= SIZES_LARGE=5000 CYCLES_LARGE=3 WINDOW=2h).
+# e.g. SIZES_SMALL= SIZES_LARGE=5000 CYCLES_LARGE=3 WINDOW=2h). STOP_AT (a
+# date, e.g. 10:40) stops the runs still going then: their sections say so.
 set -euo pipefail
 GO=${GO:-go}
 out=bench/RESULTS.aws.md
@@ -45,26 +46,30 @@ done
 
 measure() {
 	echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-	local pids=()
+	local pids=() limit=""
+	if [ -n "${STOP_AT:-}" ]; then
+		local stop=$(( $(date -d "$STOP_AT" +%s) - $(date +%s) ))
+		limit="timeout $(( stop > 1 ? stop : 1 ))"
+	fi
 	for r in "${runs[@]}"; do
 		local name=${r%%|*} args=${r#*|}
 		echo "running: aws-bench $args" >&2
-		eval "\"$bin\" $args" > "$tmp/$name.md" 2> "$LOGS/$name.log" &
+		eval "$limit \"$bin\" $args" > "$tmp/$name.md" 2> "$LOGS/$name.log" &
 		pids+=($!)
 	done
-	local rc=0
-	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	local i=0
+	for p in "${pids[@]}"; do
+		local r=${runs[$i]}
+		if wait "$p"; then echo ok > "$tmp/${r%%|*}.rc"; else echo "exit $?" > "$tmp/${r%%|*}.rc"; fi
+		i=$((i + 1))
+	done
 	echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-	return $rc
 }
 echo "waiting for /tmp/cloudgate-measure.lock" >&2
 exec 9>/tmp/cloudgate-measure.lock
 flock 9
 echo "lock held from $(date -u '+%H:%M:%S UTC')" >&2
-if ! measure; then
-	for r in "${runs[@]}"; do tail -5 "$LOGS/${r%%|*}.log" >&2; done
-	exit 1
-fi
+measure
 flock -u 9
 
 {
@@ -104,7 +109,15 @@ flock -u 9
 		echo
 		echo "Command: \`cd providers/aws && go run ./cmd/aws-bench $args\`"
 		echo
-		cat "$tmp/$name.md"
+		if [ "$(cat "$tmp/$name.rc")" = ok ]; then
+			cat "$tmp/$name.md"
+		else
+			echo "**Not finished** ($(cat "$tmp/$name.rc"); STOP_AT ${STOP_AT:-unset}). Its last progress lines:"
+			echo
+			echo '```'
+			grep -v '^[IWE][0-9]' "$LOGS/$name.log" | tail -4
+			echo '```'
+		fi
 	done
 } > "$out"
 echo "wrote $out" >&2
