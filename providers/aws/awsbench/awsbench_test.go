@@ -64,6 +64,10 @@ func TestValidate(t *testing.T) {
 		{"short window", func(o *Options) { o.Window = time.Millisecond }, "-window"},
 		{"bad size", func(o *Options) { o.Sizes = []int{0} }, "-sizes"},
 		{"no bucket", func(o *Options) { o.Bucket.Refill = 0 }, "-bucket"},
+		{"cycles alone", func(o *Options) { o.Cycles = 1 }, "-parallel"},
+		{"cycles, adapter only", func(o *Options) { o.Cycles, o.Parallel, o.Columns = 1, true, []string{ColAdapter} }, "-cycles needs a column"},
+		{"cycles, no derive window", func(o *Options) { o.Cycles, o.Parallel = 1, true }, "-derive-window"},
+		{"negative latency", func(o *Options) { o.Latency.Default.Jitter = -time.Second }, "-latency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()
@@ -201,5 +205,20 @@ func TestCycles(t *testing.T) {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the markdown lacks %q:\n%s", want, md.String())
 		}
+	}
+}
+
+// TestRoundPerHour: the derivation from the measured round counts
+// DescribeInstances per miss (the cold start's), not per lookup of a window
+// whose second round was all cache hits (which would halve it).
+func TestRoundPerHour(t *testing.T) {
+	r := SteadyRun{Nodes: 1000, LookupRate: 1000 / 155.0, Describe: 1000, Lookups: 2001,
+		Early: &SteadyRun{Describe: 129, Lookups: 129}}
+	got, want := roundPerHour(ColCloudgate, r), missesPerHour(1000, 1000/155.0, metadataTTL())
+	if got != want {
+		t.Errorf("roundPerHour = %g, want %g (misses/h × 1 call per miss)", got, want)
+	}
+	if half := perHour(ColCloudgate, r); !(half < 0.6*want) {
+		t.Errorf("the whole window's per-lookup ratio gives %g; the test expects it to halve %g", half, want)
 	}
 }
