@@ -116,7 +116,7 @@ func DefaultOptions() *Options {
 	return &Options{
 		Sizes: []int{1000, 5000, 20000}, Seeds: 3, LargeSeeds: 1, LargeFrom: 20000, Seed: 1,
 		Columns: slices.Clone(AllColumns), Window: 20 * time.Second,
-		ScaleupNodes: 1000, ScaleupTimeout: 10 * time.Minute, Bucket: ec2sim.NonMutatingBucket,
+		ScaleupNodes: 1000, ScaleupTimeout: 10 * time.Minute, Bucket: ec2sim.NonMutatingBucket, DeriveWindow: 20 * time.Second,
 	}
 }
 

@@ -66,7 +66,7 @@ func TestValidate(t *testing.T) {
 		{"no bucket", func(o *Options) { o.Bucket.Refill = 0 }, "-bucket"},
 		{"cycles alone", func(o *Options) { o.Cycles = 1 }, "-parallel"},
 		{"cycles, adapter only", func(o *Options) { o.Cycles, o.Parallel, o.Columns = 1, true, []string{ColAdapter} }, "-cycles needs a column"},
-		{"cycles, no derive window", func(o *Options) { o.Cycles, o.Parallel = 1, true }, "-derive-window"},
+		{"cycles, no derive window", func(o *Options) { o.Cycles, o.Parallel, o.DeriveWindow = 1, true, 0 }, "-derive-window"},
 		{"negative latency", func(o *Options) { o.Latency.Default.Jitter = -time.Second }, "-latency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
