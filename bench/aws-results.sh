@@ -33,6 +33,8 @@ bin="$tmp/aws-bench"
 (cd providers/aws && $GO build -o "$bin" ./cmd/aws-bench)
 commit=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain)" ]; then commit="$commit+dirty"; fi
+# The binary prints it in its conditions line (a build may carry no VCS stamp).
+export CLOUDGATE_COMMIT=$commit
 
 # runs[i] is "name|arguments"; all of them go side by side.
 runs=()

@@ -266,6 +266,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	if o.ScaleupNodes > 0 {
 		res.Bound = bench.InitBound(&bench.Options{
 			ReadQPS: o.Bucket.Refill, ReadBurst: o.Bucket.Size, CloudMaxBatch: pageSize, KubeQPS: kubeQPS, KubeBurst: kubeBurst,
+			Latency: o.Latency.Default.Base, // RTT: the least a round trip takes (a lower bound)
 		}, o.ScaleupNodes)
 		for s := range o.Seeds {
 			seed := o.Seed + int64(s)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -26,9 +27,13 @@ func validLatency(l ec2sim.Latency) error {
 	return nil
 }
 
-// commit is the vcs.revision the binary was built from ("" unknown), with
-// "+dirty" when the tree had changes.
+// commit is $CLOUDGATE_COMMIT (bench/aws-results.sh sets it), else the
+// vcs.revision the binary was built from, with "+dirty" when the tree had
+// changes; "" unknown.
 func commit() string {
+	if c := os.Getenv("CLOUDGATE_COMMIT"); c != "" {
+		return c
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return ""

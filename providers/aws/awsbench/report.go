@@ -246,7 +246,7 @@ func (r *Result) writeScaleup(w io.Writer) {
 				of(func(s ScaleupRun) float64 { return float64(s.Describe) }).format("%.0f"),
 				of(func(s ScaleupRun) float64 { return float64(s.Throttled) }).format("%.0f"))
 		}
-		fmt.Fprintf(w, "\nBound (bench.InitBound, B = %d, EC2's largest DescribeInstances page; no simulated latency): %s\n", pageSize, r.Bound.Formula)
+		fmt.Fprintf(w, "\nBound (bench.InitBound, B = %d, EC2's largest DescribeInstances page; RTT = the latency's base, %v): %s\n", pageSize, o.Latency.Default.Base, r.Bound.Formula)
 	}
 	fmt.Fprintln(w)
 	nodes, differ := 0, 0
