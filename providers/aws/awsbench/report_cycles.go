@@ -67,7 +67,7 @@ func (r *Result) writeMeasured(w io.Writer) {
 		if a > 0 && g > 0 {
 			fmt.Fprintf(w, "- %d nodes: aws alone / with the adapter, measured = %.0f / %.0f = **%.0f× fewer** DescribeInstances per hour", n, a, g, a/g)
 			if ae > 0 && ge > 0 {
-				fmt.Fprintf(w, " (the previous derivation from %v: %.0f / %.0f = %.0f×; measured aws alone is %+.0f %% of it)", o.DeriveWindow, ae, ge, ae/ge, 100*(a/ae-1))
+				fmt.Fprintf(w, " (the previous derivation from %v: %.0f / %.0f = %.0f×; measured aws alone differs from it by %+.0f %%)", o.DeriveWindow, ae, ge, ae/ge, math.Round(100*(a/ae-1))+0)
 			}
 			fmt.Fprintln(w, ".")
 		}
