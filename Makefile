@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench bench-results bench-hotpath run lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check
+.PHONY: all build test bench bench-results bench-results-aws bench-hotpath run lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check
 
 all: lint build test
 
@@ -62,6 +62,12 @@ run: deps
 # benchmarks and make run's load benchmark, with the commands and targets.
 bench-results: deps
 	GO=$(GO) bash bench/results.sh
+
+# Regenerates bench/RESULTS.aws.md (bench-results appends it to RESULTS.md): the
+# AWS provider alone / with cloudgate / with the adapter on ec2sim at two
+# latencies, the steady hour measured over whole status cycles. ~40 min, real time.
+bench-results-aws:
+	GO=$(GO) bash bench/aws-results.sh
 
 # The hot-path benchmarks with their ratios (admission vs its floor,
 # provider/cache hit, -cpu 1,2 scaling vs a control), under the measurement lock.

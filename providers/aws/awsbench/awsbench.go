@@ -13,8 +13,13 @@
 //
 // Everything runs in real time: the AWS provider's batcher and the SDK's
 // retryer have their own real-time timers, which a compressed clock would
-// distort. A steady-state hour is therefore not run but derived from a
-// measured window (see Steady and the package's RESULTS section).
+// distort, and the provider's HTTP client (an unexported package variable
+// of cloud-provider-aws with a real net.Dialer) cannot be pointed at an
+// in-memory transport, so virtual time is out of reach. ec2sim answers
+// after a per-action latency (Options.Latency). With Options.Cycles the
+// columns run side by side and each is measured over whole status cycles
+// (cycles.go); the hour is then measured, with the previous derivation
+// from a short window printed next to it.
 package awsbench
 
 import (
@@ -86,6 +91,23 @@ type Options struct {
 	Bucket ec2sim.Bucket
 	// Progress gets a line every few seconds (nil: none).
 	Progress io.Writer
+	// Latency is ec2sim's per-action latency (zero: none).
+	Latency ec2sim.Latency
+	// Parallel runs the columns of a steady size, and of a scale-up seed,
+	// side by side, each on its own simulated account and cluster.
+	Parallel bool
+	// Cycles > 0 (needs Parallel): each steady column other than the
+	// adapter is measured over this many whole status cycles (a round of N
+	// lookups and the period until the next round starts); the adapter
+	// column, whose calls come from list refreshes, over the longest of
+	// them. Window then caps the run. 0: every column over Window.
+	Cycles int
+	// DeriveWindow is the start of the window the hour is also derived
+	// from, as before the measured cycles (cycles mode only).
+	DeriveWindow time.Duration
+	// timeFactor compresses the controllers' periods (tests only, to fit
+	// whole status cycles in seconds; 0: real time, as every table runs).
+	timeFactor float64
 }
 
 // DefaultOptions: 1,000, 5,000 and 20,000 nodes, three seeds (one at
@@ -94,7 +116,7 @@ func DefaultOptions() *Options {
 	return &Options{
 		Sizes: []int{1000, 5000, 20000}, Seeds: 3, LargeSeeds: 1, LargeFrom: 20000, Seed: 1,
 		Columns: slices.Clone(AllColumns), Window: 20 * time.Second,
-		ScaleupNodes: 1000, ScaleupTimeout: 10 * time.Minute, Bucket: ec2sim.NonMutatingBucket,
+		ScaleupNodes: 1000, ScaleupTimeout: 10 * time.Minute, Bucket: ec2sim.NonMutatingBucket, DeriveWindow: 20 * time.Second,
 	}
 }
 
@@ -116,6 +138,17 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("-scaleup-nodes must be >= 0 and -scaleup-timeout > 0")
 	case o.Bucket.Size < 1 || !(o.Bucket.Refill > 0):
 		return fmt.Errorf("-bucket must be >= 1 and -refill > 0")
+	case o.Cycles < 0:
+		return fmt.Errorf("-cycles must be >= 0")
+	case o.Cycles > 0 && !o.Parallel:
+		return fmt.Errorf("-cycles needs -parallel (the adapter column is measured over the other columns' window)")
+	case o.Cycles > 0 && !slices.ContainsFunc(o.Columns, func(c string) bool { return c != ColAdapter }):
+		return fmt.Errorf("-cycles needs a column other than %s (the adapter column's window is theirs)", ColAdapter)
+	case o.Cycles > 0 && (o.DeriveWindow <= 0 || o.DeriveWindow > o.Window):
+		return fmt.Errorf("-derive-window must be > 0 and <= -table-window")
+	}
+	if err := validLatency(o.Latency); err != nil {
+		return err
 	}
 	for _, n := range o.Sizes {
 		if n < 1 {
@@ -147,6 +180,12 @@ type SteadyRun struct {
 	// by running one after the window (adapter column only).
 	ListPages int64
 	state     map[string]nodeState
+	// Cycles mode (cycles.go): the ends of complete status rounds
+	// (seconds from the start), the cycles measured, and the counters at
+	// DeriveWindow the previous method derived the hour from.
+	RoundEnds []float64
+	Cycles    int
+	Early     *SteadyRun
 }
 
 // ScaleupRun is one column's scale-up.
@@ -171,6 +210,8 @@ type Result struct {
 	StateChecks []StateCheck
 	Started     time.Time
 	Load        [2]string // uptime at start and end
+	// Commit is the source revision (vcs.revision of the build; "" unknown).
+	Commit string
 }
 
 // StateCheck is one node-state comparison across the columns of one seed.
@@ -193,11 +234,25 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	setAWSEnv()
 	res := &Result{Options: o, Steady: map[string][]SteadyRun{}, Scaleup: map[string][]ScaleupRun{}, Started: time.Now()}
 	res.Load[0] = uptime()
+	res.Commit = commit()
 	for _, n := range o.Sizes {
 		for s := range o.seedsFor(n) {
 			seed := o.Seed + int64(s)
 			states := map[string]map[string]nodeState{}
+			if o.Parallel {
+				runs, err := runSteadyGroup(ctx, o, n, seed, progress)
+				if err != nil {
+					return nil, fmt.Errorf("steady %d seed %d: %w", n, seed, err)
+				}
+				for i, col := range o.Columns {
+					states[col] = runs[i].state
+					res.Steady[col] = append(res.Steady[col], *runs[i])
+				}
+			}
 			for _, col := range o.Columns {
+				if o.Parallel {
+					break
+				}
 				r, err := runSteady(ctx, o, col, n, seed, progress)
 				if err != nil {
 					return nil, fmt.Errorf("steady %d/%s seed %d: %w", n, col, seed, err)
@@ -211,17 +266,18 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	if o.ScaleupNodes > 0 {
 		res.Bound = bench.InitBound(&bench.Options{
 			ReadQPS: o.Bucket.Refill, ReadBurst: o.Bucket.Size, CloudMaxBatch: pageSize, KubeQPS: kubeQPS, KubeBurst: kubeBurst,
+			Latency: o.Latency.Default.Base, // RTT: the least a round trip takes (a lower bound)
 		}, o.ScaleupNodes)
 		for s := range o.Seeds {
 			seed := o.Seed + int64(s)
 			states := map[string]map[string]nodeState{}
-			for _, col := range o.Columns {
-				r, err := runScaleup(ctx, o, col, seed, progress)
-				if err != nil {
-					return nil, fmt.Errorf("scaleup/%s seed %d: %w", col, seed, err)
-				}
-				states[col] = r.state
-				res.Scaleup[col] = append(res.Scaleup[col], *r)
+			runs, err := runScaleups(ctx, o, seed, progress)
+			if err != nil {
+				return nil, err
+			}
+			for i, col := range o.Columns {
+				states[col] = runs[i].state
+				res.Scaleup[col] = append(res.Scaleup[col], *runs[i])
 			}
 			res.StateChecks = append(res.StateChecks, compareStates("scaleup", seed, o.Columns, states))
 		}
@@ -267,7 +323,9 @@ func (r *rig) close() {
 }
 
 func newRig(o *Options, col string, seed int64) (*rig, error) {
-	sim, err := ec2sim.Start(ec2sim.Config{Region: region, Zones: zones, Default: o.Bucket})
+	lat := o.Latency
+	lat.Seed = uint64(seed)
+	sim, err := ec2sim.Start(ec2sim.Config{Region: region, Zones: zones, Default: o.Bucket, Latency: lat})
 	if err != nil {
 		return nil, err
 	}
@@ -290,9 +348,9 @@ SigningName = ec2
 		sim.Close()
 		return nil, err
 	}
-	r.count = &counting{Interface: cloud}
+	r.count = &counting{Interface: cloud, done: make(chan struct{})}
 	r.cluster, err = bench.NewCluster(bench.ClusterConfig{
-		Name: clusterName, Ground: newGround(sim, seed), Cloud: r.count, TimeFactor: 1,
+		Name: clusterName, Ground: newGround(sim, seed), Cloud: r.count, TimeFactor: max(1, o.timeFactor),
 		NodeWorkers: 1, ServiceWorkers: 1, KubeQPS: kubeQPS, KubeBurst: kubeBurst,
 		NoRoutes: true, CloudInit: true,
 	})
@@ -523,6 +581,14 @@ type counting struct {
 	lookups     atomic.Int64
 	mu          sync.Mutex
 	start, last time.Time
+	// Cycles mode: a round is nodes lookups; roundEnds are when each
+	// ended. The lookup numbered stopAt (the first of round cycles+1)
+	// calls onStop before it goes to the provider, then closes done.
+	nodes     int64
+	roundEnds []time.Time
+	stopAt    int64
+	onStop    func()
+	done      chan struct{}
 }
 
 func (c *counting) setStart(t time.Time) {
@@ -565,10 +631,17 @@ type countingV2 struct {
 }
 
 func (v *countingV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	k := v.c.lookups.Add(1)
+	if k == v.c.stopAt && v.c.stopAt > 0 {
+		v.c.onStop()
+		close(v.c.done)
+	}
 	md, err := v.InstancesV2.InstanceMetadata(ctx, node)
-	v.c.lookups.Add(1)
 	v.c.mu.Lock()
 	v.c.last = time.Now()
+	if v.c.nodes > 0 && k%v.c.nodes == 0 {
+		v.c.roundEnds = append(v.c.roundEnds, v.c.last)
+	}
 	v.c.mu.Unlock()
 	return md, err
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
 )
 
 func TestMissesPerHour(t *testing.T) {
@@ -62,6 +64,10 @@ func TestValidate(t *testing.T) {
 		{"short window", func(o *Options) { o.Window = time.Millisecond }, "-window"},
 		{"bad size", func(o *Options) { o.Sizes = []int{0} }, "-sizes"},
 		{"no bucket", func(o *Options) { o.Bucket.Refill = 0 }, "-bucket"},
+		{"cycles alone", func(o *Options) { o.Cycles = 1 }, "-parallel"},
+		{"cycles, adapter only", func(o *Options) { o.Cycles, o.Parallel, o.Columns = 1, true, []string{ColAdapter} }, "-cycles needs a column"},
+		{"cycles, no derive window", func(o *Options) { o.Cycles, o.Parallel, o.DeriveWindow = 1, true, 0 }, "-derive-window"},
+		{"negative latency", func(o *Options) { o.Latency.Default.Jitter = -time.Second }, "-latency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()
@@ -144,5 +150,75 @@ func TestComparison(t *testing.T) {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the markdown lacks %q:\n%s", want, md.String())
 		}
+	}
+}
+
+// TestCycles runs the columns side by side over one whole status cycle
+// (50 nodes, 20 ms EC2 latency; the controllers' periods compressed ×30 so
+// a cycle takes seconds — the tables run uncompressed) and checks what a
+// cycle must hold: the window ends at the first lookup of round 2, so aws
+// alone and aws+cloudgate (a cold cache) sent exactly one DescribeInstances
+// per node, every column ended a round, and the adapter sent fewer.
+func TestCycles(t *testing.T) {
+	o := DefaultOptions()
+	o.Sizes = []int{50}
+	o.Seeds, o.LargeSeeds = 1, 1
+	o.ScaleupNodes = 20
+	o.Parallel, o.Cycles = true, 1
+	o.Window, o.DeriveWindow = 2*time.Minute, 2*time.Second
+	o.Latency = ec2sim.Latency{Default: ec2sim.ActionLatency{Base: 20 * time.Millisecond, Jitter: 10 * time.Millisecond}}
+	o.timeFactor = 30
+	var log strings.Builder
+	o.Progress = &log
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, log.String())
+	}
+	for _, col := range AllColumns {
+		r := res.Steady[col][0]
+		if len(r.RoundEnds) < 1 || r.Early == nil {
+			t.Errorf("%s: %d rounds ended, early counters %v; want >= 1 and some", col, len(r.RoundEnds), r.Early != nil)
+		}
+		if col == ColAdapter {
+			continue
+		}
+		if r.Lookups != 51 || r.Describe != 50 || r.Throttled != 0 {
+			t.Errorf("%s over one cycle of 50 nodes: %d lookups, %d DescribeInstances, %d throttled; want 51 (the next round's first), 50, 0",
+				col, r.Lookups, r.Describe, r.Throttled)
+		}
+	}
+	aws, adapter := res.Steady[ColAWS][0], res.Steady[ColAdapter][0]
+	if adapter.Describe >= aws.Describe {
+		t.Errorf("adapter: %d DescribeInstances in %.1fs; aws alone %d in %.1fs; want fewer calls",
+			adapter.Describe, adapter.Window, aws.Describe, aws.Window)
+	}
+	for _, sc := range res.StateChecks {
+		if sc.Differ != 0 {
+			t.Errorf("%s: %d of %d nodes differ across the columns", sc.Scenario, sc.Differ, sc.Nodes)
+		}
+	}
+	var md strings.Builder
+	res.WriteMarkdown(&md)
+	for _, want := range []string{"measured", "| 50 | aws |", "an assumption", "side by side"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+}
+
+// TestRoundPerHour: the derivation from the measured round counts
+// DescribeInstances per miss (the cold start's), not per lookup of a window
+// whose second round was all cache hits (which would halve it).
+func TestRoundPerHour(t *testing.T) {
+	r := SteadyRun{Nodes: 1000, LookupRate: 1000 / 155.0, Describe: 1000, Lookups: 2001,
+		Early: &SteadyRun{Describe: 129, Lookups: 129}}
+	got, want := roundPerHour(ColCloudgate, r), missesPerHour(1000, 1000/155.0, metadataTTL())
+	if got != want {
+		t.Errorf("roundPerHour = %g, want %g (misses/h × 1 call per miss)", got, want)
+	}
+	if half := perHour(ColCloudgate, r); !(half < 0.6*want) {
+		t.Errorf("the whole window's per-lookup ratio gives %g; the test expects it to halve %g", half, want)
 	}
 }

@@ -155,15 +155,27 @@ func (r *Result) saturation(col string) string {
 // WriteMarkdown writes the tables, the conditions and the formulas.
 func (r *Result) WriteMarkdown(w io.Writer) {
 	o := r.Options
-	fmt.Fprintf(w, "Conditions: %s UTC, GOMAXPROCS %d, load average (1/5/15 min) %s at start, %s at end; real time, no compression.\n",
-		r.Started.UTC().Format("2006-01-02 15:04"), runtime.GOMAXPROCS(0), r.Load[0], r.Load[1])
+	commit := r.Commit
+	if commit == "" {
+		commit = "unknown (not built from a git checkout)"
+	}
+	side := "one column at a time"
+	if o.Parallel {
+		side = "the columns side by side, each on its own simulated account and cluster"
+	}
+	fmt.Fprintf(w, "Conditions: %s UTC, commit %s, GOMAXPROCS %d, load average (1/5/15 min) %s at start, %s at end; real time, no compression; %s.\n",
+		r.Started.UTC().Format("2006-01-02 15:04"), commit, runtime.GOMAXPROCS(0), r.Load[0], r.Load[1], side)
+	fmt.Fprintf(w, "EC2 latency: %s.\n", r.describeLatency())
 	fmt.Fprintf(w, "EC2: ec2sim, DescribeInstances bucket %d tokens refilled at %g/s (%.0f calls/h), HTTP 503 RequestLimitExceeded when empty. "+
 		"CCM: cloud-node (--concurrent-node-syncs=1, --node-status-update-frequency=5m) and cloud-node-lifecycle (5 s) controllers, "+
 		"kube client %g QPS / burst %d, routes off, no LoadBalancer services. cloudgate: DefaultConfig, limits.read %g/s burst %d; "+
 		"aws+cloudgate batching off; adapter: awsbatch, batching on, batch.listPrefetch (listInterval %v).\n\n",
 		o.Bucket.Size, o.Bucket.Refill, r.BucketPerHour(), kubeQPS, kubeBurst, o.Bucket.Refill, o.Bucket.Size, listInterval())
 
-	if len(r.sortedSizes()) > 0 {
+	switch {
+	case len(r.sortedSizes()) > 0 && o.Cycles > 0:
+		r.writeMeasured(w)
+	case len(r.sortedSizes()) > 0:
 		r.writeSteady(w)
 	}
 	r.writeScaleup(w)
@@ -234,7 +246,7 @@ func (r *Result) writeScaleup(w io.Writer) {
 				of(func(s ScaleupRun) float64 { return float64(s.Describe) }).format("%.0f"),
 				of(func(s ScaleupRun) float64 { return float64(s.Throttled) }).format("%.0f"))
 		}
-		fmt.Fprintf(w, "\nBound (bench.InitBound, B = %d, EC2's largest DescribeInstances page; no simulated latency): %s\n", pageSize, r.Bound.Formula)
+		fmt.Fprintf(w, "\nBound (bench.InitBound, B = %d, EC2's largest DescribeInstances page; RTT = the latency's base, %v): %s\n", pageSize, o.Latency.Default.Base, r.Bound.Formula)
 	}
 	fmt.Fprintln(w)
 	nodes, differ := 0, 0

@@ -111,6 +111,8 @@ type Config struct {
 	// Topology makes DescribeInstanceTopology answer; when false it answers
 	// UnsupportedOperation, as in a Region without the API.
 	Topology bool
+	// Latency is the simulated service time per action (zero: none).
+	Latency Latency
 }
 
 // ActionStats are the exact counters of one action.
@@ -142,6 +144,7 @@ type Server struct {
 	stats   map[string]*ActionStats
 
 	requestSeq atomic.Uint64
+	latency    *latencyModel // nil: no latency
 }
 
 // Start listens on a free 127.0.0.1 port and serves until Close.
@@ -160,6 +163,9 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Default.Size < 1 || cfg.Default.Refill <= 0 {
 		return nil, fmt.Errorf("ec2sim: Config.Default: Size must be >= 1 and Refill > 0 (got %d, %g)", cfg.Default.Size, cfg.Default.Refill)
 	}
+	if err := cfg.Latency.validate(); err != nil {
+		return nil, err
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -172,6 +178,7 @@ func Start(cfg Config) (*Server, error) {
 		instances: map[string]*Instance{},
 		buckets:   map[string]*rate.Limiter{},
 		stats:     map[string]*ActionStats{},
+		latency:   newLatencyModel(cfg.Latency),
 	}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -301,6 +308,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.count(action, func(st *ActionStats) { st.Requests++ })
 	if !s.allow(action) {
 		s.count(action, func(st *ActionStats) { st.Throttled++ })
+		wait(r.Context(), s.latency.draw(action, 0))
 		s.writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "RequestLimitExceeded", message: "Request limit exceeded."})
 		return
 	}
@@ -325,10 +333,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.count(action, func(st *ActionStats) { st.Errors++ })
+		wait(r.Context(), s.latency.draw(action, 0))
 		s.writeError(w, err)
 		return
 	}
 	s.count(action, func(st *ActionStats) { st.Items += int64(items) })
+	wait(r.Context(), s.latency.draw(action, items))
 	out, merr := xml.Marshal(body)
 	if merr != nil {
 		s.writeError(w, &apiError{status: http.StatusInternalServerError, code: "InternalError", message: merr.Error()})

@@ -15,6 +15,9 @@
 // -mode table: the measured comparison of issue 14 (package awsbench: bench's cluster,
 // controllers and bound; columns aws, aws+cloudgate, aws+cloudgate+adapter; steady state at
 // -sizes, a -scaleup-nodes scale-up; several seeds) as markdown on stdout, progress on stderr.
+// -latency/-jitter/-latency-per-item give ec2sim a service time per answer; -parallel runs the
+// columns side by side; -cycles K measures each steady column over K whole status cycles (the
+// hour measured, not derived; the previous derivation from -derive-window printed beside it).
 //
 // It reports, per side, the time until every node is initialized (scaleup) or the length of
 // the window (steady), the DescribeInstances calls EC2 received and how many it answered
@@ -67,6 +70,12 @@ func main() {
 	tableWindow := flag.Duration("table-window", def.Window, "table: the steady window (real time)")
 	scaleupNodes := flag.Int("scaleup-nodes", def.ScaleupNodes, "table: nodes of the scale-up (0: none)")
 	window := flag.Duration("window", 150*time.Second, "steady: how long to count")
+	latency := flag.Duration("latency", 0, "table: ec2sim's base latency of every answer (an assumption: AWS publishes none)")
+	jitter := flag.Duration("jitter", 0, "table: plus a uniform draw from [0, jitter), seeded by the run's seed")
+	perItem := flag.Duration("latency-per-item", 0, "table: plus this much per instance a successful answer returns")
+	parallel := flag.Bool("parallel", false, "table: run the columns side by side, each on its own simulated account and cluster")
+	cycles := flag.Int("cycles", 0, "table: count each steady column over this many whole status cycles (needs -parallel; -table-window then caps the run); 0: over -table-window")
+	deriveWindow := flag.Duration("derive-window", 20*time.Second, "table, -cycles: also derive the hour from this first part of the window (the previous method), for comparison")
 	klog.InitFlags(nil)
 	_ = flag.Set("v", "0")
 	_ = flag.Set("logtostderr", "false")
@@ -85,6 +94,8 @@ func main() {
 		o := def
 		o.Seeds, o.LargeSeeds, o.LargeFrom, o.Window, o.ScaleupNodes = *seeds, *largeSeeds, *largeFrom, *tableWindow, *scaleupNodes
 		o.Bucket = ec2sim.Bucket{Size: *bucket, Refill: *refill}
+		o.Latency = ec2sim.Latency{Default: ec2sim.ActionLatency{Base: *latency, Jitter: *jitter, PerItem: *perItem}}
+		o.Parallel, o.Cycles, o.DeriveWindow = *parallel, *cycles, *deriveWindow
 		o.Columns = strings.Split(*columns, ",")
 		o.Sizes = nil
 		for _, f := range strings.Split(*sizes, ",") {
