@@ -95,6 +95,12 @@ type ChaosSide struct {
 	// open during the outage; BreakerStatesAtEnd each family's state.
 	BreakerOpensInOutage *float64          `json:"breaker_opens_in_outage,omitempty"`
 	BreakerStatesAtEnd   map[string]string `json:"breaker_states_at_end,omitempty"`
+	// ConvergePerSeed is ConvergeSeconds of each seed (merged results).
+	ConvergePerSeed []*float64 `json:"converge_seconds_per_seed,omitempty"`
+	// Timeline (--chaos-timeline): what happened from the outage's start
+	// to quiescence; Timelines holds one per seed in merged results.
+	Timeline  *ChaosTimeline   `json:"timeline,omitempty"`
+	Timelines []*ChaosTimeline `json:"timelines,omitempty"`
 	// Checks counts how often each invariant was checked; an invariant
 	// checked 0 times is listed in Unchecked and fails the run.
 	Checks    map[string]int64 `json:"checks"`
@@ -182,9 +188,20 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		mu.Unlock()
 	}
 	notReadyHidden := base[len(base)-5].NodeName // the first NotReady node
+	var tl *timeline
+	if o.ChaosTimeline {
+		tl = newTimeline(r.spec.f, r.col.Registry)
+		c.rec.onCall = tl.call
+		r.col.Wire.mu.Lock()
+		r.col.Wire.onRequest = tl.upstream
+		r.col.Wire.mu.Unlock()
+	}
 	c.rec.onExists = func(node *v1.Node, exists bool, err error) {
 		if err != nil {
 			return
+		}
+		if !exists {
+			tl.add("call", "InstanceExists", "false for "+node.Name, false)
 		}
 		mu.Lock()
 		at, gone := deletedAt[node.Name]
@@ -223,6 +240,7 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 			return
 		}
 		_, exists := r.srv.InstanceByNodeName(n.Name)
+		tl.add("delete", n.Name, map[bool]string{true: "(instance exists)", false: "(instance gone)"}[exists], false)
 		if n.Name == notReadyHidden {
 			check(invLive404, exists)
 			return
@@ -245,6 +263,7 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 	}
 	step := 30 * time.Second
 	svc := 0
+	stopTimeline := func() {}
 	var opensInOutage *float64
 	for pi, p := range phases {
 		if err := r.srv.SetFaults(p.faults); err != nil {
@@ -254,6 +273,13 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		var opensBefore float64
 		if p.faults.Outage && r.col.Registry != nil {
 			opensBefore = readBreakerOpens(r.col.Registry)
+		}
+		if p.faults.Outage && tl != nil {
+			tl.begin()
+			tctx, stop := context.WithCancel(ctx)
+			defer stop()
+			go tl.run(tctx, c)
+			stopTimeline = stop
 		}
 		for t := time.Duration(0); t < p.length; t += step {
 			if pi == 0 && t == step {
@@ -307,10 +333,12 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 	recovery := time.Duration(float64(longest)*r.spec.f) + time.Minute
 	fmt.Fprintf(r.progress, "  %s: recovery for %v\n", r.label, recovery.Round(time.Second))
 	outageEnd := time.Now()
+	tl.outageEnded(outageEnd)
 	converged, err := r.waitQuiescent(ctx, outageEnd, recovery)
 	if err != nil {
 		return err
 	}
+	stopTimeline()
 	var convergeSecs *float64
 	if converged {
 		convergeSecs = r.side.QuiesceSeconds
@@ -348,6 +376,13 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		ch.Checks[invBreakerOpened], ch.Checks[invBreakerRecovers] = 1, 1
 	}
 	ch.judge()
+	if tl != nil {
+		ch.Timeline = tl.result(r.side.TimeTo)
+		fmt.Fprintf(r.progress, "  %s: timeline from the outage's end (simulated s):\n", r.label)
+		for _, l := range ch.Timeline.Summary {
+			fmt.Fprintf(r.progress, "    %s\n", l)
+		}
+	}
 	r.side.ChaosSide = ch
 	return nil
 }
@@ -446,6 +481,10 @@ func mergeChaos(runs []Side) *ChaosSide {
 		out.HiddenAnswers += ch.HiddenAnswers
 		if ch.ConvergeSeconds != nil {
 			conv = append(conv, *ch.ConvergeSeconds)
+		}
+		out.ConvergePerSeed = append(out.ConvergePerSeed, ch.ConvergeSeconds)
+		if ch.Timeline != nil {
+			out.Timelines = append(out.Timelines, ch.Timeline)
 		}
 		if ch.BreakerOpensInOutage != nil {
 			v := *ch.BreakerOpensInOutage

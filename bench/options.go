@@ -112,6 +112,9 @@ type Options struct {
 
 	// ChaosNodes is the chaos cluster's size.
 	ChaosNodes int
+	// ChaosTimeline records and prints each chaos column's timeline from
+	// the outage's start to quiescence (a debug output; JSON "timeline").
+	ChaosTimeline bool
 
 	// SweepNodes are the node counts of the sweep scenario.
 	SweepNodes []int
@@ -321,6 +324,14 @@ func (o *Options) cloudgateConfig(col string, f float64) (*provider.Config, erro
 	sd(&cfg.Cache.StaleIfError)
 	sd(&cfg.Limits.Read.WaitTimeout)
 	sd(&cfg.Limits.Write.WaitTimeout)
+	// The adaptive rate's recovery is a period too (30 s by default): left
+	// in real time it would take f times longer in simulated time.
+	for _, b := range []*provider.BucketConfig{&cfg.Limits.Read, &cfg.Limits.Write} {
+		if b.Recovery.Duration == 0 {
+			b.Recovery.Duration = 30 * time.Second
+		}
+		sd(&b.Recovery)
+	}
 	sd(&cfg.Breaker.Interval)
 	sd(&cfg.Breaker.OpenTimeout)
 	sd(&cfg.Breaker.MinOpenTimeout)
