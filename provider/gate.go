@@ -75,6 +75,11 @@ type gate struct {
 	loopWG        sync.WaitGroup
 	closed        bool
 	prefetchLoops atomic.Int64
+	// listFailed: the last list refresh failed; then a call the cloud
+	// answers signals listAnswered, and the loop refreshes again at once
+	// instead of a whole interval later (see start).
+	listFailed   atomic.Bool
+	listAnswered chan struct{}
 }
 
 // method is one method's resolved policy.
@@ -138,6 +143,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
 		providerName: cfg.ProviderName,
 		breakers:     map[string]*limiter.Breaker{},
 		methods:      map[string]*method{},
+		listAnswered: make(chan struct{}, 1),
 	}
 	if g.clock == nil {
 		g.clock = clock.RealClock{}
