@@ -79,15 +79,20 @@ func (i *instances) CurrentNodeName(ctx context.Context, hostname string) (types
 }
 
 func (i *instances) InstanceExistsByProviderID(ctx context.Context, providerID string) (bool, error) {
-	exists, err := cachedRead(ctx, i.g, i.g.m.instanceExistsByProviderID, keyed(i.g.inst.existsByProviderID, providerID), providerID, func(ctx context.Context) (bool, error) {
-		return i.up.InstanceExistsByProviderID(ctx, providerID)
-	})
+	read := func() (bool, error) {
+		return cachedRead(ctx, i.g, i.g.m.instanceExistsByProviderID, keyed(i.g.inst.existsByProviderID, providerID), providerID, func(ctx context.Context) (bool, error) {
+			return i.up.InstanceExistsByProviderID(ctx, providerID)
+		})
+	}
+	exists, err := read()
 	if exists || err != nil || i.g.nf == nil {
 		return exists, err
 	}
+	drop := func() { invalidate(i.g.inst.existsByProviderID, providerID) }
 	// v1 calls carry no Node: no creation time, so no grace period.
-	return i.g.nf.check(nodeKey{byProviderID: true, id: providerID}, time.Time{}, exists, err, func() {
-		invalidate(i.g.inst.existsByProviderID, providerID)
+	return i.g.nf.check(nodeKey{byProviderID: true, id: providerID}, time.Time{}, exists, err, drop, func() (bool, error) {
+		drop()
+		return read()
 	})
 }
 
