@@ -38,7 +38,8 @@ const (
 //     from DescribeInstances for less than confirmAfter, then back): its Node is kept, and
 //     /metrics counts a refuted confirmation;
 //   - an instance EC2 no longer knows: its Node is deleted within existsTTL + negativeTTL +
-//     confirmAfter + two node-monitor periods (+ slack for the loaded machine);
+//     confirmAfter + one node-monitor period (+ slack for the loaded machine), and not sooner
+//     than confirmAfter;
 //   - a terminated instance (still described, state terminated): deleted without waiting for
 //     confirmAfter;
 //   - with notFoundGuard.enabled: false (a second CCM, same cluster), the same brief absence
@@ -118,7 +119,7 @@ notFoundGuard: {enabled: %t, gracePeriod: %s, confirmAfter: %s}
 			next++
 			in := ec2sim.Instance{
 				ID: fmt.Sprintf("i-%017x", 0x100+next), Type: "m5.large", Zone: "us-east-1a",
-				PrivateDNSName: fmt.Sprintf("ip-10-0-1-%d.ec2.internal", next), PrivateIP: fmt.Sprintf("10.0.1.%d", next),
+				PrivateDNSName: fmt.Sprintf("ip-10-0-1-%d.ec2.internal", next), PrivateIP: fmt.Sprintf("10.0.1.%d", next), PublicIP: fmt.Sprintf("54.0.1.%d", next),
 				Interfaces: []ec2sim.NetworkInterface{{Status: "in-use", PrivateIPs: []string{fmt.Sprintf("10.0.1.%d", next)}}},
 				Tags:       map[string]string{"kubernetes.io/cluster/" + clusterID: "owned"},
 			}
@@ -191,14 +192,14 @@ notFoundGuard: {enabled: %t, gracePeriod: %s, confirmAfter: %s}
 		t.Errorf("cloudgate_notfound_confirmations_total{outcome=refuted} = %v, want >= 1 (the held answer was refuted)", v)
 	}
 
-	bound := guardExists + guardNegTTL + guardConfirm + 2*monitorEvery
+	bound := guardExists + guardNegTTL + guardConfirm + monitorEvery
 	const slack = 5 * time.Second // a loaded machine, -race, kube round trips
 	sim.Remove(removed.inst.ID)
 	cp.SetNodeReady(ctx, t, removed.nodeName, corev1.ConditionUnknown)
 	start := time.Now()
 	waitDeleted(ctx, t, cp, removed.nodeName)
 	took := time.Since(start)
-	t.Logf("removed instance's Node deleted after %.1fs (bound existsTTL+negativeTTL+confirmAfter+2 periods = %v, +%v slack)", took.Seconds(), bound, slack)
+	t.Logf("removed instance's Node deleted after %.1fs (bound existsTTL+negativeTTL+confirmAfter+one period = %v, +%v slack)", took.Seconds(), bound, slack)
 	if took > bound+slack {
 		t.Errorf("removed instance's Node deleted after %v, want within %v + %v", took, bound, slack)
 	}
