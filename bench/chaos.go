@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 
@@ -50,6 +52,7 @@ const (
 	invLive404         = "live_node_deleted_after_404"
 	invNegativeTTL     = "not_found_beyond_negative_ttl"
 	invConverged       = "converged"
+	invRemovedInBound  = "removed_node_deleted_late"
 	invBreakerOpened   = "read_breaker_opened_in_outage"
 	invBreakerRecovers = "read_breaker_closed_at_end"
 )
@@ -95,6 +98,18 @@ type ChaosSide struct {
 	// open during the outage; BreakerStatesAtEnd each family's state.
 	BreakerOpensInOutage *float64          `json:"breaker_opens_in_outage,omitempty"`
 	BreakerStatesAtEnd   map[string]string `json:"breaker_states_at_end,omitempty"`
+	// ConvergeDueSeconds: from the end of the outage until every condition
+	// of quiescence held, with a removed instance's Node counted only once
+	// its deletion is due: existsTTL + notFoundGuard.confirmAfter + two
+	// node-monitor periods after max(the instance's removal, the outage's
+	// end) for a column with the guard, at once otherwise (then it equals
+	// ConvergeSeconds or comes before it). It separates the guard's
+	// deliberate hold from the rest of the recovery.
+	ConvergeDueSeconds *float64 `json:"converge_due_seconds"`
+	// RemovedDeletedLate: Nodes of removed instances deleted after the
+	// outage's end later than their due time (above); a guarded column
+	// only, else unchecked.
+	RemovedDeletedLate int64 `json:"removed_node_deleted_late"`
 	// ConvergePerSeed is ConvergeSeconds of each seed (merged results).
 	ConvergePerSeed []*float64 `json:"converge_seconds_per_seed,omitempty"`
 	// Timeline (--chaos-timeline): what happened from the outage's start
@@ -188,6 +203,29 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		mu.Unlock()
 	}
 	notReadyHidden := base[len(base)-5].NodeName // the first NotReady node
+	// A removed instance's Node is due for deletion removalAllowance after
+	// max(its removal, the outage's end).
+	var removalAllowance time.Duration // real
+	if cfg := r.col.Config; cfg != nil && (cfg.NotFoundGuard.Enabled == nil || *cfg.NotFoundGuard.Enabled) {
+		var existsTTL time.Duration
+		if mc, ok := cfg.Methods["InstanceExists"]; ok && mc.TTL != nil {
+			existsTTL = mc.TTL.Duration
+		}
+		removalAllowance = existsTTL + cfg.NotFoundGuard.ConfirmAfter.Duration + 2*scale(5*time.Second, r.spec.f) + slack
+	}
+	var outageEndAt time.Time // under mu
+	dueAt := func(node string) time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		d, ok := deletedAt[node]
+		if !ok || outageEndAt.IsZero() {
+			return time.Time{}
+		}
+		if d.Before(outageEndAt) {
+			d = outageEndAt
+		}
+		return d.Add(removalAllowance)
+	}
 	var tl *timeline
 	if o.ChaosTimeline {
 		tl = newTimeline(r.spec.f, r.col.Registry)
@@ -241,6 +279,9 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		}
 		_, exists := r.srv.InstanceByNodeName(n.Name)
 		tl.add("delete", n.Name, map[bool]string{true: "(instance exists)", false: "(instance gone)"}[exists], false)
+		if due := dueAt(n.Name); !exists && removalAllowance > 0 && !due.IsZero() {
+			check(invRemovedInBound, time.Now().After(due))
+		}
 		if n.Name == notReadyHidden {
 			check(invLive404, exists)
 			return
@@ -333,8 +374,16 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 	recovery := time.Duration(float64(longest)*r.spec.f) + time.Minute
 	fmt.Fprintf(r.progress, "  %s: recovery for %v\n", r.label, recovery.Round(time.Second))
 	outageEnd := time.Now()
+	mu.Lock()
+	outageEndAt = outageEnd
+	mu.Unlock()
 	tl.outageEnded(outageEnd)
+	dueCtx, stopDue := context.WithCancel(ctx)
+	dueDone := make(chan *float64, 1)
+	go func() { dueDone <- r.watchDue(dueCtx, outageEnd, dueAt) }()
 	converged, err := r.waitQuiescent(ctx, outageEnd, recovery)
+	stopDue()
+	convergeDue := <-dueDone
 	if err != nil {
 		return err
 	}
@@ -342,6 +391,9 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 	var convergeSecs *float64
 	if converged {
 		convergeSecs = r.side.QuiesceSeconds
+		if convergeDue == nil { // waitQuiescent saw it first: the same moment
+			convergeDue = convergeSecs
+		}
 	}
 	if rest := r.real(recovery) - time.Since(outageEnd); rest > 0 {
 		if err := r.sleep(ctx, time.Duration(float64(rest)*r.spec.f)); err != nil {
@@ -353,7 +405,7 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 	r.side.SimSeconds = r.simSince(r.start)
 	rec := c.rec.snapshot()
 	ch := &ChaosSide{
-		WritesIssued: rec.WritesIssued, WritesFailed: rec.WritesFailed, ConvergeSeconds: convergeSecs,
+		WritesIssued: rec.WritesIssued, WritesFailed: rec.WritesFailed, ConvergeSeconds: convergeSecs, ConvergeDueSeconds: convergeDue,
 		HiddenAnswers: r.srv.Counters().HiddenAnswers,
 	}
 	joinWrites(ch, r.col.Wire.snapshot(), r.srv.WriteLog())
@@ -364,6 +416,10 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		invStale: checks[invStale], invWrongDelete: checks[invWrongDelete], invNegativeTTL: checks[invNegativeTTL],
 		invLive404:   checks[invLive404],
 		invConverged: 1,
+	}
+	if removalAllowance > 0 {
+		ch.Checks[invRemovedInBound] = checks[invRemovedInBound]
+		ch.RemovedDeletedLate = viol[invRemovedInBound]
 	}
 	ch.StaleReadsBeyondBound = viol[invStale]
 	ch.NodesWronglyDeleted = viol[invWrongDelete]
@@ -399,6 +455,9 @@ func (ch *ChaosSide) judge() {
 		invWritesLost: ch.WritesLost > 0, invWritesDup: ch.WritesDuplicated > 0, invWritesPhantom: ch.WritesPhantom > 0,
 		invStale: ch.StaleReadsBeyondBound > 0, invWrongDelete: ch.NodesWronglyDeleted > 0, invLive404: ch.LiveDeletedAfter404 > 0,
 		invNegativeTTL: ch.NotFoundBeyondTTL > 0, invConverged: ch.ConvergeSeconds == nil,
+	}
+	if _, ok := ch.Checks[invRemovedInBound]; ok {
+		bad[invRemovedInBound] = ch.RemovedDeletedLate > 0
 	}
 	if _, ok := ch.Checks[invBreakerOpened]; ok {
 		bad[invBreakerOpened] = ch.BreakerOpensInOutage == nil || *ch.BreakerOpensInOutage < 1
@@ -463,7 +522,7 @@ func okWrites(wire []wireEntry) int64 {
 // the median.
 func mergeChaos(runs []Side) *ChaosSide {
 	out := &ChaosSide{Checks: map[string]int64{}}
-	var conv []float64
+	var conv, due []float64
 	for i, r := range runs {
 		ch := r.ChaosSide
 		out.WritesIssued += ch.WritesIssued
@@ -483,6 +542,10 @@ func mergeChaos(runs []Side) *ChaosSide {
 			conv = append(conv, *ch.ConvergeSeconds)
 		}
 		out.ConvergePerSeed = append(out.ConvergePerSeed, ch.ConvergeSeconds)
+		out.RemovedDeletedLate += ch.RemovedDeletedLate
+		if ch.ConvergeDueSeconds != nil {
+			due = append(due, *ch.ConvergeDueSeconds)
+		}
 		if ch.Timeline != nil {
 			out.Timelines = append(out.Timelines, ch.Timeline)
 		}
@@ -504,6 +567,10 @@ func mergeChaos(runs []Side) *ChaosSide {
 	if len(conv) == len(runs) {
 		m := median(conv)
 		out.ConvergeSeconds = &m
+	}
+	if len(due) == len(runs) {
+		m := median(due)
+		out.ConvergeDueSeconds = &m
 	}
 	out.judge()
 	return out
@@ -572,6 +639,20 @@ func writeChaosRows(row func(name string, cell func(Side) string)) {
 	row("live node deleted after the 404", func(x Side) string { return ck(x, invLive404, x.LiveDeletedAfter404) })
 	row("not found beyond negativeTTL", func(x Side) string { return ck(x, invNegativeTTL, x.NotFoundBeyondTTL) })
 	row("converge after outage (s)", func(x Side) string { return secs(x.ConvergeSeconds, true) })
+	row("  per seed (s)", func(x Side) string {
+		var out []string
+		for _, v := range x.ConvergePerSeed {
+			out = append(out, secs(v, true))
+		}
+		return strings.Join(out, " ")
+	})
+	row("converge, removals when due (s)", func(x Side) string { return secs(x.ConvergeDueSeconds, true) })
+	row("removed node deleted late", func(x Side) string {
+		if _, ok := x.Checks[invRemovedInBound]; !ok {
+			return "-"
+		}
+		return ck(x, invRemovedInBound, x.RemovedDeletedLate)
+	})
 	row("read breaker opens in outage", func(x Side) string { return secs(x.BreakerOpensInOutage, false) })
 	row("breakers at end (read/write)", func(x Side) string {
 		if x.BreakerStatesAtEnd == nil {
@@ -588,4 +669,36 @@ func listOrNone(v []string) string {
 		return "none"
 	}
 	return fmt.Sprint(v)
+}
+
+// watchDue polls from the outage's end until ctx ends and returns the
+// first time (simulated seconds since from) at which every condition of
+// quiescence held, a removed instance's Node counting only once due
+// (dueAt; zero: due at once); nil if never.
+func (r *colRun) watchDue(ctx context.Context, from time.Time, dueAt func(node string) time.Time) *float64 {
+	for {
+		q, err := r.c.Quiescence()
+		if err == nil && q.NodesInitialized && q.LBsCurrent && q.RoutesMatch && q.NoneWaiting {
+			overdue := false
+			if !q.NodesGone {
+				nodes, err := r.c.kube.CoreV1().Nodes().List(r.c.ctx, metav1.ListOptions{})
+				overdue = err != nil
+				for i := 0; err == nil && i < len(nodes.Items); i++ {
+					name := nodes.Items[i].Name
+					if _, ok := r.srv.InstanceByNodeName(name); !ok && !time.Now().Before(dueAt(name)) {
+						overdue = true
+					}
+				}
+			}
+			if !overdue {
+				v := time.Since(from).Seconds() * r.spec.f
+				return &v
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }

@@ -88,10 +88,9 @@ func (i *instances) InstanceExistsByProviderID(ctx context.Context, providerID s
 	if exists || err != nil || i.g.nf == nil {
 		return exists, err
 	}
-	drop := func() { invalidate(i.g.inst.existsByProviderID, providerID) }
 	// v1 calls carry no Node: no creation time, so no grace period.
-	return i.g.nf.check(nodeKey{byProviderID: true, id: providerID}, time.Time{}, exists, err, drop, func() (bool, error) {
-		drop()
+	return i.g.nf.check(nodeKey{byProviderID: true, id: providerID}, time.Time{}, exists, err, func() (bool, error) {
+		invalidate(i.g.inst.existsByProviderID, providerID)
 		return read()
 	})
 }

@@ -24,14 +24,16 @@ import (
 // terminated (InstanceStatus.Deleted, from a batch or list answer) is
 // definitive and passes at once.
 //
-// "A second upstream answer": each held answer invalidates the key's
-// exists cache. Once the first hold is confirmAfter old (and the Node
-// older than gracePeriod), the next false is not taken as it is (it may
-// be a cached answer given earlier): the guard drops the cached answer
-// and asks again at once (reread), and passes the false only if that
-// fresh answer — given at least confirmAfter after the first — agrees. So
-// the Node of a removed instance goes at the first lifecycle check after
-// confirmAfter, not one check later. A list refresh that omits an
+// "A second upstream answer": a held answer stays cached (a negative
+// entry, negativeTTL), so the lifecycle checks in between cost no upstream
+// call — with batching on, each would wait for a batch, and the lifecycle
+// controller checks its NotReady nodes one at a time. Once the first hold
+// is confirmAfter old (and the Node older than gracePeriod), the next false
+// is not taken as it is (it may be a cached answer given earlier): the
+// guard drops the cached answer and asks again at once (reread), and
+// passes the false only if that fresh answer — given at least confirmAfter
+// after the first — agrees. So the Node of a removed instance goes at the
+// first lifecycle check after confirmAfter. A list refresh that omits an
 // instance fills nothing (the read then goes upstream), and one that
 // describes it fills one answer: either way one answer, not two.
 type notFoundGuard struct {
@@ -93,10 +95,9 @@ func (n *notFoundGuard) markExists(key nodeKey) {
 
 // check passes on an exists answer, or holds a false one (see
 // notFoundGuard). created is the Node's creation time (zero: unknown, v1
-// calls carry no Node); invalidate drops the key's cached answer; reread
-// drops it and asks again (upstream, or in a batch), called without the
-// guard's lock.
-func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err error, invalidate func(), reread func() (bool, error)) (bool, error) {
+// calls carry no Node); reread drops the key's cached answer and asks again
+// (upstream, or in a batch); it is called without the guard's lock.
+func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err error, reread func() (bool, error)) (bool, error) {
 	if n == nil || err != nil || key.id == "" {
 		return exists, err
 	}
@@ -106,7 +107,7 @@ func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err e
 		n.mu.Unlock()
 		return true, nil
 	}
-	pass, due, held := n.hold(key, created, invalidate)
+	pass, due, held := n.hold(key, created)
 	switch {
 	case pass:
 		return false, nil
@@ -150,7 +151,7 @@ func (n *notFoundGuard) refuteLocked(key nodeKey) {
 // was described as terminated), confirm it with a fresh answer (due: the
 // first hold is confirmAfter old and the Node past its grace period), or
 // hold it (the *api.RetryError to return).
-func (n *notFoundGuard) hold(key nodeKey, created time.Time, invalidate func()) (pass, due bool, held error) {
+func (n *notFoundGuard) hold(key nodeKey, created time.Time) (pass, due bool, held error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if _, ok := n.deleted[key]; ok {
@@ -176,9 +177,6 @@ func (n *notFoundGuard) hold(key nodeKey, created time.Time, invalidate func()) 
 		return false, true, nil
 	}
 	p.last = now
-	if invalidate != nil {
-		invalidate()
-	}
 	wait := n.confirmAfter - now.Sub(p.first)
 	if young {
 		wait = max(wait, n.grace-now.Sub(created))
