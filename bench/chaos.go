@@ -111,7 +111,8 @@ type ChaosSide struct {
 	// only, else unchecked.
 	RemovedDeletedLate int64 `json:"removed_node_deleted_late"`
 	// ConvergePerSeed is ConvergeSeconds of each seed (merged results).
-	ConvergePerSeed []*float64 `json:"converge_seconds_per_seed,omitempty"`
+	ConvergePerSeed    []*float64 `json:"converge_seconds_per_seed,omitempty"`
+	ConvergeDuePerSeed []*float64 `json:"converge_due_seconds_per_seed,omitempty"`
 	// Timeline (--chaos-timeline): what happened from the outage's start
 	// to quiescence; Timelines holds one per seed in merged results.
 	Timeline  *ChaosTimeline   `json:"timeline,omitempty"`
@@ -542,6 +543,7 @@ func mergeChaos(runs []Side) *ChaosSide {
 			conv = append(conv, *ch.ConvergeSeconds)
 		}
 		out.ConvergePerSeed = append(out.ConvergePerSeed, ch.ConvergeSeconds)
+		out.ConvergeDuePerSeed = append(out.ConvergeDuePerSeed, ch.ConvergeDueSeconds)
 		out.RemovedDeletedLate += ch.RemovedDeletedLate
 		if ch.ConvergeDueSeconds != nil {
 			due = append(due, *ch.ConvergeDueSeconds)
@@ -647,6 +649,13 @@ func writeChaosRows(row func(name string, cell func(Side) string)) {
 		return strings.Join(out, " ")
 	})
 	row("converge, removals when due (s)", func(x Side) string { return secs(x.ConvergeDueSeconds, true) })
+	row("  per seed (s) ", func(x Side) string {
+		var out []string
+		for _, v := range x.ConvergeDuePerSeed {
+			out = append(out, secs(v, true))
+		}
+		return strings.Join(out, " ")
+	})
 	row("removed node deleted late", func(x Side) string {
 		if _, ok := x.Checks[invRemovedInBound]; !ok {
 			return "-"
