@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
@@ -50,6 +49,7 @@ const (
 	invLive404         = "live_node_deleted_after_404"
 	invNegativeTTL     = "not_found_beyond_negative_ttl"
 	invConverged       = "converged"
+	invRemovedInBound  = "removed_node_deleted_late"
 	invBreakerOpened   = "read_breaker_opened_in_outage"
 	invBreakerRecovers = "read_breaker_closed_at_end"
 )
@@ -96,6 +96,25 @@ type ChaosSide struct {
 	// open during the outage; BreakerStatesAtEnd each family's state.
 	BreakerOpensInOutage *float64          `json:"breaker_opens_in_outage,omitempty"`
 	BreakerStatesAtEnd   map[string]string `json:"breaker_states_at_end,omitempty"`
+	// ConvergeDueSeconds: from the end of the outage until every condition
+	// of quiescence held, with a removed instance's Node counted only once
+	// its deletion is due: existsTTL + notFoundGuard.confirmAfter + two
+	// node-monitor periods after max(the instance's removal, the outage's
+	// end) for a column with the guard, at once otherwise (then it equals
+	// ConvergeSeconds or comes before it). It separates the guard's
+	// deliberate hold from the rest of the recovery.
+	ConvergeDueSeconds *float64 `json:"converge_due_seconds"`
+	// RemovedDeletedLate: Nodes of removed instances deleted after the
+	// outage's end later than their due time (above); a guarded column
+	// only, else unchecked.
+	RemovedDeletedLate int64 `json:"removed_node_deleted_late"`
+	// ConvergePerSeed is ConvergeSeconds of each seed (merged results).
+	ConvergePerSeed    []*float64 `json:"converge_seconds_per_seed,omitempty"`
+	ConvergeDuePerSeed []*float64 `json:"converge_due_seconds_per_seed,omitempty"`
+	// Timeline (--chaos-timeline): what happened from the outage's start
+	// to quiescence; Timelines holds one per seed in merged results.
+	Timeline  *ChaosTimeline   `json:"timeline,omitempty"`
+	Timelines []*ChaosTimeline `json:"timelines,omitempty"`
 	// Checks counts how often each invariant was checked; an invariant
 	// checked 0 times is listed in Unchecked and fails the run.
 	Checks    map[string]int64 `json:"checks"`
@@ -182,9 +201,43 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		mu.Unlock()
 	}
 	notReadyHidden := base[len(base)-5].NodeName // the first NotReady node
+	// A removed instance's Node is due for deletion removalAllowance after
+	// max(its removal, the outage's end).
+	var removalAllowance time.Duration // real
+	if cfg := r.col.Config; cfg != nil && (cfg.NotFoundGuard.Enabled == nil || *cfg.NotFoundGuard.Enabled) {
+		var existsTTL time.Duration
+		if mc, ok := cfg.Methods["InstanceExists"]; ok && mc.TTL != nil {
+			existsTTL = mc.TTL.Duration
+		}
+		removalAllowance = existsTTL + cfg.NotFoundGuard.ConfirmAfter.Duration + 2*5*time.Second + slack
+	}
+	var outageEndAt time.Time // under mu
+	dueAt := func(node string) time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		d, ok := deletedAt[node]
+		if !ok || outageEndAt.IsZero() {
+			return time.Time{}
+		}
+		if d.Before(outageEndAt) {
+			d = outageEndAt
+		}
+		return d.Add(removalAllowance)
+	}
+	var tl *timeline
+	if o.ChaosTimeline {
+		tl = newTimeline(r.col.Registry)
+		c.rec.onCall = tl.call
+		r.col.Wire.mu.Lock()
+		r.col.Wire.onRequest = tl.upstream
+		r.col.Wire.mu.Unlock()
+	}
 	c.rec.onExists = func(node *v1.Node, exists bool, err error) {
 		if err != nil {
 			return
+		}
+		if !exists {
+			tl.add("call", "InstanceExists", "false for "+node.Name, false)
 		}
 		mu.Lock()
 		at, gone := deletedAt[node.Name]
@@ -223,6 +276,10 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 			return
 		}
 		_, exists := r.srv.InstanceByNodeName(n.Name)
+		tl.add("delete", n.Name, map[bool]string{true: "(instance exists)", false: "(instance gone)"}[exists], false)
+		if due := dueAt(n.Name); !exists && removalAllowance > 0 && !due.IsZero() {
+			check(invRemovedInBound, time.Now().After(due))
+		}
 		if n.Name == notReadyHidden {
 			check(invLive404, exists)
 			return
@@ -245,6 +302,7 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 	}
 	step := 30 * time.Second
 	svc := 0
+	stopTimeline := func() {}
 	var opensInOutage *float64
 	for pi, p := range phases {
 		if err := r.srv.SetFaults(p.faults); err != nil {
@@ -254,6 +312,13 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		var opensBefore float64
 		if p.faults.Outage && r.col.Registry != nil {
 			opensBefore = readBreakerOpens(r.col.Registry)
+		}
+		if p.faults.Outage && tl != nil {
+			tl.begin()
+			tctx, stop := context.WithCancel(ctx)
+			defer stop()
+			go tl.run(tctx, c)
+			stopTimeline = stop
 		}
 		for t := time.Duration(0); t < p.length; t += step {
 			if pi == 0 && t == step {
@@ -307,13 +372,26 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 	recovery := longest + time.Minute
 	fmt.Fprintf(r.progress, "  %s: recovery for %v\n", r.label, recovery.Round(time.Second))
 	outageEnd := time.Now()
+	mu.Lock()
+	outageEndAt = outageEnd
+	mu.Unlock()
+	tl.outageEnded(outageEnd)
+	dueCtx, stopDue := context.WithCancel(ctx)
+	dueDone := make(chan *float64, 1)
+	go func() { dueDone <- r.watchDue(dueCtx, outageEnd, dueAt) }()
 	converged, err := r.waitQuiescent(ctx, outageEnd, recovery)
+	stopDue()
+	convergeDue := <-dueDone
 	if err != nil {
 		return err
 	}
+	stopTimeline()
 	var convergeSecs *float64
 	if converged {
 		convergeSecs = r.side.QuiesceSeconds
+		if convergeDue == nil { // waitQuiescent saw it first: the same moment
+			convergeDue = convergeSecs
+		}
 	}
 	if rest := recovery - time.Since(outageEnd); rest > 0 {
 		if err := r.sleep(ctx, rest); err != nil {
@@ -325,7 +403,7 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 	r.side.SimSeconds = r.simSince(r.start)
 	rec := c.rec.snapshot()
 	ch := &ChaosSide{
-		WritesIssued: rec.WritesIssued, WritesFailed: rec.WritesFailed, ConvergeSeconds: convergeSecs,
+		WritesIssued: rec.WritesIssued, WritesFailed: rec.WritesFailed, ConvergeSeconds: convergeSecs, ConvergeDueSeconds: convergeDue,
 		HiddenAnswers: r.srv.Counters().HiddenAnswers,
 	}
 	joinWrites(ch, r.col.Wire.snapshot(), r.srv.WriteLog())
@@ -336,6 +414,10 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		invStale: checks[invStale], invWrongDelete: checks[invWrongDelete], invNegativeTTL: checks[invNegativeTTL],
 		invLive404:   checks[invLive404],
 		invConverged: 1,
+	}
+	if removalAllowance > 0 {
+		ch.Checks[invRemovedInBound] = checks[invRemovedInBound]
+		ch.RemovedDeletedLate = viol[invRemovedInBound]
 	}
 	ch.StaleReadsBeyondBound = viol[invStale]
 	ch.NodesWronglyDeleted = viol[invWrongDelete]
@@ -348,6 +430,13 @@ func runChaos(ctx context.Context, r *colRun, phases []chaosPhase) error {
 		ch.Checks[invBreakerOpened], ch.Checks[invBreakerRecovers] = 1, 1
 	}
 	ch.judge()
+	if tl != nil {
+		ch.Timeline = tl.result(r.side.TimeTo)
+		fmt.Fprintf(r.progress, "  %s: timeline from the outage's end (simulated s):\n", r.label)
+		for _, l := range ch.Timeline.Summary {
+			fmt.Fprintf(r.progress, "    %s\n", l)
+		}
+	}
 	r.side.ChaosSide = ch
 	return nil
 }
@@ -364,6 +453,9 @@ func (ch *ChaosSide) judge() {
 		invWritesLost: ch.WritesLost > 0, invWritesDup: ch.WritesDuplicated > 0, invWritesPhantom: ch.WritesPhantom > 0,
 		invStale: ch.StaleReadsBeyondBound > 0, invWrongDelete: ch.NodesWronglyDeleted > 0, invLive404: ch.LiveDeletedAfter404 > 0,
 		invNegativeTTL: ch.NotFoundBeyondTTL > 0, invConverged: ch.ConvergeSeconds == nil,
+	}
+	if _, ok := ch.Checks[invRemovedInBound]; ok {
+		bad[invRemovedInBound] = ch.RemovedDeletedLate > 0
 	}
 	if _, ok := ch.Checks[invBreakerOpened]; ok {
 		bad[invBreakerOpened] = ch.BreakerOpensInOutage == nil || *ch.BreakerOpensInOutage < 1
@@ -432,7 +524,7 @@ func okWrites(wire []wireEntry) int64 {
 // the median.
 func mergeChaos(runs []Side) *ChaosSide {
 	out := &ChaosSide{Checks: map[string]int64{}}
-	var conv []float64
+	var conv, due []float64
 	for i, r := range runs {
 		ch := r.ChaosSide
 		out.WritesIssued += ch.WritesIssued
@@ -450,6 +542,15 @@ func mergeChaos(runs []Side) *ChaosSide {
 		out.HiddenAnswers += ch.HiddenAnswers
 		if ch.ConvergeSeconds != nil {
 			conv = append(conv, *ch.ConvergeSeconds)
+		}
+		out.ConvergePerSeed = append(out.ConvergePerSeed, ch.ConvergeSeconds)
+		out.ConvergeDuePerSeed = append(out.ConvergeDuePerSeed, ch.ConvergeDueSeconds)
+		out.RemovedDeletedLate += ch.RemovedDeletedLate
+		if ch.ConvergeDueSeconds != nil {
+			due = append(due, *ch.ConvergeDueSeconds)
+		}
+		if ch.Timeline != nil {
+			out.Timelines = append(out.Timelines, ch.Timeline)
 		}
 		if ch.BreakerOpensInOutage != nil {
 			v := *ch.BreakerOpensInOutage
@@ -470,87 +571,10 @@ func mergeChaos(runs []Side) *ChaosSide {
 		m := median(conv)
 		out.ConvergeSeconds = &m
 	}
+	if len(due) == len(runs) {
+		m := median(due)
+		out.ConvergeDueSeconds = &m
+	}
 	out.judge()
 	return out
-}
-
-// readBreakerOpens sums the read family's transitions to open.
-func readBreakerOpens(reg *prometheus.Registry) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "cloudgate_breaker_transitions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["family"] == "read" && labels["to"] == limiter.StateOpen.String() {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
-}
-
-// breakerStates reads each family's breaker state gauge.
-func breakerStates(reg *prometheus.Registry) map[string]string {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return nil
-	}
-	out := map[string]string{}
-	for _, mf := range mfs {
-		if mf.GetName() != "cloudgate_breaker_state" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "family" {
-					out[l.GetValue()] = limiter.State(int(m.GetGauge().GetValue())).String()
-				}
-			}
-		}
-	}
-	return out
-}
-
-// writeChaosRows adds the chaos invariants, each with its check count.
-func writeChaosRows(row func(name string, cell func(Side) string)) {
-	ck := func(x Side, inv string, v int64) string {
-		return fmt.Sprintf("%d (%d checks)", v, x.Checks[inv])
-	}
-	row("writes issued/failed (controllers)", func(x Side) string { return fmt.Sprintf("%d/%d", x.WritesIssued, x.WritesFailed) })
-	row("writes sent/landed (wire/cloud)", func(x Side) string { return fmt.Sprintf("%d/%d", x.WritesSent, x.WritesLanded) })
-	row("landed but answered failure", func(x Side) string { return d(x.WritesAmbiguous) })
-	row("writes lost (request-ID join)", func(x Side) string { return ck(x, invWritesLost, x.WritesLost) })
-	row("writes duplicated (request-ID join)", func(x Side) string { return ck(x, invWritesDup, x.WritesDuplicated) })
-	row("ok to controllers beyond 2xx", func(x Side) string { return ck(x, invWritesPhantom, x.WritesPhantom) })
-	row("stale reads beyond bound", func(x Side) string { return ck(x, invStale, x.StaleReadsBeyondBound) })
-	row("nodes wrongly deleted", func(x Side) string { return ck(x, invWrongDelete, x.NodesWronglyDeleted) })
-	row("404 for a live instance (answers)", func(x Side) string { return d(x.HiddenAnswers) })
-	row("live node deleted after the 404", func(x Side) string { return ck(x, invLive404, x.LiveDeletedAfter404) })
-	row("not found beyond negativeTTL", func(x Side) string { return ck(x, invNegativeTTL, x.NotFoundBeyondTTL) })
-	row("converge after outage (s)", func(x Side) string { return secs(x.ConvergeSeconds, true) })
-	row("read breaker opens in outage", func(x Side) string { return secs(x.BreakerOpensInOutage, false) })
-	row("breakers at end (read/write)", func(x Side) string {
-		if x.BreakerStatesAtEnd == nil {
-			return "-"
-		}
-		return x.BreakerStatesAtEnd["read"] + "/" + x.BreakerStatesAtEnd["write"]
-	})
-	row("invariants violated", func(x Side) string { return listOrNone(x.Violated) })
-	row("invariants unchecked", func(x Side) string { return listOrNone(x.Unchecked) })
-}
-
-func listOrNone(v []string) string {
-	if len(v) == 0 {
-		return "none"
-	}
-	return fmt.Sprint(v)
 }

@@ -213,6 +213,15 @@ type wireEntry struct {
 type wireLog struct {
 	mu      sync.Mutex
 	entries []wireEntry
+	// onRequest, when set, sees every request and its status (0: no
+	// answer): the chaos timeline.
+	onRequest func(req *http.Request, status int)
+}
+
+func (l *wireLog) requestHook() func(*http.Request, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.onRequest
 }
 
 func (l *wireLog) add(e wireEntry) {
@@ -235,6 +244,13 @@ type wireTransport struct {
 
 func (t *wireTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
+	if hook := t.log.requestHook(); hook != nil {
+		status := 0
+		if err == nil {
+			status = resp.StatusCode
+		}
+		hook(req, status)
+	}
 	if isWriteRequest(req) {
 		e := wireEntry{RequestID: req.Header.Get("X-Request-Id")}
 		if err == nil {

@@ -117,6 +117,9 @@ type Options struct {
 
 	// ChaosNodes is the chaos cluster's size.
 	ChaosNodes int
+	// ChaosTimeline records and prints each chaos column's timeline from
+	// the outage's start to quiescence (a debug output; JSON "timeline").
+	ChaosTimeline bool
 
 	// SweepNodes are the node counts of the sweep scenario.
 	SweepNodes []int

@@ -39,6 +39,8 @@ type recorder struct {
 	// InstanceMetadata answer (chaos).
 	onExists   func(node *v1.Node, exists bool, err error)
 	onMetadata func(node *v1.Node, err error)
+	// onCall, when set, sees every call's outcome (the chaos timeline).
+	onCall func(method string, write bool, err error)
 }
 
 // call is one call in progress.
@@ -76,6 +78,9 @@ func newRecorder(up cloudprovider.Interface) *recorder {
 
 // observe records the end of call c.
 func (r *recorder) observe(method string, c call, err error, write bool) {
+	if r.onCall != nil {
+		r.onCall(method, write, err)
+	}
 	d := time.Since(c.start)
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -6,12 +6,8 @@ import (
 )
 
 const (
-	// decreaseCooldown is the shortest interval between two multiplicative
-	// decreases (see Bucket.OnThrottled).
-	decreaseCooldown = time.Second
-	// recoveryStep is the interval between two recovery steps: the rate
-	// grows by RecoveryQPSPerSecond once per recoveryStep.
-	recoveryStep = time.Second
+	// defaultRecoveryStep is BucketConfig.RecoveryStep's default.
+	defaultRecoveryStep = time.Second
 	// defaultMaxRetryAfter caps a Retry-After pause when
 	// BucketConfig.MaxRetryAfter is 0.
 	defaultMaxRetryAfter = 5 * time.Minute
@@ -30,7 +26,8 @@ type aimd struct {
 	qps      float64 // configured rate, the ceiling of recovery
 	minQPS   float64
 	factor   float64
-	recovery float64 // QPS added per recoveryStep
+	recovery float64       // QPS added per step
+	step     time.Duration // interval of the recovery steps and shortest interval between two decreases
 	adaptive bool
 	maxPause time.Duration
 
@@ -50,7 +47,8 @@ func newAIMD(cfg BucketConfig) aimd {
 		qps:      cfg.QPS,
 		minQPS:   cfg.MinQPS,
 		factor:   cfg.DecreaseFactor,
-		recovery: cfg.RecoveryQPSPerSecond * recoveryStep.Seconds(),
+		recovery: cfg.RecoveryQPSPerSecond * cfg.RecoveryStep.Seconds(),
+		step:     cfg.RecoveryStep,
 		adaptive: cfg.Adaptive,
 		maxPause: cfg.MaxRetryAfter,
 		rate:     cfg.QPS,
@@ -68,10 +66,10 @@ func (a *aimd) throttled(now time.Time, retryAfter time.Duration) (honoured time
 	// throttling answers: count it as one signal.
 	if a.adaptive && !a.paused && !now.Before(a.nextDecrease) {
 		a.rate = max(a.minQPS, a.rate*a.factor)
-		a.nextDecrease = now.Add(max(decreaseCooldown, secondsToDuration(1/a.rate)))
+		a.nextDecrease = now.Add(max(a.step, secondsToDuration(1/a.rate)))
 		a.stepBase, a.steps, a.nextStep = a.rate, 0, time.Time{}
 		if a.rate < a.qps {
-			a.nextStep = now.Add(recoveryStep)
+			a.nextStep = now.Add(a.step)
 		}
 		reset = true
 	}
@@ -82,8 +80,8 @@ func (a *aimd) throttled(now time.Time, retryAfter time.Duration) (honoured time
 		}
 		// The rate stays constant during a pause; recovery resumes a
 		// step after it.
-		if !a.nextStep.IsZero() && a.nextStep.Before(a.pausedUntil.Add(recoveryStep)) {
-			a.nextStep = a.pausedUntil.Add(recoveryStep)
+		if !a.nextStep.IsZero() && a.nextStep.Before(a.pausedUntil.Add(a.step)) {
+			a.nextStep = a.pausedUntil.Add(a.step)
 		}
 	}
 	return honoured, reset
@@ -112,7 +110,7 @@ func (a *aimd) advance(now time.Time) (at time.Time, ok bool) {
 	}
 	a.steps++
 	a.rate = a.stepBase + float64(a.steps)*a.recovery
-	a.nextStep = at.Add(recoveryStep)
+	a.nextStep = at.Add(a.step)
 	if a.rate >= a.qps*(1-1e-9) {
 		a.rate, a.nextStep = a.qps, time.Time{}
 	}
@@ -125,8 +123,8 @@ func (a *aimd) catchUp(now time.Time) {
 	if a.paused || a.nextStep.IsZero() || now.Before(a.nextStep) {
 		return
 	}
-	n := int(now.Sub(a.nextStep)/recoveryStep) + 1
-	a.nextStep = a.nextStep.Add(time.Duration(n-1) * recoveryStep)
+	n := int(now.Sub(a.nextStep)/a.step) + 1
+	a.nextStep = a.nextStep.Add(time.Duration(n-1) * a.step)
 	a.steps += n - 1
 	a.advance(a.nextStep)
 }

@@ -37,6 +37,17 @@ func TestAIMDPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "RecoveryStep sets the step and the decrease cooldown",
+			cfg:  BucketConfig{QPS: 10, Burst: 1, Adaptive: true, RecoveryQPSPerSecond: 20, RecoveryStep: 100 * time.Millisecond},
+			ops: []op{
+				{throttle: true, wantRate: 5, wantReset: true},
+				{at: 99 * time.Millisecond, throttle: true, wantRate: 5},
+				{at: 100 * time.Millisecond, wantRate: 7},
+				{at: 200 * time.Millisecond, throttle: true, wantRate: 4.5, wantReset: true},
+				{at: 500 * time.Millisecond, wantRate: 10},
+			},
+		},
+		{
 			name: "Retry-After capped and extended, never shortened",
 			cfg:  BucketConfig{QPS: 10, Burst: 1, MaxRetryAfter: 10 * time.Second},
 			ops: []op{

@@ -43,6 +43,11 @@ type BucketConfig struct {
 	// QPS per second; default QPS/30 when 0 (full recovery in about 30 s
 	// from zero).
 	RecoveryQPSPerSecond float64
+	// RecoveryStep is how often the rate grows (by RecoveryQPSPerSecond ×
+	// RecoveryStep), and the shortest interval between two decreases (one
+	// wave of throttling answers is one signal); default 1 s when 0. It
+	// must be >= 0.
+	RecoveryStep time.Duration
 	// MaxRetryAfter caps the pause a Retry-After can impose, so that one
 	// answer cannot stop a bucket for long; default 5 minutes when 0. It
 	// must be >= 0.
@@ -70,6 +75,8 @@ func (c BucketConfig) Validate() error {
 		return fmt.Errorf("recoveryQPSPerSecond must be >= 0 (got %v; 0 means qps/30)", c.RecoveryQPSPerSecond)
 	case c.MaxRetryAfter < 0:
 		return fmt.Errorf("maxRetryAfter must be >= 0 (got %v; 0 means %v)", c.MaxRetryAfter, defaultMaxRetryAfter)
+	case c.RecoveryStep < 0:
+		return fmt.Errorf("recoveryStep must be >= 0 (got %v; 0 means %v)", c.RecoveryStep, defaultRecoveryStep)
 	}
 	return nil
 }
@@ -87,6 +94,9 @@ func (c BucketConfig) withDefaults() BucketConfig {
 	}
 	if c.MaxRetryAfter == 0 {
 		c.MaxRetryAfter = defaultMaxRetryAfter
+	}
+	if c.RecoveryStep == 0 {
+		c.RecoveryStep = defaultRecoveryStep
 	}
 	return c
 }

@@ -93,6 +93,12 @@ func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priorit
 		for _, br := range g.breakers {
 			br.CloudAnswered()
 		}
+		if g.listFailed.Load() {
+			select {
+			case g.listAnswered <- struct{}{}:
+			default:
+			}
+		}
 	}
 	g.rec.UpstreamCall(m.family, m.name, g.result(m, err), g.clock.Since(start))
 	return v, err

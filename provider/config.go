@@ -97,6 +97,11 @@ type BucketConfig struct {
 	// instead of parking its worker; controllers pass contexts without
 	// deadlines. 0: wait as long as the caller's context allows.
 	WaitTimeout Duration `json:"waitTimeout"`
+	// Recovery is how long an adaptive rate takes to grow back linearly
+	// from 0 to qps once the cloud stops throttling (0: 30s), in 30 steps;
+	// successive cuts are at least recovery/30 apart. As
+	// limits.shared.recovery for a fleet.
+	Recovery Duration `json:"recovery,omitzero"`
 }
 
 // BreakerConfig is the circuit breaker of each family.
@@ -291,6 +296,9 @@ func (c *Config) Validate() error {
 		if err := b.limiterConfig(c.Throttle.MaxRetryAfter.Duration).Validate(); err != nil {
 			bad("limits.%s.%v", name, err)
 		}
+		if d := b.Recovery.Duration; d != 0 && (d < 30*time.Millisecond || d > time.Hour) {
+			bad("limits.%s.recovery must be between 30ms and 1h (got %s; leave it out for 30s)", name, b.Recovery)
+		}
 		if b.WaitTimeout.Duration < 0 {
 			bad("limits.%s.waitTimeout must be >= 0 (got %s; 0 waits as long as the caller's context allows)", name, b.WaitTimeout)
 		}
@@ -364,10 +372,15 @@ func (c *Config) Validate() error {
 
 // limiterConfig is b as the limiter takes it.
 func (b BucketConfig) limiterConfig(maxRetryAfter time.Duration) limiter.BucketConfig {
-	return limiter.BucketConfig{
+	out := limiter.BucketConfig{
 		QPS: b.QPS, Burst: b.Burst, Adaptive: b.Adaptive == nil || *b.Adaptive,
 		MaxRetryAfter: maxRetryAfter,
 	}
+	if d := b.Recovery.Duration; d > 0 {
+		out.RecoveryQPSPerSecond = b.QPS / d.Seconds()
+		out.RecoveryStep = d / 30
+	}
+	return out
 }
 
 // limiterConfig is br as the limiter takes it.

@@ -58,6 +58,16 @@ methods:
 		{name: "min open timeout", yaml: "upstream: {name: aws}\nbreaker: {openTimeout: 1m, minOpenTimeout: 2m}\n", wantErr: "breaker.minOpenTimeout must be in [0, openTimeout=1m0s]"},
 		{name: "negative confirmAfter", yaml: "upstream: {name: aws}\nnotFoundGuard: {confirmAfter: -1s}\n", wantErr: "notFoundGuard.confirmAfter must be >= 0"},
 		{name: "negative gracePeriod", yaml: "upstream: {name: aws}\nnotFoundGuard: {gracePeriod: -1s}\n", wantErr: "notFoundGuard.gracePeriod must be >= 0"},
+		{name: "recovery too short", yaml: "upstream: {name: aws}\nlimits:\n  read: {qps: 10, burst: 20, recovery: 1ms}\n", wantErr: "limits.read.recovery must be between 30ms and 1h"},
+		{name: "recovery", yaml: "upstream: {name: aws}\nlimits:\n  write: {qps: 6, burst: 5, recovery: 3s}\n", check: func(t *testing.T, c *Config) {
+			lc := c.Limits.Write.limiterConfig(0)
+			if lc.RecoveryStep != 100*time.Millisecond || lc.RecoveryQPSPerSecond != 2 {
+				t.Errorf("limits.write.recovery 3s: step %v, %v QPS/s; want 100ms, 2 (qps 6 in 3s)", lc.RecoveryStep, lc.RecoveryQPSPerSecond)
+			}
+			if d := c.Limits.Read.limiterConfig(0); d.RecoveryStep != 0 || d.RecoveryQPSPerSecond != 0 {
+				t.Errorf("limits.read without recovery: %+v, want the limiter's defaults (zero)", d)
+			}
+		}},
 		{name: "guard off", yaml: "upstream: {name: aws}\nnotFoundGuard: {enabled: false}\n", check: func(t *testing.T, c *Config) {
 			if g := c.NotFoundGuard; g.Enabled == nil || *g.Enabled || g.ConfirmAfter.Duration != 20*time.Second {
 				t.Errorf("notFoundGuard = %+v, want off with the default confirmAfter kept", g)

@@ -75,6 +75,11 @@ type gate struct {
 	loopWG        sync.WaitGroup
 	closed        bool
 	prefetchLoops atomic.Int64
+	// listFailed: the last list refresh failed; then a call the cloud
+	// answers signals listAnswered, and the loop refreshes again at once
+	// instead of a whole interval later (see start).
+	listFailed   atomic.Bool
+	listAnswered chan struct{}
 }
 
 // method is one method's resolved policy.
@@ -144,6 +149,7 @@ func newGateAs(upstream cloudprovider.Interface, cfg *Config, member string) (*g
 		providerName: cfg.ProviderName,
 		breakers:     map[string]*limiter.Breaker{},
 		methods:      map[string]*method{},
+		listAnswered: make(chan struct{}, 1),
 	}
 	if g.clock == nil {
 		g.clock = clock.RealClock{}

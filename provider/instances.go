@@ -79,15 +79,19 @@ func (i *instances) CurrentNodeName(ctx context.Context, hostname string) (types
 }
 
 func (i *instances) InstanceExistsByProviderID(ctx context.Context, providerID string) (bool, error) {
-	exists, err := cachedRead(ctx, i.g, i.g.m.instanceExistsByProviderID, keyed(i.g.inst.existsByProviderID, providerID), providerID, func(ctx context.Context) (bool, error) {
-		return i.up.InstanceExistsByProviderID(ctx, providerID)
-	})
+	read := func() (bool, error) {
+		return cachedRead(ctx, i.g, i.g.m.instanceExistsByProviderID, keyed(i.g.inst.existsByProviderID, providerID), providerID, func(ctx context.Context) (bool, error) {
+			return i.up.InstanceExistsByProviderID(ctx, providerID)
+		})
+	}
+	exists, err := read()
 	if exists || err != nil || i.g.nf == nil {
 		return exists, err
 	}
 	// v1 calls carry no Node: no creation time, so no grace period.
-	return i.g.nf.check(nodeKey{byProviderID: true, id: providerID}, time.Time{}, exists, err, func() {
+	return i.g.nf.check(nodeKey{byProviderID: true, id: providerID}, time.Time{}, exists, err, func() (bool, error) {
 		invalidate(i.g.inst.existsByProviderID, providerID)
+		return read()
 	})
 }
 

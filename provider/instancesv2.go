@@ -55,7 +55,10 @@ func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, 
 		return exists, err
 	}
 	key := keyOfNode(node)
-	return i.g.nf.check(key, node.CreationTimestamp.Time, exists, err, func() { invalidate(i.g.inst.exists, key) })
+	return i.g.nf.check(key, node.CreationTimestamp.Time, exists, err, func() (bool, error) {
+		invalidate(i.g.inst.exists, key)
+		return nodeRead(ctx, i, i.g.m.instanceExists, i.g.inst.exists, node, existsOf, cloudprovider.InstancesV2.InstanceExists)
+	})
 }
 
 func (i *instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {

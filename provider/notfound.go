@@ -24,11 +24,16 @@ import (
 // terminated (InstanceStatus.Deleted, from a batch or list answer) is
 // definitive and passes at once.
 //
-// "A second upstream answer": each held answer invalidates the key's
-// exists cache, so the next false the guard sees was given by the upstream
-// after that; the guard passes a false only once a hold happened at least
-// confirmAfter after the first one, so the answer it passes was given at
-// least confirmAfter after the first. A list refresh that omits an
+// "A second upstream answer": a held answer stays cached (a negative
+// entry, negativeTTL), so the lifecycle checks in between cost no upstream
+// call — with batching on, each would wait for a batch, and the lifecycle
+// controller checks its NotReady nodes one at a time. Once the first hold
+// is confirmAfter old (and the Node older than gracePeriod), the next false
+// is not taken as it is (it may be a cached answer given earlier): the
+// guard drops the cached answer and asks again at once (reread), and
+// passes the false only if that fresh answer — given at least confirmAfter
+// after the first — agrees. So the Node of a removed instance goes at the
+// first lifecycle check after confirmAfter. A list refresh that omits an
 // instance fills nothing (the read then goes upstream), and one that
 // describes it fills one answer: either way one answer, not two.
 type notFoundGuard struct {
@@ -90,25 +95,69 @@ func (n *notFoundGuard) markExists(key nodeKey) {
 
 // check passes on an exists answer, or holds a false one (see
 // notFoundGuard). created is the Node's creation time (zero: unknown, v1
-// calls carry no Node); invalidate drops the key's cached answer.
-func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err error, invalidate func()) (bool, error) {
+// calls carry no Node); reread drops the key's cached answer and asks again
+// (upstream, or in a batch); it is called without the guard's lock.
+func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err error, reread func() (bool, error)) (bool, error) {
 	if n == nil || err != nil || key.id == "" {
 		return exists, err
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	if exists {
-		delete(n.deleted, key)
-		if _, ok := n.pending[key]; ok {
-			delete(n.pending, key)
-			n.rec.NotFoundConfirmation("refuted")
-		}
+		n.mu.Lock()
+		n.refuteLocked(key)
+		n.mu.Unlock()
 		return true, nil
 	}
+	pass, due, held := n.hold(key, created)
+	switch {
+	case pass:
+		return false, nil
+	case !due:
+		return false, held
+	}
+	exists, err = reread()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case err != nil:
+		return false, err // no answer: the hold stays
+	case exists:
+		n.refuteLocked(key)
+		return true, nil
+	}
+	if _, ok := n.pending[key]; !ok {
+		// An "exists" answer came in meanwhile (a batch or list fill): the
+		// two answers disagree, so hold this one as a first.
+		n.pending[key] = &heldNotFound{first: n.clock.Now(), last: n.clock.Now()}
+		return false, cloudproviderapi.NewRetryError(fmt.Sprintf(
+			"cloudgate: instance %q reported missing after it was described as existing; held (notFoundGuard)", key.id), max(n.confirmAfter, time.Second))
+	}
+	delete(n.pending, key)
+	delete(n.deleted, key)
+	n.rec.NotFoundConfirmation("confirmed")
+	return false, nil
+}
+
+// refuteLocked records an "exists" answer: a held "does not exist" is
+// refuted. n.mu is held.
+func (n *notFoundGuard) refuteLocked(key nodeKey) {
+	delete(n.deleted, key)
+	if _, ok := n.pending[key]; ok {
+		delete(n.pending, key)
+		n.rec.NotFoundConfirmation("refuted")
+	}
+}
+
+// hold decides about a "does not exist" answer: pass it on (the instance
+// was described as terminated), confirm it with a fresh answer (due: the
+// first hold is confirmAfter old and the Node past its grace period), or
+// hold it (the *api.RetryError to return).
+func (n *notFoundGuard) hold(key nodeKey, created time.Time) (pass, due bool, held error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if _, ok := n.deleted[key]; ok {
 		delete(n.deleted, key)
 		delete(n.pending, key)
-		return false, nil
+		return true, false, nil
 	}
 	now := n.clock.Now()
 	p, ok := n.pending[key]
@@ -123,21 +172,17 @@ func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err e
 		n.forget()
 	}
 	young := !created.IsZero() && now.Sub(created) < n.grace
-	if ok && !young && p.last.Sub(p.first) >= n.confirmAfter {
-		delete(n.pending, key)
-		n.rec.NotFoundConfirmation("confirmed")
-		return false, nil
+	if ok && !young && now.Sub(p.first) >= n.confirmAfter {
+		p.last = now
+		return false, true, nil
 	}
 	p.last = now
-	if invalidate != nil {
-		invalidate()
-	}
 	wait := n.confirmAfter - now.Sub(p.first)
 	if young {
 		wait = max(wait, n.grace-now.Sub(created))
 	}
 	wait = max(wait, time.Second)
-	return false, cloudproviderapi.NewRetryError(fmt.Sprintf(
+	return false, false, cloudproviderapi.NewRetryError(fmt.Sprintf(
 		"cloudgate: instance %q reported missing; held until a second answer at least %s later confirms it (notFoundGuard)",
 		key.id, n.confirmAfter), wait)
 }

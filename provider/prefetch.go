@@ -62,13 +62,37 @@ func (g *gate) start(stop <-chan struct{}) {
 			}
 			cancel()
 		}()
+		gap := interval / 30 // after a failure, the shortest wait before the next try
 		for {
+			var answered <-chan struct{}
+			var earliest <-chan time.Time
 			if err := g.prefetch(ctx); err != nil && ctx.Err() == nil {
-				klog.ErrorS(err, "cloudgate: instance list prefetch failed (per-node lookups go on)")
+				klog.ErrorS(err, "cloudgate: instance list prefetch failed (per-node lookups go on; retrying once the cloud answers)")
+				// Refresh as soon as the cloud answers again (an outage
+				// ended), not a whole interval later, but no sooner than
+				// gap (doubling while the list itself keeps failing).
+				select {
+				case <-g.listAnswered: // a signal from before the failure
+				default:
+				}
+				g.listFailed.Store(true)
+				answered, earliest = g.listAnswered, g.clock.After(gap)
+				gap = min(2*gap, interval)
+			} else {
+				g.listFailed.Store(false)
+				gap = interval / 30
+			}
+			if earliest != nil {
+				select {
+				case <-ctx.Done():
+					return
+				case <-earliest:
+				}
 			}
 			select {
 			case <-ctx.Done():
 				return
+			case <-answered:
 			case <-g.clock.After(nextListRefresh(interval)):
 			}
 		}

@@ -134,6 +134,9 @@ batch:
   maxWait: 200ms
   listPrefetch: true
   listInterval: 2s
+# The nodes are seconds old when their instances go: the default grace period
+# (2m) would hold the removed one's deletion to the edge of waitDeleted's limit.
+notFoundGuard: {gracePeriod: 5s, confirmAfter: 5s}
 `, awsConf))
 	kubeconfig := filepath.Join(dir, "ccm.kubeconfig")
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
