@@ -114,8 +114,8 @@ type batch[In, Out any] struct {
 	// FlushReturned once it waited for the batches in flight.
 	reason string
 	items  []In
-	index map[string]int // slot of each named request
-	last  time.Time      // when a request last joined (IdleTimeout)
+	index  map[string]int // slot of each named request
+	last   time.Time      // when a request last joined (IdleTimeout)
 	// answered[i] is closed once results[i] is set (or the executor left
 	// it unanswered: short[i]).
 	answered []chan struct{}
