@@ -75,6 +75,9 @@ type gate struct {
 	loopWG        sync.WaitGroup
 	closed        bool
 	prefetchLoops atomic.Int64
+	// firstList ends with the first list refresh (see awaitFirstList);
+	// nil until the prefetch loop starts.
+	firstList atomic.Pointer[firstList]
 }
 
 // method is one method's resolved policy.
