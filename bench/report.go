@@ -121,6 +121,12 @@ type Side struct {
 	// SimSeconds is this column's window.
 	SimSeconds    float64  `json:"sim_seconds"`
 	CacheHitRatio *float64 `json:"cache_hit_ratio"`
+	// NodesPerBatch is the mean number of nodes in a served
+	// BatchGetInstances call (null: none); NodeLookups the controllers'
+	// InstanceMetadata, InstanceExists and InstanceShutdown calls, whose
+	// rate while the nodes initialise is the batches' arrival rate.
+	NodesPerBatch *float64 `json:"nodes_per_batch,omitempty"`
+	NodeLookups   int64    `json:"node_lookups"`
 	// Steady is the steady-state window's figures (steady, sweep);
 	// QuotaUtilization its share of the read quota.
 	Steady           *Steady  `json:"steady,omitempty"`
@@ -264,6 +270,8 @@ func medianSide(runs []Side) Side {
 	out.OverBound = ptrs(func(s Side) *float64 { return s.OverBound }, "init_over_bound")
 	out.QuiesceOverBound = ptrs(func(s Side) *float64 { return s.QuiesceOverBound }, "quiesce_over_bound")
 	out.CacheHitRatio = ptrs(func(s Side) *float64 { return s.CacheHitRatio }, "")
+	out.NodesPerBatch = ptrs(func(s Side) *float64 { return s.NodesPerBatch }, "nodes_per_batch")
+	out.NodeLookups = ints(func(s Side) int64 { return s.NodeLookups }, "")
 	out.QuotaUtilization = ptrs(func(s Side) *float64 { return s.QuotaUtilization }, "quota_utilization")
 	out.StatusRoundsPerHour = ptrs(func(s Side) *float64 { return s.StatusRoundsPerHour }, "status_rounds_per_hour")
 	out.SweepSeconds = ptrs(func(s Side) *float64 { return s.SweepSeconds }, "sweep_seconds")
@@ -402,6 +410,20 @@ func (r *Report) writeScenario(w io.Writer, s *ScenarioResult) {
 				n += v
 			}
 			return fmt.Sprintf("%.2f", float64(n)/float64(max(1, x.NodesToInit)))
+		})
+	}
+	row("nodes per batch", func(x Side) string {
+		if x.NodesPerBatch == nil {
+			return "—"
+		}
+		return spread(x, "nodes_per_batch", f1(*x.NodesPerBatch))
+	})
+	if s.Columns[cols[0]].NodesToInit > 0 {
+		row("node lookups / init second", func(x Side) string {
+			if x.InitSeconds == nil || *x.InitSeconds <= 0 {
+				return "—"
+			}
+			return f1(float64(x.NodeLookups) / *x.InitSeconds)
 		})
 	}
 	if s.InitBound != nil {

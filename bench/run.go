@@ -194,6 +194,14 @@ func (r *colRun) fill() {
 	s.CallsByMethod, s.Throttled, s.ThrottledByMethod = cnt.Calls, cnt.TotalThrottled(), cnt.Throttled
 	s.P50Ms, s.P99Ms = ms(rec.P50), ms(rec.P99)
 	s.P50SimMs = s.P50Ms
+	batches := cnt.Calls[simcloud.MethodBatchGetInstances] - cnt.Throttled[simcloud.MethodBatchGetInstances] -
+		cnt.Errors[simcloud.MethodBatchGetInstances] - cnt.ClientErrors[simcloud.MethodBatchGetInstances]
+	s.NodesPerBatch = nil
+	if batches > 0 {
+		v := float64(cnt.BatchItems) / float64(batches)
+		s.NodesPerBatch = &v
+	}
+	s.NodeLookups = rec.Calls["InstanceMetadata"] + rec.Calls["InstanceExists"] + rec.Calls["InstanceShutdown"]
 	s.ControllerCalls, s.ControllerErrors = 0, 0
 	for _, v := range rec.Calls {
 		s.ControllerCalls += v

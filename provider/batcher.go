@@ -21,9 +21,12 @@ import (
 var batchCallTimeout = time.Minute
 
 // nodeBatcher coalesces concurrent per-node lookups into BatchInstanceStatus
-// calls (internal/batcher): a batch is sent when it holds batch.maxSize
-// nodes or batch.maxWait after its first node joined, whichever comes
-// first, and costs one token. Every caller gets exactly its own node's
+// calls (internal/batcher): with batch.sendAtOnce (the default) a lookup is
+// sent at once when no batch call is in flight and the read bucket has a
+// token; lookups arriving while a call is in flight, or while the batch
+// waits for its token, go together when it returns or the token comes. A
+// batch is sent at the latest when it holds batch.maxSize nodes or
+// batch.maxWait after its first node joined, and costs one token. Every caller gets exactly its own node's
 // answer; a caller whose context ends leaves the batch, which goes on for
 // the others. Answers fill the InstanceMetadata, InstanceExists and
 // InstanceShutdown caches of every node in the batch.
@@ -66,13 +69,14 @@ func (g *gate) buildBatcher(final bool) {
 			Name:          "BatchInstanceStatus",
 			MaxTimeout:    g.cfg.Batch.MaxWait.Duration,
 			MaxItems:      size,
-			SendAtOnce:    g.cfg.Batch.SendAtOnce != nil && *g.cfg.Batch.SendAtOnce,
+			SendAtOnce:    g.cfg.Batch.SendAtOnce == nil || *g.cfg.Batch.SendAtOnce,
+			Admit:         g.admitBatch,
 			RequestHasher: func(r nodeRequest) string { return keyOfNode(r.node).String() },
 			// A caller joining another's lookup of the same node raises
 			// its priority: a critical lookup never rides a background one.
 			Merge: func(r, joining nodeRequest) nodeRequest { r.prio = min(r.prio, joining.prio); return r },
-			BatchExecutor: func(_ context.Context, reqs []nodeRequest, reason string, answer func(int, InstanceStatus)) []InstanceStatus {
-				return g.sendBatch(up, reqs, reason, answer)
+			BatchExecutor: func(_ context.Context, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) []InstanceStatus {
+				return g.sendBatch(up, reqs, f, answer)
 			},
 			Clock: g.clock,
 		})
@@ -98,22 +102,58 @@ func (g *gate) batcher() *nodeBatcher {
 	return g.batch
 }
 
-// sendBatch answers one batch of nodes with a BatchInstanceStatus call
-// (bisected on failure, see isolate); each call that answers fills the
-// instance caches.
-func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, reason string, answer func(int, InstanceStatus)) []InstanceStatus {
-	nodes := make([]*v1.Node, len(reqs))
+// admitBatch takes the token of a batch's first call while the batch is
+// still open (internal/batcher's Admit): lookups arriving during the wait
+// join it, so one token answers every lookup that waited for it. The wait
+// is bounded by the family's waitTimeout (an *api.RetryError), or with none
+// by batchCallTimeout. An open breaker takes no token: the batch goes on to
+// sendBatch, whose call the breaker refuses as any other.
+func (g *gate) admitBatch(_ context.Context, reqs []nodeRequest) (bool, error) {
+	m := g.m.batchInstanceStatus
+	opened := m.breaker.Opened() // before the check: an opening in between ends the wait at once
+	if m.breaker.State() == limiter.StateOpen {
+		return false, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if m.waitTimeout <= 0 {
+		cancel()
+		ctx, cancel = g.withCallTimeout(context.Background(), batchCallTimeout, errCallTimeout)
+	}
+	defer cancel()
+	if err := g.wait(ctx, m, batchPriority(reqs), opened); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// batchPriority is the highest priority among a batch's lookups.
+func batchPriority(reqs []nodeRequest) limiter.Priority {
 	prio := reqs[0].prio
-	for i, r := range reqs {
-		nodes[i] = r.node
+	for _, r := range reqs {
 		prio = min(prio, r.prio)
 	}
-	g.rec.Batch(len(nodes), reason)
+	return prio
+}
+
+// sendBatch answers one batch of nodes with a BatchInstanceStatus call
+// (bisected on failure, see isolate); each call that answers fills the
+// instance caches. f.Admitted: the first call's token is taken already.
+func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) []InstanceStatus {
+	nodes := make([]*v1.Node, len(reqs))
+	for i, r := range reqs {
+		nodes[i] = r.node
+	}
+	prio := batchPriority(reqs)
+	g.rec.Batch(len(nodes), f.Reason)
+	if f.Err != nil { // no token within the wait: nothing was sent
+		return failAll(len(nodes), f.Err)
+	}
 	// A batch outlives the callers that left it, so it cannot use their
 	// contexts: its own timeout counts as a hung cloud (errCallTimeout). It
-	// bounds each call, not the token wait, which the family's waitTimeout
+	// bounds each call, not the token waits, which the family's waitTimeout
 	// bounds and answers with an *api.RetryError as for a call of its own
-	// (with no waitTimeout, the whole batch, wait included).
+	// (with no waitTimeout: the first token's wait by itself, see
+	// admitBatch, then the calls with the bisection's waits).
 	ctx, cancel := g.withCallTimeout(context.Background(), batchCallTimeout, errCallTimeout)
 	if g.m.batchInstanceStatus.waitTimeout > 0 {
 		cancel()
@@ -121,7 +161,7 @@ func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, reason string, a
 	}
 	defer cancel()
 	b := batchCall{g: g, up: up, answer: answer}
-	results, err := b.call(ctx, nodes, prio, 0)
+	results, err := b.call(ctx, nodes, prio, 0, f.Admitted)
 	if err != nil {
 		results = b.isolate(ctx, nodes, prio, err, 0)
 	}
@@ -141,9 +181,10 @@ type batchCall struct {
 // call sends one BatchInstanceStatus call and, when it answers, fills the
 // instance caches with its nodes' answers at once: an answer's age runs from
 // when the cloud gave it, even while bisection goes on with other nodes;
-// off is the index of nodes[0] in the batch, for answer.
-func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int) ([]InstanceStatus, error) {
-	results, err := invoke(ctx, b.g, b.g.m.batchInstanceStatus, prio, func(ctx context.Context) ([]InstanceStatus, error) {
+// off is the index of nodes[0] in the batch, for answer; admitted: its
+// token is taken already (admitBatch).
+func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int, admitted bool) ([]InstanceStatus, error) {
+	results, err := invokeAdmitted(ctx, b.g, b.g.m.batchInstanceStatus, prio, admitted, func(ctx context.Context) ([]InstanceStatus, error) {
 		ctx, cancel := b.g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
 		defer cancel()
 		return b.up.BatchInstanceStatus(ctx, nodes)
@@ -174,8 +215,8 @@ func (b batchCall) isolate(ctx context.Context, nodes []*v1.Node, prio limiter.P
 		return failAll(len(nodes), err)
 	}
 	h := len(nodes) / 2
-	left, lerr := b.call(ctx, nodes[:h], prio, off)
-	right, rerr := b.call(ctx, nodes[h:], prio, off+h)
+	left, lerr := b.call(ctx, nodes[:h], prio, off, false)
+	right, rerr := b.call(ctx, nodes[h:], prio, off+h, false)
 	switch {
 	case lerr != nil && rerr != nil:
 		return append(failAll(h, lerr), failAll(len(nodes)-h, rerr)...)

@@ -74,15 +74,23 @@ func breakerOutcome(ctx context.Context, err error) error {
 // wait for a token, call, then tell the limiter and the metrics how it
 // went. fn's result and error are returned unchanged.
 func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
+	return invokeAdmitted(ctx, g, m, prio, false, fn)
+}
+
+// invokeAdmitted is invoke; admitted: the call's token was taken already
+// (a batch admitted while it was open, see admitBatch).
+func invokeAdmitted[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, admitted bool, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	opened := m.breaker.Opened() // before Allow: an opening in between ends the wait at once
 	done, err := m.breaker.Allow()
 	if err != nil {
 		return zero, g.openRetry(err)
 	}
-	if err := g.wait(ctx, m, prio, opened); err != nil {
-		done(callerGone{err}) // nothing was sent: no verdict on the cloud
-		return zero, err
+	if !admitted {
+		if err := g.wait(ctx, m, prio, opened); err != nil {
+			done(callerGone{err}) // nothing was sent: no verdict on the cloud
+			return zero, err
+		}
 	}
 	start := g.clock.Now()
 	v, err := fn(ctx)

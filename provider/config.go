@@ -142,15 +142,16 @@ type BatchConfig struct {
 	// MaxSize flushes a batch when it holds this many nodes (capped by the
 	// upstream's MaxBatchSize).
 	MaxSize int `json:"maxSize"`
-	// MaxWait flushes a batch this long after its first node arrived: a
-	// cap, not a delay (see SendAtOnce).
+	// MaxWait flushes a batch at the latest this long after its first node
+	// arrived: a cap, not a delay for a lone lookup (see SendAtOnce).
 	MaxWait Duration `json:"maxWait"`
-	// SendAtOnce (default false, opt-in) sends a lookup at once when no
-	// batch call is in flight; lookups arriving while one is accumulate and
-	// go together when it returns (or at maxSize, or maxWait). false: every
-	// batch waits for maxSize or maxWait. Not the default yet: behind the
-	// AWS adapter it raised steady-state DescribeInstances above the AWS
-	// provider's own batcher (awsbench TestComparison: 43 vs 28).
+	// SendAtOnce (default true) sends a lookup at once when no batch call
+	// is in flight and the read bucket has a token; lookups arriving while
+	// a call is in flight, or while the batch waits for its token,
+	// accumulate and go together when it returns or the token comes (or at
+	// maxSize, or maxWait). false: every batch waits for maxSize or maxWait
+	// (the AWS provider's own batcher's behaviour); an opt-out kept for
+	// comparison, not for a known need.
 	SendAtOnce *bool `json:"sendAtOnce,omitempty"`
 	// ListPrefetch refreshes the whole instance cache with paged list calls
 	// every ListInterval, so steady-state per-node reads never reach the cloud.

@@ -80,6 +80,9 @@ type gate struct {
 	// instead of a whole interval later (see start).
 	listFailed   atomic.Bool
 	listAnswered chan struct{}
+	// firstList ends with the first list refresh (see awaitFirstList);
+	// nil until the prefetch loop starts.
+	firstList atomic.Pointer[firstList]
 }
 
 // method is one method's resolved policy.

@@ -339,6 +339,9 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	}
 	cfg.Batch.Enabled = boolp(batch)
 	cfg.Batch.MaxWait = dur(100 * time.Millisecond)
+	// Send at once (the default) or wait for maxSize/maxWait (the opt-out).
+	sendAtOnce := rng.Intn(4) != 0
+	cfg.Batch.SendAtOnce = boolp(sendAtOnce)
 	cfg.Batch.ListPrefetch = list
 	cfg.Batch.ListInterval = dur(20 * time.Second)
 	h.cfg = cfg
@@ -351,8 +354,8 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	if h.longWaits {
 		maxBatchVariant += " longWaits"
 	}
-	h.variant = fmt.Sprintf("batch=%v list=%v maxBatch=%d%s breaker=%.2f/%s/%s readQPS=%v wait=%s maxRetryAfter=%s size=%d negativeTTL=%s staleIfError=%s%s",
-		batch, list, maxBatch, maxBatchVariant, ratio, interval, openTimeout, readQPS, wait, cfg.Throttle.MaxRetryAfter,
+	h.variant = fmt.Sprintf("batch=%v sendAtOnce=%v list=%v maxBatch=%d%s breaker=%.2f/%s/%s readQPS=%v wait=%s maxRetryAfter=%s size=%d negativeTTL=%s staleIfError=%s%s",
+		batch, sendAtOnce, list, maxBatch, maxBatchVariant, ratio, interval, openTimeout, readQPS, wait, cfg.Throttle.MaxRetryAfter,
 		cfg.Cache.Size, cfg.Cache.NegativeTTL, cfg.Cache.StaleIfError, ttls)
 	c, err := New(h.up, cfg)
 	if err != nil {

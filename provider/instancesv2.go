@@ -83,6 +83,11 @@ func nodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *cache.Ca
 	if v, err, ok := fresh(m, c, key); ok {
 		return v, err
 	}
+	if c != nil && i.g.awaitFirstList(ctx) {
+		if v, err, ok := fresh(m, c, key); ok {
+			return v, err
+		}
+	}
 	prio := nodePriority(node, m.priority)
 	return read(ctx, i.g, m, c, key, func(ctx context.Context) (V, error) {
 		if b := i.g.batcher(); b != nil && key.id != "" {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -47,11 +48,17 @@ func (g *gate) start(stop <-chan struct{}) {
 	}
 	quit := make(chan struct{})
 	g.loopQuit = quit
+	first := g.firstList.Load()
+	if first == nil {
+		first = &firstList{done: make(chan struct{})}
+		g.firstList.Store(first)
+	}
 	g.loopWG.Add(1)
 	g.prefetchLoops.Add(1)
 	go func() {
 		defer g.loopWG.Done()
 		defer g.prefetchLoops.Add(-1)
+		defer first.end() // a loop stopped before its first refresh ended
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
@@ -89,6 +96,7 @@ func (g *gate) start(stop <-chan struct{}) {
 				case <-earliest:
 				}
 			}
+			first.end()
 			select {
 			case <-ctx.Done():
 				return
@@ -134,5 +142,38 @@ func (g *gate) prefetch(ctx context.Context) error {
 			return nil
 		}
 		token = p.next
+	}
+}
+
+// firstList is the first list refresh, which lookups that miss wait for.
+type firstList struct {
+	done chan struct{}
+	once sync.Once
+}
+
+func (f *firstList) end() { f.once.Do(func() { close(f.done) }) }
+
+// awaitFirstList waits for the first list refresh while it is in flight
+// and reports whether it did (the caller then looks in the cache again).
+// At start-up the controllers' first round of lookups races it: every
+// instance is being listed, so a per-node call sent meanwhile would be
+// spent on an answer about to arrive (behind the AWS adapter, the status
+// loop's first round then cost more DescribeInstances than the AWS provider
+// alone). Later refreshes are not waited for: a miss then is a new node.
+func (g *gate) awaitFirstList(ctx context.Context) bool {
+	f := g.firstList.Load()
+	if f == nil {
+		return false
+	}
+	select {
+	case <-f.done:
+		return false
+	default:
+	}
+	select {
+	case <-f.done:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

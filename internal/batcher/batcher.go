@@ -1,8 +1,10 @@
 // Package batcher coalesces concurrent requests into batch calls, after
 // the AWS cloud provider's batcher.Batcher: a batch is sent when it holds
 // MaxItems distinct requests, when IdleTimeout passed without a new one, or
-// MaxTimeout after its first, whichever comes first. Every caller gets the
-// answer to its own request. It knows nothing of what it batches.
+// MaxTimeout after its first, whichever comes first — or, with SendAtOnce,
+// at once when no batch is being sent, so that batching adds no latency
+// when there is nothing to batch. Every caller gets the answer to its own
+// request. It knows nothing of what it batches.
 package batcher
 
 import (
@@ -39,36 +41,62 @@ type Options[In, Out any] struct {
 	Merge func(existing, joining In) In
 	// BatchExecutor answers a batch: one Out per request, in order. It runs
 	// on a goroutine of its own with a context that no caller can cancel
-	// (a batch outlives the callers that left it); reason is FlushFull,
-	// FlushIdle or FlushTimeout. It may hand item i its answer early with
+	// (a batch outlives the callers that left it); f says why the batch was
+	// sent and how Admit answered. It may hand item i its answer early with
 	// answer(i, out) — its caller returns at once, while the executor goes on
 	// with the others (e.g. splitting a failed call); an item answered early
 	// keeps that answer, whatever the returned slice holds for it.
-	BatchExecutor func(ctx context.Context, items []In, reason string, answer func(i int, out Out)) []Out
+	BatchExecutor func(ctx context.Context, items []In, f Flush, answer func(i int, out Out)) []Out
 	// SendAtOnce sends a request at once, in a batch of its own, when no
-	// batch is being sent; requests arriving while one is being sent
-	// accumulate in the open batch, which is sent when the last batch in
-	// flight returns (or when full, or at MaxTimeout, whichever is first).
-	// Batching then adds no latency when there is nothing to batch, and
-	// still forms large batches under load. false: every batch waits for
-	// MaxItems, IdleTimeout or MaxTimeout.
+	// batch is being sent (and Admit, if set, admits it at once); requests
+	// arriving while one is being sent, or while Admit blocks, accumulate
+	// in the open batch, which is sent when the last batch in flight
+	// returns (or when Admit returns, or when full, or at MaxTimeout,
+	// whichever is first). Batching then adds no latency when there is
+	// nothing to batch, and still forms large batches under load. false:
+	// every batch waits for MaxItems, IdleTimeout or MaxTimeout.
 	SendAtOnce bool
+	// Admit, when set, is called before each batch is sent and may block
+	// until it may go (e.g. for a rate limiter's token). The batch it is
+	// called for stays open while it blocks, if it was open: requests
+	// arriving meanwhile join it (up to MaxItems) and go with it, so a
+	// token is spent on as many requests as waited for it. Full and
+	// timed-out batches are closed, and admitted in their turn, first. One
+	// Admit runs at a time, on a goroutine of its own with a context no
+	// caller can cancel; pending is a copy of the batch's requests when it
+	// was called. It reports whether it admitted the batch (false: the
+	// executor must wait itself, e.g. Admit saw an open breaker and took
+	// no token) and its error, which BatchExecutor gets in Flush.Err.
+	Admit func(ctx context.Context, pending []In) (admitted bool, err error)
 	// Clock is the time source of the timeouts; nil is the real clock. A
 	// clock that cannot schedule functions (clock.WithDelayedExecution)
 	// uses the real clock's timers.
 	Clock clock.Clock
 }
 
-// Why a batch was sent (BatchExecutor's reason).
+// Why a batch was sent (Flush.Reason).
 const (
 	FlushFull    = "size"
 	FlushIdle    = "idle"
 	FlushTimeout = "wait"
-	// FlushNow: sent at once, nothing being sent (Options.SendAtOnce).
+	// FlushNow: sent at once, nothing being sent (Options.SendAtOnce), or
+	// as soon as Admit let it go.
 	FlushNow = "now"
 	// FlushReturned: sent when the batches in flight returned (SendAtOnce).
 	FlushReturned = "returned"
 )
+
+// Flush is what BatchExecutor is told about its batch.
+type Flush struct {
+	// Reason is why the batch was sent: FlushFull, FlushIdle, FlushTimeout,
+	// FlushNow or FlushReturned.
+	Reason string
+	// Admitted: Options.Admit admitted the batch (e.g. took its token).
+	Admitted bool
+	// Err is Options.Admit's error: the executor should answer every
+	// request with it and send nothing.
+	Err error
+}
 
 // Batcher coalesces requests into batches; safe for concurrent use.
 type Batcher[In, Out any] struct {
@@ -77,15 +105,22 @@ type Batcher[In, Out any] struct {
 
 	mu      sync.Mutex
 	open    *batch[In, Out]
-	sending int            // batches being sent (SendAtOnce)
-	wg      sync.WaitGroup // batches being sent
+	sending int // batches being sent
+	// With Admit: closed batches waiting for it, oldest first, and
+	// whether the goroutine that calls it is running.
+	ready     []*batch[In, Out]
+	admitting bool
+	wg        sync.WaitGroup // batches being sent, and the Admit goroutine
 }
 
 // batch is one batch being filled or sent.
 type batch[In, Out any] struct {
-	items []In
-	index map[string]int // slot of each named request
-	last  time.Time      // when a request last joined (IdleTimeout)
+	// reason it is sent for, unless full or timed out: FlushNow, or
+	// FlushReturned once it waited for the batches in flight.
+	reason string
+	items  []In
+	index  map[string]int // slot of each named request
+	last   time.Time      // when a request last joined (IdleTimeout)
 	// answered[i] is closed once results[i] is set (or the executor left
 	// it unanswered: short[i]).
 	answered []chan struct{}
@@ -130,7 +165,10 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
 	bt := b.open
 	opened := bt == nil
 	if opened {
-		bt = &batch[In, Out]{index: map[string]int{}}
+		bt = &batch[In, Out]{index: map[string]int{}, reason: FlushNow}
+		if b.sending > 0 {
+			bt.reason = FlushReturned
+		}
 		b.open = bt
 	}
 	slot, joined := -1, false
@@ -153,11 +191,18 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
 	// A full batch leaves b.open under the same lock that filled it, so no
 	// request can join it past MaxItems.
 	full := len(bt.items) >= b.opts.MaxItems
-	now := !full && b.opts.SendAtOnce && b.sending == 0
-	if full || now {
+	admit := b.opts.Admit != nil
+	now := !full && !admit && b.opts.SendAtOnce && b.sending == 0
+	switch {
+	case full && admit:
 		b.open = nil
-		b.wg.Add(1)
-		b.sending++
+		bt.reason = FlushFull
+		b.ready = append(b.ready, bt)
+	case full || now:
+		b.claimOpenLocked()
+	}
+	if admit {
+		b.startAdmitLocked()
 	}
 	b.mu.Unlock()
 
@@ -171,10 +216,11 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
 		}
 	}
 	switch {
+	case admit:
 	case full:
-		go b.send(bt, FlushFull)
+		go b.send(bt, Flush{Reason: FlushFull})
 	case now:
-		go b.send(bt, FlushNow)
+		go b.send(bt, Flush{Reason: FlushNow})
 	}
 	select {
 	case <-ctx.Done():
@@ -230,16 +276,25 @@ func (b *Batcher[In, Out]) idle(bt *batch[In, Out]) {
 	b.flush(bt, FlushIdle)
 }
 
-// flush sends bt unless it was sent already.
+// flush sends bt unless it was sent already (with Admit: closes it, and
+// it is sent once admitted).
 func (b *Batcher[In, Out]) flush(bt *batch[In, Out], reason string) {
 	b.mu.Lock()
 	if b.open != bt {
 		b.mu.Unlock()
 		return
 	}
+	if b.opts.Admit != nil {
+		b.open = nil
+		bt.reason = reason
+		b.ready = append(b.ready, bt)
+		b.startAdmitLocked()
+		b.mu.Unlock()
+		return
+	}
 	b.claimOpenLocked()
 	b.mu.Unlock()
-	b.send(bt, reason)
+	b.send(bt, Flush{Reason: reason})
 }
 
 // claimOpenLocked takes the open batch out for sending: no request joins it
@@ -255,6 +310,14 @@ func (b *Batcher[In, Out]) claimOpenLocked() {
 func (b *Batcher[In, Out]) sent() {
 	b.mu.Lock()
 	b.sending--
+	if b.opts.Admit != nil {
+		if b.open != nil && b.sending == 0 {
+			b.open.reason = FlushReturned // it waited for the batches in flight
+		}
+		b.startAdmitLocked()
+		b.mu.Unlock()
+		return
+	}
 	bt := b.open
 	if !b.opts.SendAtOnce || b.sending > 0 || bt == nil {
 		b.mu.Unlock()
@@ -262,10 +325,73 @@ func (b *Batcher[In, Out]) sent() {
 	}
 	b.claimOpenLocked()
 	b.mu.Unlock()
-	go b.send(bt, FlushReturned)
+	go b.send(bt, Flush{Reason: FlushReturned})
 }
 
-func (b *Batcher[In, Out]) send(bt *batch[In, Out], reason string) {
+// nextLocked is the batch to admit next: the oldest closed one, else with
+// SendAtOnce the open one when none is in flight; nil if none is due. The
+// caller holds b.mu.
+func (b *Batcher[In, Out]) nextLocked() *batch[In, Out] {
+	switch {
+	case len(b.ready) > 0:
+		return b.ready[0]
+	case b.open != nil && b.opts.SendAtOnce && b.sending == 0:
+		return b.open
+	}
+	return nil
+}
+
+// startAdmitLocked starts the Admit goroutine if a batch is due and it is
+// not running. The caller holds b.mu.
+func (b *Batcher[In, Out]) startAdmitLocked() {
+	if b.admitting || b.nextLocked() == nil {
+		return
+	}
+	b.admitting = true
+	b.wg.Add(1)
+	go b.admitLoop()
+}
+
+// admitLoop admits the due batches one at a time and sends each as soon
+// as Admit returns, with whatever joined it meanwhile.
+func (b *Batcher[In, Out]) admitLoop() {
+	defer b.wg.Done()
+	for {
+		b.mu.Lock()
+		bt := b.nextLocked()
+		if bt == nil {
+			b.admitting = false
+			b.mu.Unlock()
+			return
+		}
+		pending := append([]In(nil), bt.items...)
+		b.mu.Unlock()
+		admitted, err := b.opts.Admit(context.Background(), pending)
+		b.mu.Lock()
+		// Nothing but this loop sends, so the batch admitted for is still
+		// due: the open one, or (full or timed out meanwhile) the ready one
+		// ahead of any other. Whatever is due now gets the admission.
+		if bt = b.nextLocked(); bt == nil && b.open != nil {
+			bt = b.open
+		}
+		if bt == nil { // not reached; the admission goes unused
+			b.admitting = false
+			b.mu.Unlock()
+			return
+		}
+		if len(b.ready) > 0 && b.ready[0] == bt {
+			b.ready = b.ready[1:]
+		} else {
+			b.open = nil
+		}
+		b.wg.Add(1)
+		b.sending++
+		b.mu.Unlock()
+		go b.send(bt, Flush{Reason: bt.reason, Admitted: admitted, Err: err})
+	}
+}
+
+func (b *Batcher[In, Out]) send(bt *batch[In, Out], f Flush) {
 	defer b.wg.Done()
 	defer b.sent()
 	n := len(bt.items)
@@ -283,7 +409,7 @@ func (b *Batcher[In, Out]) send(bt *batch[In, Out], reason string) {
 		bt.mu.Unlock()
 		close(bt.answered[i])
 	}
-	rest := b.opts.BatchExecutor(context.Background(), bt.items, reason, answer)
+	rest := b.opts.BatchExecutor(context.Background(), bt.items, f, answer)
 	for i := range n {
 		if done[i] {
 			continue

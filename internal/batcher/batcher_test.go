@@ -24,10 +24,10 @@ type recorder struct {
 	reasons []string
 }
 
-func (r *recorder) exec(_ context.Context, items []string, reason string, _ func(int, string)) []string {
+func (r *recorder) exec(_ context.Context, items []string, f Flush, _ func(int, string)) []string {
 	r.mu.Lock()
 	r.batches = append(r.batches, append([]string(nil), items...))
-	r.reasons = append(r.reasons, reason)
+	r.reasons = append(r.reasons, f.Reason)
 	r.mu.Unlock()
 	out := make([]string, len(items))
 	for i, it := range items {
@@ -209,7 +209,7 @@ func TestStepWhileAdding(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	exec := func(context.Context, []int, string, func(int, int)) []int { return nil }
+	exec := func(context.Context, []int, Flush, func(int, int)) []int { return nil }
 	for _, tc := range []struct {
 		o    Options[int, int]
 		want string
@@ -232,7 +232,7 @@ func TestEarlyAnswer(t *testing.T) {
 	b, err := New(Options[string, string]{
 		Name: "early", MaxItems: 2, MaxTimeout: time.Hour,
 		RequestHasher: func(s string) string { return s },
-		BatchExecutor: func(_ context.Context, items []string, _ string, answer func(int, string)) []string {
+		BatchExecutor: func(_ context.Context, items []string, _ Flush, answer func(int, string)) []string {
 			answer(0, "early "+items[0])
 			<-release
 			return []string{"late " + items[0], "late " + items[1]}
@@ -274,8 +274,8 @@ func TestSendAtOnce(t *testing.T) {
 	b, err := New(Options[string, string]{
 		Name: "t", MaxItems: 100, MaxTimeout: 100 * time.Millisecond, SendAtOnce: true, Clock: clk,
 		RequestHasher: func(s string) string { return s },
-		BatchExecutor: func(ctx context.Context, items []string, reason string, answer func(int, string)) []string {
-			out := rec.exec(ctx, items, reason, answer)
+		BatchExecutor: func(ctx context.Context, items []string, f Flush, answer func(int, string)) []string {
+			out := rec.exec(ctx, items, f, answer)
 			<-release
 			return out
 		},
@@ -352,5 +352,196 @@ func TestMergeOnJoin(t *testing.T) {
 	}
 	if bs, _ := rec.snapshot(); len(bs) != 1 || !slices.Equal(bs[0], []string{"x9"}) {
 		t.Errorf("batches %v; want [[x9]]", bs)
+	}
+}
+
+// admitRig is a SendAtOnce batcher whose Admit takes a token from tokens
+// (a bucket the test fills) and whose executor holds each batch until the
+// test releases it.
+type admitRig struct {
+	b       *Batcher[string, string]
+	clk     *clocktesting.FakeClock
+	rec     *recorder
+	tokens  chan struct{}
+	release chan struct{}
+	mu      sync.Mutex
+	flushes []Flush
+	admits  int // Admit calls
+}
+
+func newAdmitRig(t *testing.T, maxItems int) *admitRig {
+	t.Helper()
+	r := &admitRig{
+		clk: clocktesting.NewFakeClock(time.Unix(1000, 0)), rec: &recorder{},
+		tokens: make(chan struct{}, 100), release: make(chan struct{}, 100),
+	}
+	b, err := New(Options[string, string]{
+		Name: "admit", MaxItems: maxItems, MaxTimeout: 100 * time.Millisecond, SendAtOnce: true, Clock: r.clk,
+		RequestHasher: func(s string) string { return s },
+		Admit: func(_ context.Context, pending []string) (bool, error) {
+			r.mu.Lock()
+			r.admits++
+			r.mu.Unlock()
+			if _, ok := <-r.tokens; !ok {
+				return false, errors.New("bucket closed")
+			}
+			return true, nil
+		},
+		BatchExecutor: func(ctx context.Context, items []string, f Flush, answer func(int, string)) []string {
+			r.mu.Lock()
+			r.flushes = append(r.flushes, f)
+			r.mu.Unlock()
+			out := r.rec.exec(ctx, items, f, answer)
+			<-r.release
+			return out
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.b = b
+	t.Cleanup(func() {
+		close(r.release) // every batch still held returns
+		b.Wait()
+	})
+	return r
+}
+
+func (r *admitRig) sent(n int) func() bool {
+	return func() bool { bs, _ := r.rec.snapshot(); return len(bs) == n }
+}
+
+func (r *admitRig) admitCalls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.admits
+}
+
+func (r *admitRig) check(t *testing.T, want [][]string, reasons []string) {
+	t.Helper()
+	batches, got := r.rec.snapshot()
+	for _, bt := range batches {
+		slices.Sort(bt) // concurrent callers join in any order
+	}
+	if fmt.Sprint(batches) != fmt.Sprint(want) || fmt.Sprint(got) != fmt.Sprint(reasons) {
+		t.Fatalf("batches %v reasons %v, want %v %v", batches, got, want, reasons)
+	}
+}
+
+func wait(t *testing.T, chs ...chan error) {
+	t.Helper()
+	for _, ch := range chs {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAdmitLoneAtOnce: a lone request with a token available is sent at
+// once, without any clock step, admitted (its token is taken).
+func TestAdmitLoneAtOnce(t *testing.T) {
+	r := newAdmitRig(t, 100)
+	r.tokens <- struct{}{}
+	r.release <- struct{}{}
+	wait(t, add(r.b, context.Background(), "a"))
+	r.check(t, [][]string{{"a"}}, []string{FlushNow})
+	if f := r.flushes[0]; !f.Admitted || f.Err != nil {
+		t.Fatalf("flush %+v, want admitted without error", f)
+	}
+}
+
+// TestAdmitTokenEmptyAccumulates: while Admit waits for a token, requests
+// join the open batch, and all go with the one token when it arrives.
+func TestAdmitTokenEmptyAccumulates(t *testing.T) {
+	r := newAdmitRig(t, 100)
+	chs := []chan error{add(r.b, context.Background(), "a")}
+	waitFor(t, "a waiting for a token", func() bool { return r.admitCalls() == 1 })
+	for _, in := range []string{"b", "c", "d"} {
+		chs = append(chs, add(r.b, context.Background(), in))
+	}
+	waitFor(t, "b, c, d joining a's batch", func() bool { return r.b.Pending() == 4 })
+	if bs, _ := r.rec.snapshot(); len(bs) != 0 {
+		t.Fatalf("sent %v without a token", bs)
+	}
+	r.release <- struct{}{}
+	r.tokens <- struct{}{}
+	wait(t, chs...)
+	r.check(t, [][]string{{"a", "b", "c", "d"}}, []string{FlushNow})
+	if n := r.admitCalls(); n != 1 {
+		t.Fatalf("%d Admit calls, want 1 (one token for the four)", n)
+	}
+}
+
+// TestAdmitInFlightAccumulates: requests arriving while a batch is in
+// flight are not admitted until it returns, then go together.
+func TestAdmitInFlightAccumulates(t *testing.T) {
+	r := newAdmitRig(t, 100)
+	r.tokens <- struct{}{}
+	r.tokens <- struct{}{}
+	a := add(r.b, context.Background(), "a")
+	waitFor(t, "a sent", r.sent(1))
+	var more []chan error
+	for _, in := range []string{"b", "c", "d"} {
+		more = append(more, add(r.b, context.Background(), in))
+	}
+	waitFor(t, "b, c, d waiting while a is in flight", func() bool { return r.b.Pending() == 3 })
+	if n := r.admitCalls(); n != 1 {
+		t.Fatalf("%d Admit calls while a batch is in flight, want 1 (a's)", n)
+	}
+	r.release <- struct{}{} // a returns: b, c, d go together
+	r.release <- struct{}{}
+	wait(t, append(more, a)...)
+	r.check(t, [][]string{{"a"}, {"b", "c", "d"}}, []string{FlushNow, FlushReturned})
+}
+
+// TestAdmitMaxWaitCaps: MaxTimeout still caps a request's wait behind a
+// batch in flight: it is closed, admitted and sent while the other is out.
+func TestAdmitMaxWaitCaps(t *testing.T) {
+	r := newAdmitRig(t, 100)
+	r.tokens <- struct{}{}
+	r.tokens <- struct{}{}
+	a := add(r.b, context.Background(), "a")
+	waitFor(t, "a sent", r.sent(1))
+	e := add(r.b, context.Background(), "e")
+	waitFor(t, "e waiting with its timer", func() bool { return r.b.Pending() == 1 && r.clk.HasWaiters() })
+	r.clk.Step(99 * time.Millisecond)
+	if bs, _ := r.rec.snapshot(); len(bs) != 1 {
+		t.Fatalf("sent %v before MaxTimeout", bs)
+	}
+	r.clk.Step(time.Millisecond)
+	waitFor(t, "e sent at MaxTimeout although a is in flight", r.sent(2))
+	r.release <- struct{}{}
+	r.release <- struct{}{}
+	wait(t, a, e)
+	r.check(t, [][]string{{"a"}, {"e"}}, []string{FlushNow, FlushTimeout})
+}
+
+// TestAdmitFullFirst: a batch that fills while Admit waits is closed and
+// gets the next admission; the requests after it form the next batch.
+func TestAdmitFullFirst(t *testing.T) {
+	r := newAdmitRig(t, 2)
+	chs := []chan error{add(r.b, context.Background(), "a")}
+	waitFor(t, "a waiting for a token", func() bool { return r.admitCalls() == 1 })
+	chs = append(chs, add(r.b, context.Background(), "b"))
+	waitFor(t, "a, b closed full", func() bool { return r.b.Pending() == 0 })
+	chs = append(chs, add(r.b, context.Background(), "c"))
+	waitFor(t, "c open", func() bool { return r.b.Pending() == 1 })
+	r.tokens <- struct{}{}
+	waitFor(t, "a, b sent", r.sent(1))
+	r.tokens <- struct{}{}
+	r.release <- struct{}{} // a, b return: c goes
+	r.release <- struct{}{}
+	wait(t, chs...)
+	r.check(t, [][]string{{"a", "b"}, {"c"}}, []string{FlushFull, FlushReturned})
+}
+
+// TestAdmitError: Admit's error reaches the executor, with the batch.
+func TestAdmitError(t *testing.T) {
+	r := newAdmitRig(t, 100)
+	close(r.tokens)
+	r.release <- struct{}{}
+	wait(t, add(r.b, context.Background(), "a"))
+	if len(r.flushes) != 1 || r.flushes[0].Err == nil || r.flushes[0].Admitted {
+		t.Fatalf("flushes %+v, want one with Admit's error, not admitted", r.flushes)
 	}
 }
