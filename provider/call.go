@@ -74,6 +74,9 @@ func breakerOutcome(ctx context.Context, err error) error {
 // wait for a token, call, then tell the limiter and the metrics how it
 // went. fn's result and error are returned unchanged.
 func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
+	if g.shadow != nil {
+		return live(ctx, g, m, fn) // shadowRead and shadowWrite do the bookkeeping
+	}
 	var zero T
 	done, err := m.breaker.Allow()
 	if err != nil {
