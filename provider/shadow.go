@@ -391,5 +391,9 @@ func diverges[V any](cached V, cerr error, v V, err error) bool {
 	case cerr != nil || notFound:
 		return errors.Is(cerr, cloudprovider.InstanceNotFound) != notFound
 	}
+	if c, ok := any(cached).(lbAnswer); ok { // unexported fields: compared one by one
+		l, _ := any(v).(lbAnswer)
+		return c.exists != l.exists || !equality.Semantic.DeepEqual(c.status, l.status)
+	}
 	return !equality.Semantic.DeepEqual(cached, v)
 }
