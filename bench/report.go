@@ -121,6 +121,10 @@ type Side struct {
 	// SimSeconds is this column's window.
 	SimSeconds    float64  `json:"sim_seconds"`
 	CacheHitRatio *float64 `json:"cache_hit_ratio"`
+	// ShadowCalls are the upstream calls a shadow column's cloudgate
+	// predicts it would have made (cloudgate_shadow_upstream_calls_total)
+	// over the same window as UpstreamCalls, which are the live calls.
+	ShadowCalls float64 `json:"shadow_calls,omitempty"`
 	// Steady is the steady-state window's figures (steady, sweep);
 	// QuotaUtilization its share of the read quota.
 	Steady           *Steady  `json:"steady,omitempty"`

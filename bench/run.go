@@ -78,6 +78,9 @@ type colRun struct {
 	label    string
 	start    time.Time
 	side     Side
+	// shadowBase: the shadow column's predicted calls when the cloud's
+	// counters were reset (scaleup).
+	shadowBase float64
 }
 
 // sim converts a real duration since the run's start into simulated seconds.
@@ -196,6 +199,7 @@ func (r *colRun) fill() {
 	}
 	if r.col.Registry != nil {
 		s.CacheHitRatio = hitRatio(r.col.Registry)
+		s.ShadowCalls = shadowCalls(r.col.Registry) - r.shadowBase
 	}
 }
 
@@ -340,6 +344,7 @@ func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
 		}
 		r.side.TimeTo, r.side.QuiesceSeconds = nil, nil
 		r.srv.ResetCounters()
+		r.shadowBase = shadowCalls(r.col.Registry)
 		r.c.rec.reset()
 		r.samp.restart()
 		from := time.Now()

@@ -45,8 +45,9 @@ const (
 //     call is never in two members of one batch, as with the real
 //     batcher); the batch is one would-be BatchInstanceStatus call and, as
 //     a real batch answer does, fills the node's other two caches (marked
-//     filled: a later read is a would-be hit, its value unknown, so not
-//     compared);
+//     filled: a later read is a would-be hit, whose value the shadow did
+//     not see; the first live answer then stands for it, aged from the
+//     batch, and later hits are compared with it);
 //   - a shadow token bucket per bucket (golang.org/x/time/rate at the
 //     configured rate and burst, not adaptive): each would-be call reserves
 //     a token, and the delay is the would-be wait; one longer than
@@ -63,9 +64,9 @@ type shadow struct {
 	rec      *metrics.ShadowRecorder
 	breakers map[string]*limiter.Breaker
 	// filled marks, per InstancesV2 read method, the nodes whose entry a
-	// would-be batch answer filled from another method's read: true
-	// positive, false negative (InstanceNotFound, exists == false).
-	filled map[*method]*cache.Cache[nodeKey, bool]
+	// would-be batch answer filled from another method's read: when, and
+	// whether positive (false: InstanceNotFound, exists == false).
+	filled map[*method]*cache.Cache[nodeKey, shadowFill]
 	// batchLimit: the would-be batch size once decided (-1: no batching).
 	batchLimit atomic.Int64
 
@@ -79,6 +80,13 @@ type shadowMethod struct {
 	bucket *rate.Limiter
 }
 
+// shadowFill is a would-be batch answer for a node whose value the shadow
+// does not know (it saw another method's answer).
+type shadowFill struct {
+	at       time.Time
+	positive bool
+}
+
 // shadowBatch is one would-be batch call.
 type shadowBatch struct {
 	opened   time.Time
@@ -90,7 +98,7 @@ type shadowBatch struct {
 
 // newShadow builds the model; g's methods and caches exist already.
 func newShadow(g *gate, m *metrics.Metrics) (*shadow, error) {
-	sh := &shadow{g: g, rec: m.Shadow(g.providerName), breakers: map[string]*limiter.Breaker{}, filled: map[*method]*cache.Cache[nodeKey, bool]{}}
+	sh := &shadow{g: g, rec: m.Shadow(g.providerName), breakers: map[string]*limiter.Breaker{}, filled: map[*method]*cache.Cache[nodeKey, shadowFill]{}}
 	sh.rec.Init([]string{familyRead, familyWrite})
 	for _, f := range []string{familyRead, familyWrite} {
 		br, err := limiter.NewBreaker(f, g.cfg.Breaker.limiterConfig(g.clock), g.notACloudFailure, sh.rec.BreakerObserver(f))
@@ -119,9 +127,9 @@ func newShadow(g *gate, m *metrics.Metrics) (*shadow, error) {
 		if mt.ttl <= 0 {
 			continue
 		}
-		c, err := cache.New(cache.Config[nodeKey, bool]{
+		c, err := cache.New(cache.Config[nodeKey, shadowFill]{
 			Name: mt.name + " (shadow batch fills)", Size: g.cfg.Cache.Size, TTL: mt.ttl,
-			NegativeTTL: g.cfg.Cache.NegativeTTL.Duration, NegativeValue: func(v bool) bool { return !v },
+			NegativeTTL: g.cfg.Cache.NegativeTTL.Duration, NegativeValue: func(f shadowFill) bool { return !f.positive },
 			ShortLived: byName, KeyString: nodeKey.String, Hash: keyHash[nodeKey](), Clock: g.clock,
 		})
 		if err != nil {
@@ -255,17 +263,26 @@ func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *ca
 	}
 	if c != nil {
 		cached, cerr, hit := c.Fresh(key)
-		known := hit
+		var fill shadowFill
+		filled := false
 		if !hit {
 			if f := sh.filled[m]; f != nil {
-				_, _, hit = f.Fresh(key)
+				fill, _, filled = f.Fresh(key)
 			}
 		}
-		if hit {
+		if hit || filled {
 			v, err := live(ctx, g, m, call)
 			m.shadow.rec.Read(metrics.ShadowHit)
-			if known && diverges(cached, cerr, v, err) {
-				m.shadow.rec.Diverged()
+			switch {
+			case hit:
+				if diverges(cached, cerr, v, err) {
+					m.shadow.rec.Diverged()
+				}
+			case err == nil || err == cloudprovider.InstanceNotFound:
+				// The first live answer stands for the batch's (unseen),
+				// aged from the batch: later hits are compared with it.
+				c.PutAt(key, v, err, fill.at)
+				sh.filled[m].Invalidate(key)
 			}
 			m.requests.Observe(err)
 			return v, err
@@ -276,6 +293,7 @@ func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *ca
 		return shadowRead(ctx, g, m, c, key, func(ctx context.Context) (V, error) { return live(ctx, g, m, call) })
 	}
 	b := sh.join(limit)
+	at := g.clock.Now()
 	v, err := live(ctx, g, m, call)
 	sh.leave(b, ctx, err)
 	if b.result != "" {
@@ -286,7 +304,7 @@ func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *ca
 		if mark, positive := sh.fillOf(m, v, err); mark {
 			for mt, f := range sh.filled {
 				if mt != m {
-					f.Put(key, positive)
+					f.Put(key, shadowFill{at: at, positive: positive})
 				}
 			}
 		}
