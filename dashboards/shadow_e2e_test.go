@@ -21,7 +21,7 @@ func init() {
 	mustBePositive["Shadow: live vs would-be upstream calls"] = "the shadow load sends calls upstream"
 	mustBePositive["Shadow: divergences by method"] = "the shadow load shuts instances down between cached reads"
 	mustBePositive["Shadow: would-be breaker"] = "the shadow load's outage opens the would-be read breaker"
-	mustBePositive["Shadow: would-be token wait"] = "the shadow load reads faster than its shadow bucket's 20/s"
+	mustBePositive["Shadow: would-be token wait"] = "the shadow load reads faster than its shadow bucket (2/s, burst 1)"
 }
 
 // shadowCloud is a second cloudgate, in mode: shadow, in front of a
@@ -59,7 +59,7 @@ func newShadowCloud(t *testing.T) *shadowCloud {
 	cfg := provider.DefaultConfig()
 	cfg.Mode = provider.ModeShadow
 	cfg.Metrics = m
-	cfg.Limits.Read = provider.BucketConfig{QPS: 20, Burst: 5}
+	cfg.Limits.Read = provider.BucketConfig{QPS: 2, Burst: 1} // would-be waits
 	cfg.Breaker.MinRequests = 5
 	cfg.Breaker.Interval = provider.Duration{Duration: 2 * time.Second}
 	cfg.Breaker.OpenTimeout = provider.Duration{Duration: 2 * time.Second}
