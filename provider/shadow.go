@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,11 +41,10 @@ const (
 //     divergence when they differ); otherwise a would-be miss, whose live
 //     answer is stored;
 //   - would-be batches: a miss of InstanceMetadata/Exists/Shutdown joins
-//     the open would-be batch while it is younger than batch.maxWait,
-//     smaller than the batch size and one of its members' live calls is
-//     still running (a caller that waits for its answer before its next
-//     call is never in two members of one batch, as with the real
-//     batcher); the batch is one would-be BatchInstanceStatus call and, as
+//     the open would-be batch while it is younger than batch.maxWait and
+//     smaller than the batch size, unless its caller (told by its context)
+//     is in it already (see join); the batch is one would-be
+//     BatchInstanceStatus call and, as
 //     a real batch answer does, fills the node's other two caches (marked
 //     filled: a later read is a would-be hit, whose value the shadow did
 //     not see; the first live answer then stands for it, aged from the
@@ -53,7 +54,11 @@ const (
 //     a token, and the delay is the would-be wait; one longer than
 //     waitTimeout is a would-be RetryError (no call);
 //   - a shadow breaker per family, fed by the live outcomes: while it is
-//     open a would-be call is rejected.
+//     open a would-be call is rejected;
+//   - a live call the cloud throttled is no would-be call: enforce mode
+//     would have waited for a token instead and sent it once, which is the
+//     controller's retry that gets through (counted then). Without this a
+//     throttled write retried by its controller counts many times.
 //
 // The predictions are exported as cloudgate_shadow_* (metrics/shadow.go);
 // cloudgate_upstream_calls_total counts the live calls. Nothing of the
@@ -89,11 +94,13 @@ type shadowFill struct {
 
 // shadowBatch is one would-be batch call.
 type shadowBatch struct {
-	opened   time.Time
-	size     int
-	inflight int    // members whose live call is still running
-	result   string // "" (sent), or why not: ShadowRejected, ShadowWaitTimeout
-	done     func(ctx context.Context, err error)
+	opened time.Time
+	size   int
+	// callers are the members' contexts, standing for the controllers
+	// that called (each passes its own context down its loop).
+	callers []any
+	result  string // "" (sent), or why not: ShadowRejected, ShadowWaitTimeout
+	done    func(ctx context.Context, err error)
 }
 
 // newShadow builds the model; g's methods and caches exist already.
@@ -169,9 +176,16 @@ func (sh *shadow) begin(m *method) (done func(ctx context.Context, err error), n
 		allowed(callerGone{errWaitTimeout}) // nothing would have been sent
 		return nil, metrics.ShadowWaitTimeout
 	}
-	sh.rec.Wait(m.family, wait)
-	m.shadow.rec.Call()
 	return func(ctx context.Context, err error) {
+		if throttled, _ := sh.g.throttle.Classify(err); throttled {
+			// Enforce mode paces calls below the quota: this call would
+			// have waited instead, and been sent once — as the retry the
+			// controller makes after this throttled one, which is counted.
+			r.CancelAt(now)
+		} else {
+			sh.rec.Wait(m.family, wait)
+			m.shadow.rec.Call()
+		}
 		outcome := breakerOutcome(ctx, err)
 		allowed(outcome)
 		if sh.g.answered(outcome) {
@@ -292,7 +306,7 @@ func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *ca
 	if limit <= 0 || key.id == "" {
 		return shadowRead(ctx, g, m, c, key, func(ctx context.Context) (V, error) { return live(ctx, g, m, call) })
 	}
-	b := sh.join(limit)
+	b := sh.join(limit, ctx)
 	at := g.clock.Now()
 	v, err := live(ctx, g, m, call)
 	sh.leave(b, ctx, err)
@@ -337,27 +351,43 @@ func (sh *shadow) batchSize() int {
 }
 
 // join adds a would-be batched miss to the open would-be batch, or opens a
-// new one (a would-be BatchInstanceStatus call).
-func (sh *shadow) join(limit int) *shadowBatch {
+// new one (a would-be BatchInstanceStatus call). The open batch takes the
+// miss while it is younger than batch.maxWait and below the batch size,
+// unless the miss's caller is in it already: in enforce mode that caller
+// would still be waiting for the batch's answer (its next miss comes
+// after the batch is sent), whereas in shadow mode its live call returned
+// at once. A caller is told by its context (controllers pass theirs down
+// each loop); two callers with one context are taken for one, which
+// predicts more calls, not fewer.
+func (sh *shadow) join(limit int, ctx context.Context) *shadowBatch {
 	now := sh.g.clock.Now()
+	caller := callerOf(ctx)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if b := sh.open; b != nil && b.size < limit && b.inflight > 0 && now.Sub(b.opened) < sh.g.cfg.Batch.MaxWait.Duration {
+	if b := sh.open; b != nil && b.size < limit && now.Sub(b.opened) < sh.g.cfg.Batch.MaxWait.Duration && !slices.Contains(b.callers, caller) {
 		b.size++
-		b.inflight++
+		b.callers = append(b.callers, caller)
 		return b
 	}
-	b := &shadowBatch{opened: now, size: 1, inflight: 1}
+	b := &shadowBatch{opened: now, size: 1, callers: []any{caller}}
 	b.done, b.result = sh.begin(sh.g.m.batchInstanceStatus)
 	sh.open = b
 	return b
+}
+
+// callerOf is ctx as a comparable value: ctx itself when its dynamic type
+// is comparable (pointers, the background context), else its type.
+func callerOf(ctx context.Context) any {
+	if t := reflect.TypeOf(ctx); t != nil && t.Comparable() {
+		return ctx
+	}
+	return reflect.TypeOf(ctx)
 }
 
 // leave ends a member's live call; the first member's live outcome is
 // the batch's, for the breaker.
 func (sh *shadow) leave(b *shadowBatch, ctx context.Context, err error) {
 	sh.mu.Lock()
-	b.inflight--
 	done := b.done
 	b.done = nil
 	sh.mu.Unlock()

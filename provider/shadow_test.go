@@ -555,10 +555,10 @@ func TestShadowPredicts(t *testing.T) {
 	}
 }
 
-// TestShadowBatches: misses whose live calls overlap form one would-be
-// batch (up to the batch size, 2 here); a batch fills the node's other
-// InstancesV2 caches; a caller that waits for its answer before its next
-// call is never twice in one batch. BatchInstanceStatus is never sent.
+// TestShadowBatches: misses of different callers within batch.maxWait form
+// one would-be batch (up to the batch size, 2 here); a batch fills the
+// node's other InstancesV2 caches; one caller (one context) is never twice
+// in one batch. BatchInstanceStatus is never sent.
 func TestShadowBatches(t *testing.T) {
 	clk := newFakeClock()
 	cfg := testConfig(clk)
@@ -568,9 +568,11 @@ func TestShadowBatches(t *testing.T) {
 	c := mustNew(t, up, cfg)
 	i := v2(t, c)
 	var wg sync.WaitGroup
-	for k := range 3 { // overlapping: a batch of 2 and one of 1
+	for k := range 3 { // three callers overlapping: a batch of 2 and one of 1
 		wg.Go(func() {
-			if _, err := i.InstanceMetadata(context.Background(), testNode(fmt.Sprint("node-", k), fmt.Sprint("fake://i-", k))); err != nil {
+			ctx, cancel := context.WithCancel(context.Background()) // a caller of its own
+			defer cancel()
+			if _, err := i.InstanceMetadata(ctx, testNode(fmt.Sprint("node-", k), fmt.Sprint("fake://i-", k))); err != nil {
 				t.Error(err)
 			}
 		})
@@ -583,7 +585,8 @@ func TestShadowBatches(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	for k := 3; k < 5; k++ { // one after the other: a batch each
+	clk.Step(time.Second) // the open batch has been sent
+	for k := 3; k < 5; k++ { // one caller, one after the other: a batch each
 		if _, err := i.InstanceMetadata(context.Background(), testNode(fmt.Sprint("node-", k), fmt.Sprint("fake://i-", k))); err != nil {
 			t.Error(err)
 		}
