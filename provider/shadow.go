@@ -439,9 +439,39 @@ func diverges[V any](cached V, cerr error, v V, err error) bool {
 	case cerr != nil || notFound:
 		return errors.Is(cerr, cloudprovider.InstanceNotFound) != notFound
 	}
-	if c, ok := any(cached).(lbAnswer); ok { // unexported fields: compared one by one
-		l, _ := any(v).(lbAnswer)
+	switch c := any(cached).(type) {
+	case bool:
+		return c != any(v).(bool)
+	case string:
+		return c != any(v).(string)
+	case *cloudprovider.InstanceMetadata: // the hot path: no reflection
+		return !sameMetadata(c, any(v).(*cloudprovider.InstanceMetadata))
+	case lbAnswer: // unexported fields: compared one by one
+		l := any(v).(lbAnswer)
 		return c.exists != l.exists || !equality.Semantic.DeepEqual(c.status, l.status)
 	}
 	return !equality.Semantic.DeepEqual(cached, v)
+}
+
+// sameMetadata compares two InstanceMetadata as equality.Semantic would
+// (nil and empty alike), without reflection.
+func sameMetadata(a, b *cloudprovider.InstanceMetadata) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.ProviderID != b.ProviderID || a.InstanceType != b.InstanceType || a.Zone != b.Zone || a.Region != b.Region ||
+		len(a.NodeAddresses) != len(b.NodeAddresses) || len(a.AdditionalLabels) != len(b.AdditionalLabels) {
+		return false
+	}
+	for i := range a.NodeAddresses {
+		if a.NodeAddresses[i] != b.NodeAddresses[i] {
+			return false
+		}
+	}
+	for k, v := range a.AdditionalLabels {
+		if w, ok := b.AdditionalLabels[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -612,4 +613,61 @@ func sum(m map[string]float64) float64 {
 		n += v
 	}
 	return n
+}
+
+// TestShadowHitAllocatesNothing: in shadow mode a would-be hit of
+// InstanceMetadata (the hot path: a live call, a lookup, a comparison)
+// allocates nothing beyond what the upstream does (here nothing), as in
+// enforce mode.
+func TestShadowHitAllocatesNothing(t *testing.T) {
+	for _, mode := range []string{ModeEnforce, ModeShadow} {
+		up := newCountingCloud()
+		md := &cloudprovider.InstanceMetadata{ProviderID: "fake://i-1", NodeAddresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}}}
+		up.metadataHook = func(*v1.Node) (*cloudprovider.InstanceMetadata, error) { return md, nil }
+		cfg := testConfig(nil)
+		cfg.Mode = mode
+		i := v2(t, mustNew(t, up, cfg))
+		n := testNode("node-1", "fake://i-1")
+		if _, err := i.InstanceMetadata(context.Background(), n); err != nil {
+			t.Fatal(err)
+		}
+		if a := testing.AllocsPerRun(200, func() { _, _ = i.InstanceMetadata(context.Background(), n) }); a != 0 {
+			t.Errorf("%s: %.1f allocations per hit, want 0", mode, a)
+		}
+	}
+}
+
+// TestSameMetadata: sameMetadata agrees with equality.Semantic on every
+// field, and fails if InstanceMetadata grows a field it does not compare.
+func TestSameMetadata(t *testing.T) {
+	if n := reflect.TypeFor[cloudprovider.InstanceMetadata]().NumField(); n != 6 {
+		t.Fatalf("InstanceMetadata has %d fields, sameMetadata compares 6: compare the new one", n)
+	}
+	base := func() *cloudprovider.InstanceMetadata {
+		return &cloudprovider.InstanceMetadata{ProviderID: "p", InstanceType: "t", Zone: "z", Region: "r",
+			NodeAddresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}}, AdditionalLabels: map[string]string{"a": "b"}}
+	}
+	for name, change := range map[string]func(*cloudprovider.InstanceMetadata){
+		"same":        func(*cloudprovider.InstanceMetadata) {},
+		"providerID":  func(m *cloudprovider.InstanceMetadata) { m.ProviderID = "q" },
+		"type":        func(m *cloudprovider.InstanceMetadata) { m.InstanceType = "u" },
+		"zone":        func(m *cloudprovider.InstanceMetadata) { m.Zone = "y" },
+		"region":      func(m *cloudprovider.InstanceMetadata) { m.Region = "s" },
+		"address":     func(m *cloudprovider.InstanceMetadata) { m.NodeAddresses[0].Address = "10.0.0.2" },
+		"addresses":   func(m *cloudprovider.InstanceMetadata) { m.NodeAddresses = nil },
+		"label value": func(m *cloudprovider.InstanceMetadata) { m.AdditionalLabels["a"] = "c" },
+		"label key":   func(m *cloudprovider.InstanceMetadata) { m.AdditionalLabels = map[string]string{"x": "b"} },
+	} {
+		a, b := base(), base()
+		change(b)
+		if got, want := sameMetadata(a, b), equality.Semantic.DeepEqual(a, b); got != want {
+			t.Errorf("%s: sameMetadata %v, equality.Semantic %v", name, got, want)
+		}
+	}
+	empty, none := base(), base()
+	empty.NodeAddresses, empty.AdditionalLabels = []v1.NodeAddress{}, map[string]string{}
+	none.NodeAddresses, none.AdditionalLabels = nil, nil
+	if !sameMetadata(empty, none) || !sameMetadata(nil, nil) || sameMetadata(nil, empty) {
+		t.Errorf("nil and empty must compare alike, nil and a value not")
+	}
 }
