@@ -586,7 +586,7 @@ func TestShadowBatches(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	clk.Step(time.Second) // the open batch has been sent
+	clk.Step(time.Second)    // the open batch has been sent
 	for k := 3; k < 5; k++ { // one caller, one after the other: a batch each
 		if _, err := i.InstanceMetadata(context.Background(), testNode(fmt.Sprint("node-", k), fmt.Sprint("fake://i-", k))); err != nil {
 			t.Error(err)
