@@ -455,12 +455,14 @@ type counterSnap struct {
 	cnt         simcloud.Counters
 	hits, total float64
 	statusCalls int64 // InstanceMetadata calls the controllers made
+	shadowCalls float64
 }
 
 func (r *colRun) snapshot() counterSnap {
 	s := counterSnap{at: time.Now(), cnt: r.srv.Counters(), statusCalls: r.c.rec.count("InstanceMetadata")}
 	if r.col.Registry != nil {
 		s.hits, s.total = cacheCounts(r.col.Registry)
+		s.shadowCalls = shadowCalls(r.col.Registry) - r.shadowBase
 	}
 	return s
 }
