@@ -71,6 +71,11 @@ const (
 	ColList       = "cloudgate:list"
 	// ColConfig is the column of a user's --config (with --upstream-supports).
 	ColConfig = "cloudgate:config"
+	// ColShadow is cloudgate:batch in mode: shadow, and ColShadowCache
+	// cloudgate:cache in mode: shadow (shadow.go): the upstream gets every
+	// call as in bare; Side.ShadowCalls is what cloudgate predicts.
+	ColShadow      = "cloudgate:shadow"
+	ColShadowCache = "cloudgate:shadow-cache"
 )
 
 // AllColumns are the default columns, in table order.
@@ -205,8 +210,8 @@ func (o *Options) Validate() error {
 		return errors.New("--columns: name at least one column")
 	}
 	for _, c := range o.Columns {
-		if !slices.Contains(AllColumns, c) && c != ColConfig {
-			return fmt.Errorf("--columns: unknown column %q: want bare, bare+client, cloudgate:cache, cloudgate:batch, cloudgate:list (or cloudgate:config with --config)", c)
+		if !slices.Contains(AllColumns, c) && c != ColConfig && c != ColShadow && c != ColShadowCache {
+			return fmt.Errorf("--columns: unknown column %q: want bare, bare+client, cloudgate:cache, cloudgate:batch, cloudgate:list, cloudgate:shadow, cloudgate:shadow-cache (or cloudgate:config with --config)", c)
 		}
 		if c == ColConfig && o.ConfigFile == "" {
 			return errors.New("--columns: cloudgate:config needs --config FILE")
@@ -262,9 +267,9 @@ const clientTimeout = 10 * time.Second
 // upstreamSupports is what the column's upstream implements.
 func (o *Options) upstreamSupports(col string) string {
 	switch col {
-	case ColCache:
+	case ColCache, ColShadowCache:
 		return SupportsNone
-	case ColBatch:
+	case ColBatch, ColShadow:
 		return SupportsBatch
 	case ColList:
 		return SupportsList
@@ -296,10 +301,13 @@ func (o *Options) cloudgateConfig(col string) (*provider.Config, error) {
 		cfg.Limits.Write.QPS, cfg.Limits.Write.Burst = o.WriteQPS*quotaHeadroom, o.WriteBurst
 		off := false
 		switch col {
-		case ColCache:
+		case ColCache, ColShadowCache:
 			cfg.Batch.Enabled = &off
 		case ColList:
 			cfg.Batch.ListPrefetch = true
+		}
+		if col == ColShadow || col == ColShadowCache {
+			cfg.Mode = provider.ModeShadow
 		}
 	}
 	cfg.Upstream = provider.UpstreamConfig{}

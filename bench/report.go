@@ -127,6 +127,10 @@ type Side struct {
 	// rate while the nodes initialise is the batches' arrival rate.
 	NodesPerBatch *float64 `json:"nodes_per_batch,omitempty"`
 	NodeLookups   int64    `json:"node_lookups"`
+	// ShadowCalls are the upstream calls a shadow column's cloudgate
+	// predicts it would have made (cloudgate_shadow_upstream_calls_total)
+	// over the same window as UpstreamCalls, which are the live calls.
+	ShadowCalls float64 `json:"shadow_calls,omitempty"`
 	// Steady is the steady-state window's figures (steady, sweep);
 	// QuotaUtilization its share of the read quota.
 	Steady           *Steady  `json:"steady,omitempty"`

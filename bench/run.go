@@ -80,6 +80,9 @@ type colRun struct {
 	label    string
 	start    time.Time
 	side     Side
+	// shadowBase: the shadow column's predicted calls when the cloud's
+	// counters were reset (scaleup).
+	shadowBase float64
 }
 
 // simSince is the (virtual) time since t in seconds.
@@ -212,6 +215,7 @@ func (r *colRun) fill() {
 	s.CallsPerLookup = perCall(s.UpstreamCalls, s.ControllerCalls)
 	if r.col.Registry != nil {
 		s.CacheHitRatio = hitRatio(r.col.Registry)
+		s.ShadowCalls = shadowCalls(r.col.Registry) - r.shadowBase
 	}
 }
 
@@ -311,12 +315,14 @@ type counterSnap struct {
 	statusCalls int64 // InstanceMetadata calls the controllers made
 	// controllerCalls are all the controllers' calls.
 	controllerCalls int64
+	shadowCalls float64
 }
 
 func (r *colRun) snapshot() counterSnap {
 	s := counterSnap{at: time.Now(), cnt: r.srv.Counters(), statusCalls: r.c.rec.count("InstanceMetadata"), controllerCalls: r.c.rec.total()}
 	if r.col.Registry != nil {
 		s.hits, s.total = cacheCounts(r.col.Registry)
+		s.shadowCalls = shadowCalls(r.col.Registry) - r.shadowBase
 	}
 	return s
 }

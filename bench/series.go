@@ -14,6 +14,8 @@ type Point struct {
 	Initialized int     `json:"initialized"`
 	CacheHits   float64 `json:"cache_hits"`
 	CacheTotal  float64 `json:"cache_lookups"`
+	// ShadowCalls: a shadow column's predicted calls (Side.ShadowCalls).
+	ShadowCalls float64 `json:"shadow_calls,omitempty"`
 }
 
 // Series is a run's samples, every Step simulated seconds.
@@ -69,6 +71,7 @@ func (s *sampler) sample() {
 	s.pts = append(s.pts, Point{
 		T: snap.at.Sub(s.from).Seconds(), Reads: snap.cnt.ReadCalls, Writes: snap.cnt.WriteCalls,
 		Throttled: snap.cnt.TotalThrottled(), Initialized: n, CacheHits: snap.hits, CacheTotal: snap.total,
+		ShadowCalls: snap.shadowCalls,
 	})
 }
 

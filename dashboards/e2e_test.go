@@ -106,7 +106,8 @@ func TestE2EDashboardWithPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	shadow := newShadowCloud(t) // shadow_e2e_test.go
+	hs := &http.Server{Handler: promhttp.HandlerFor(prometheus.Gatherers{reg, shadow.gatherer()}, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
 
@@ -130,6 +131,7 @@ func TestE2EDashboardWithPrometheus(t *testing.T) {
 	stopFleet := startFleetMember(t, m)
 	runLoad(t, cloud, srv, insts)
 	stopFleet()
+	shadow.run(t)
 
 	// Let Prometheus scrape the end state; then every panel query runs over
 	// the whole run, one point per second.

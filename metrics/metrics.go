@@ -63,8 +63,9 @@ type Metrics struct {
 
 	notFoundConfirmations *prometheus.CounterVec
 
-	state *stateCollector
-	fleet *fleetMetrics // fleet.go
+	state  *stateCollector
+	fleet  *fleetMetrics  // fleet.go
+	shadow *shadowMetrics // shadow.go
 }
 
 // New returns a set of collectors, registered nowhere.
@@ -120,8 +121,9 @@ func New() *Metrics {
 		notFoundConfirmations: counter("notfound_confirmations_total",
 			"Held \"instance does not exist\" answers of the not-found guard, by how they ended (confirmed: a second answer at least confirmAfter later agreed and was passed on; refuted: the instance was found).",
 			"provider", "outcome"),
-		state: newStateCollector(),
-		fleet: newFleetMetrics(),
+		state:  newStateCollector(),
+		fleet:  newFleetMetrics(),
+		shadow: newShadowMetrics(),
 	}
 }
 
@@ -133,7 +135,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 		m.cacheHits, m.cacheNegativeHits, m.cacheMisses, m.cacheDeduplicated, m.cacheStaleServed, m.cacheEvictions,
 		m.breakerTransitions, m.batchSize, m.batchFlushes, m.notFoundConfirmations,
 		m.state,
-	}, m.fleet.collectors()...)
+	}, append(m.fleet.collectors(), m.shadow.collectors()...)...)
 }
 
 // Register registers m's collectors with r.

@@ -106,7 +106,7 @@ func newCache[K comparable, V any](g *gate, errp *error, m *method, o cacheOpts[
 		KeyString:     o.keyString,
 		Hash:          keyHash[K](),
 		Clock:         g.clock,
-		Observer:      g.rec.CacheObserver(name),
+		Observer:      g.cacheObserver(name),
 	})
 	if err != nil {
 		*errp = fmt.Errorf("cloudgate config: methods.%s: %w", name, err)

@@ -26,6 +26,11 @@ import (
 type Config struct {
 	// Upstream names the wrapped provider and its own configuration.
 	Upstream UpstreamConfig `json:"upstream"`
+	// Mode is "enforce" (the default: cloudgate caches, limits, batches
+	// and breaks) or "shadow": every call goes to the upstream as without
+	// cloudgate, and cloudgate only computes and exports what it would
+	// have done (cloudgate_shadow_* metrics; shadow.go).
+	Mode string `json:"mode,omitempty"`
 	// ProviderName, when set, replaces the upstream's ProviderName(). Leave
 	// it empty: the CCM writes "<ProviderName>://..." into node provider IDs
 	// and compares it with existing ones, so changing it would orphan nodes.
@@ -215,6 +220,7 @@ func boolp(b bool) *bool             { return &b }
 // nodes) against a cloud with a modest quota. Upstream is left empty.
 func DefaultConfig() *Config {
 	return &Config{
+		Mode:  ModeEnforce,
 		Cache: CacheConfig{Size: 100000, NegativeTTL: dur(30 * time.Second), StaleIfError: dur(10 * time.Minute)},
 		Limits: LimitsConfig{
 			Read:  BucketConfig{QPS: 10, Burst: 20, Adaptive: boolp(true), WaitTimeout: dur(2 * time.Minute)},
@@ -277,6 +283,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Upstream.Name == Name {
 		bad("upstream.name: cannot be %q itself; name the provider to wrap", Name)
+	}
+	switch c.Mode {
+	case "", ModeEnforce:
+	case ModeShadow:
+		if c.Limits.Shared != nil {
+			bad("mode: shadow does not take limits.shared (a shadow would hold a share of the fleet's quota it never uses); remove limits.shared or set mode: enforce")
+		}
+	default:
+		bad("mode: %q is not a mode; want %q (the default) or %q (pass every call through and export what cloudgate would have done)", c.Mode, ModeEnforce, ModeShadow)
 	}
 	if c.Limits.Shared != nil {
 		if err := c.Limits.Shared.Validate(); err != nil {

@@ -55,11 +55,13 @@ type gate struct {
 	caches  []cacheState
 
 	inst instanceCaches
-	nf   *notFoundGuard // nil when notFoundGuard.enabled is false
-	lb   lbCaches
-	rt   routeCaches
-	zn   zoneCaches
-	cl   clusterCaches
+	nf   *notFoundGuard // nil when notFoundGuard.enabled is false, and in shadow mode
+	// shadow is the model of mode: shadow (shadow.go); nil in enforce mode.
+	shadow *shadow
+	lb     lbCaches
+	rt     routeCaches
+	zn     zoneCaches
+	cl     clusterCaches
 
 	// Batching and list prefetch are decided from the upstream's
 	// InstancesV2 once it offers one (see buildBatcher); batchDecided
@@ -97,6 +99,7 @@ type method struct {
 	bucketName  string // the bucket's (or the method's own bucket's) name, for errors
 	breaker     *limiter.Breaker
 	requests    *metrics.RequestCounter
+	shadow      *shadowMethod // shadow mode only
 }
 
 // bucketState is what Snapshot reads from a *limiter.Bucket or a
@@ -236,6 +239,12 @@ func newGateAs(upstream cloudprovider.Interface, cfg *Config, member string) (*g
 	}
 	if err := g.buildCaches(); err != nil {
 		return nil, err
+	}
+	if cfg.Mode == ModeShadow {
+		g.nf = nil // it changes answers; a shadow never does
+		if g.shadow, err = newShadow(g, m); err != nil {
+			return nil, err
+		}
 	}
 	// Batching is decided at Initialize (or first use), not here: a
 	// provider may read its MaxBatchSize from a config it loads there.

@@ -28,6 +28,9 @@ func nextListRefresh(interval time.Duration) time.Duration {
 // start runs the list prefetch until stop closes or the gate is closed.
 // A second Initialize (leader migration) replaces the loop: one at a time.
 func (g *gate) start(stop <-chan struct{}) {
+	if g.shadow != nil {
+		return // a shadow adds no calls
+	}
 	if g.batcher(); !g.batchDecided.Load() || g.lister == nil {
 		return
 	}

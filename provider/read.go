@@ -15,6 +15,9 @@ import (
 // upstream gave at most TTL+cache.staleIfError ago, else the breaker's
 // error. Negative answers are never served stale.
 func read[K comparable, V any](ctx context.Context, g *gate, m *method, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
+	if g.shadow != nil {
+		return shadowRead(ctx, g, m, c, key, fetch)
+	}
 	if c == nil {
 		v, err := fetch(ctx)
 		m.requests.Observe(err)
@@ -50,6 +53,9 @@ func fresh[K comparable, V any](m *method, c *cache.Cache[K, V], key K) (V, erro
 // sent or answered with an error. invalidate runs after the call whatever
 // its outcome (a failed write may have changed state too).
 func write(ctx context.Context, g *gate, m *method, fn func(context.Context) error, invalidate func()) error {
+	if g.shadow != nil {
+		return shadowWrite(ctx, g, m, fn, invalidate)
+	}
 	_, err := invoke(ctx, g, m, m.priority, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, fn(ctx)
 	})

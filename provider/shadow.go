@@ -1,0 +1,477 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/api/equality"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/limiter"
+	"github.com/cloudgate/cloudgate/metrics"
+)
+
+// Modes (Config.Mode).
+const (
+	// ModeEnforce caches, limits, batches and breaks: cloudgate as designed.
+	ModeEnforce = "enforce"
+	// ModeShadow passes every call straight to the upstream, as without
+	// cloudgate, and computes what cloudgate would have done.
+	ModeShadow = "shadow"
+)
+
+// Shadow mode: every call goes to the upstream exactly as without
+// cloudgate — the upstream's own answer and error, its own timing, no token
+// wait, no breaker rejection, no batching, no list prefetch, no not-found
+// guard, writes straight through — while a model of cloudgate runs beside
+// it, fed by the live answers:
+//
+//   - a shadow cache per method (the same keys, TTLs, negative and
+//     short-lived rules; the gate's own caches, filled only by shadow
+//     bookkeeping and invalidated by writes as in enforce mode): a fresh
+//     entry is a would-be hit, compared with the live answer (a
+//     divergence when they differ); otherwise a would-be miss, whose live
+//     answer is stored;
+//   - would-be batches: a miss of InstanceMetadata/Exists/Shutdown joins
+//     the open would-be batch while it is younger than batch.maxWait and
+//     smaller than the batch size, unless its caller (told by its context)
+//     is in it already (see join); the batch is one would-be
+//     BatchInstanceStatus call and, as
+//     a real batch answer does, fills the node's other two caches (marked
+//     filled: a later read is a would-be hit, whose value the shadow did
+//     not see; the first live answer then stands for it, aged from the
+//     batch, and later hits are compared with it);
+//   - a shadow token bucket per bucket (golang.org/x/time/rate at the
+//     configured rate and burst, not adaptive): each would-be call reserves
+//     a token, and the delay is the would-be wait; one longer than
+//     waitTimeout is a would-be RetryError (no call);
+//   - a shadow breaker per family, fed by the live outcomes: while it is
+//     open a would-be call is rejected;
+//   - a live call the cloud throttled is no would-be call: enforce mode
+//     would have waited for a token instead and sent it once, which is the
+//     controller's retry that gets through (counted then). Without this a
+//     throttled write retried by its controller counts many times.
+//
+// The predictions are exported as cloudgate_shadow_* (metrics/shadow.go);
+// cloudgate_upstream_calls_total counts the live calls. Nothing of the
+// model reaches a caller: it returns the upstream's value and error
+// unchanged (shadow_test.go checks this against the bare upstream).
+type shadow struct {
+	g        *gate
+	rec      *metrics.ShadowRecorder
+	breakers map[string]*limiter.Breaker
+	// filled marks, per InstancesV2 read method, the nodes whose entry a
+	// would-be batch answer filled from another method's read: when, and
+	// whether positive (false: InstanceNotFound, exists == false).
+	filled map[*method]*cache.Cache[nodeKey, shadowFill]
+	// batchLimit: the would-be batch size once decided (-1: no batching).
+	batchLimit atomic.Int64
+
+	mu   sync.Mutex
+	open *shadowBatch // the would-be batch new misses may join
+}
+
+// shadowMethod is one method's shadow state.
+type shadowMethod struct {
+	rec    *metrics.ShadowMethod
+	bucket *rate.Limiter
+}
+
+// shadowFill is a would-be batch answer for a node whose value the shadow
+// does not know (it saw another method's answer).
+type shadowFill struct {
+	at       time.Time
+	positive bool
+}
+
+// shadowBatch is one would-be batch call.
+type shadowBatch struct {
+	opened time.Time
+	size   int
+	// callers are the members' contexts, standing for the controllers
+	// that called (each passes its own context down its loop).
+	callers []any
+	result  string // "" (sent), or why not: ShadowRejected, ShadowWaitTimeout
+	done    func(ctx context.Context, err error)
+}
+
+// newShadow builds the model; g's methods and caches exist already.
+func newShadow(g *gate, m *metrics.Metrics) (*shadow, error) {
+	sh := &shadow{g: g, rec: m.Shadow(g.providerName), breakers: map[string]*limiter.Breaker{}, filled: map[*method]*cache.Cache[nodeKey, shadowFill]{}}
+	sh.rec.Init([]string{familyRead, familyWrite})
+	for _, f := range []string{familyRead, familyWrite} {
+		br, err := limiter.NewBreaker(f, g.cfg.Breaker.limiterConfig(g.clock), g.notACloudFailure, sh.rec.BreakerObserver(f))
+		if err != nil {
+			return nil, fmt.Errorf("cloudgate config: breaker: %w", err)
+		}
+		sh.breakers[f] = br
+	}
+	buckets := map[string]*rate.Limiter{}
+	for _, name := range methodNames() {
+		mt := g.methods[name]
+		b := g.cfg.Limits.Read
+		if mt.family == familyWrite {
+			b = g.cfg.Limits.Write
+		}
+		if o := g.cfg.Methods[name]; o.QPS > 0 {
+			b = BucketConfig{QPS: o.QPS, Burst: o.Burst}
+		}
+		if buckets[mt.bucketName] == nil {
+			buckets[mt.bucketName] = rate.NewLimiter(rate.Limit(b.QPS), b.Burst)
+		}
+		mt.shadow = &shadowMethod{rec: sh.rec.Method(mt.family, name), bucket: buckets[mt.bucketName]}
+	}
+	byName := func(k nodeKey) bool { return !k.byProviderID }
+	for _, mt := range []*method{g.m.instanceExists, g.m.instanceShutdown, g.m.instanceMetadata} {
+		if mt.ttl <= 0 {
+			continue
+		}
+		c, err := cache.New(cache.Config[nodeKey, shadowFill]{
+			Name: mt.name + " (shadow batch fills)", Size: g.cfg.Cache.Size, TTL: mt.ttl,
+			NegativeTTL: g.cfg.Cache.NegativeTTL.Duration, NegativeValue: func(f shadowFill) bool { return !f.positive },
+			ShortLived: byName, KeyString: nodeKey.String, Hash: keyHash[nodeKey](), Clock: g.clock,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cloudgate config: methods.%s: %w", mt.name, err)
+		}
+		sh.filled[mt] = c
+	}
+	return sh, nil
+}
+
+// cacheObserver is the observer of a gate cache: in shadow mode none, so
+// cloudgate_cache_* stay at zero (the caches answer nobody; the shadow
+// reads are counted in cloudgate_shadow_reads_total).
+func (g *gate) cacheObserver(name string) cache.Observer {
+	if g.cfg.Mode == ModeShadow {
+		return nil
+	}
+	return g.rec.CacheObserver(name)
+}
+
+// begin is a would-be upstream call of m: the breaker's verdict, then a
+// token (its delay is the would-be wait). It returns the function that
+// tells the breaker the live outcome, or why the call would not have been
+// made (ShadowRejected, ShadowWaitTimeout) and done == nil.
+func (sh *shadow) begin(m *method) (done func(ctx context.Context, err error), notSent string) {
+	br := sh.breakers[m.family]
+	allowed, err := br.Allow()
+	if err != nil {
+		sh.rec.BreakerRejected(m.family)
+		return nil, metrics.ShadowRejected
+	}
+	now := sh.g.clock.Now()
+	r := m.shadow.bucket.ReserveN(now, 1)
+	wait := r.DelayFrom(now)
+	if m.waitTimeout > 0 && wait > m.waitTimeout {
+		r.CancelAt(now)
+		allowed(callerGone{errWaitTimeout}) // nothing would have been sent
+		return nil, metrics.ShadowWaitTimeout
+	}
+	return func(ctx context.Context, err error) {
+		if throttled, _ := sh.g.throttle.Classify(err); throttled {
+			// Enforce mode paces calls below the quota: this call would
+			// have waited instead, and been sent once — as the retry the
+			// controller makes after this throttled one, which is counted.
+			r.CancelAt(now)
+		} else {
+			sh.rec.Wait(m.family, wait)
+			m.shadow.rec.Call()
+		}
+		outcome := breakerOutcome(ctx, err)
+		allowed(outcome)
+		if sh.g.answered(outcome) {
+			for _, b := range sh.breakers {
+				b.CloudAnswered()
+			}
+		}
+	}, ""
+}
+
+// live sends one call upstream as the bare provider would, and counts it
+// in cloudgate_upstream_calls_total. Nothing else: no token, no breaker,
+// no adaptive cut.
+func live[T any](ctx context.Context, g *gate, m *method, fn func(context.Context) (T, error)) (T, error) {
+	start := g.clock.Now()
+	v, err := fn(ctx)
+	g.rec.UpstreamCall(m.family, m.name, liveResult(g, err), g.clock.Since(start))
+	return v, err
+}
+
+func liveResult(g *gate, err error) string {
+	switch {
+	case err == nil:
+		return metrics.ResultOK
+	case errors.Is(err, cloudprovider.InstanceNotFound):
+		return metrics.ResultNotFound
+	}
+	if throttled, _ := g.throttle.Classify(err); throttled {
+		return metrics.ResultThrottled
+	}
+	return metrics.ResultError
+}
+
+// shadowRead is read in shadow mode: fetch is the live call (through
+// invoke, which in shadow mode only calls and counts).
+func shadowRead[K comparable, V any](ctx context.Context, g *gate, m *method, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
+	if c != nil {
+		if cached, cerr, hit := c.Fresh(key); hit {
+			v, err := fetch(ctx)
+			m.shadow.rec.Read(metrics.ShadowHit)
+			if diverges(cached, cerr, v, err) {
+				m.shadow.rec.Diverged()
+			}
+			m.requests.Observe(err)
+			return v, err
+		}
+	}
+	done, notSent := g.shadow.begin(m)
+	v, err := fetch(ctx)
+	if done == nil {
+		m.shadow.rec.Read(notSent)
+	} else {
+		done(ctx, err)
+		m.shadow.rec.Read(metrics.ShadowMiss)
+		if c != nil {
+			storeAnswer(c, key, v, err)
+		}
+	}
+	m.requests.Observe(err)
+	return v, err
+}
+
+// shadowWrite is write in shadow mode: the write goes straight through;
+// it is a would-be call of its family, and invalidates the shadow caches
+// as it would the real ones.
+func shadowWrite(ctx context.Context, g *gate, m *method, fn func(context.Context) error, invalidate func()) error {
+	done, notSent := g.shadow.begin(m)
+	_, err := live(ctx, g, m, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+	if done != nil {
+		done(ctx, err)
+	} else {
+		m.shadow.rec.Read(notSent) // a write the breaker or the wait would have refused
+	}
+	if invalidate != nil {
+		invalidate()
+	}
+	m.requests.Observe(err)
+	return err
+}
+
+// shadowNodeRead is nodeRead (InstanceMetadata, InstanceExists,
+// InstanceShutdown) in shadow mode: the upstream's own method, and the
+// would-be cache, batch or call beside it.
+func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *cache.Cache[nodeKey, V], key nodeKey,
+	call func(context.Context) (V, error)) (V, error) {
+	g, sh := i.g, i.g.shadow
+	if key.id == "" {
+		c = nil // no identity: neither cached nor merged
+	}
+	if c != nil {
+		cached, cerr, hit := c.Fresh(key)
+		var fill shadowFill
+		filled := false
+		if !hit {
+			if f := sh.filled[m]; f != nil {
+				fill, _, filled = f.Fresh(key)
+			}
+		}
+		if hit || filled {
+			v, err := live(ctx, g, m, call)
+			m.shadow.rec.Read(metrics.ShadowHit)
+			switch {
+			case hit:
+				if diverges(cached, cerr, v, err) {
+					m.shadow.rec.Diverged()
+				}
+			case err == nil || err == cloudprovider.InstanceNotFound:
+				// The first live answer stands for the batch's (unseen),
+				// aged from the batch: later hits are compared with it.
+				c.PutAt(key, v, err, fill.at)
+				sh.filled[m].Invalidate(key)
+			}
+			m.requests.Observe(err)
+			return v, err
+		}
+	}
+	limit := sh.batchSize()
+	if limit <= 0 || key.id == "" {
+		return shadowRead(ctx, g, m, c, key, func(ctx context.Context) (V, error) { return live(ctx, g, m, call) })
+	}
+	b := sh.join(limit, ctx)
+	at := g.clock.Now()
+	v, err := live(ctx, g, m, call)
+	sh.leave(b, ctx, err)
+	if b.result != "" {
+		m.shadow.rec.Read(b.result)
+	} else {
+		m.shadow.rec.Read(metrics.ShadowBatched)
+		storeAnswer(c, key, v, err)
+		if mark, positive := sh.fillOf(m, v, err); mark {
+			for mt, f := range sh.filled {
+				if mt != m {
+					f.Put(key, shadowFill{at: at, positive: positive})
+				}
+			}
+		}
+	}
+	m.requests.Observe(err)
+	return v, err
+}
+
+// batchSize is the would-be batch size: min(batch.maxSize, the upstream's
+// MaxBatchSize), decided as the real batcher is (at Initialize or first
+// use); <= 0: no batching.
+func (sh *shadow) batchSize() int {
+	if n := sh.batchLimit.Load(); n != 0 {
+		return int(n)
+	}
+	if sh.g.batcher() == nil { // decides; the real batcher is built but never used
+		if sh.g.batchDecided.Load() {
+			sh.batchLimit.Store(-1)
+		}
+		return 0
+	}
+	v2, _ := sh.g.upstream.InstancesV2()
+	up, _ := v2.(BatchInstances)
+	n := -1
+	if up != nil {
+		n = min(sh.g.cfg.Batch.MaxSize, up.MaxBatchSize())
+	}
+	sh.batchLimit.Store(int64(n))
+	return n
+}
+
+// join adds a would-be batched miss to the open would-be batch, or opens a
+// new one (a would-be BatchInstanceStatus call). The open batch takes the
+// miss while it is younger than batch.maxWait and below the batch size,
+// unless the miss's caller is in it already: in enforce mode that caller
+// would still be waiting for the batch's answer (its next miss comes
+// after the batch is sent), whereas in shadow mode its live call returned
+// at once. A caller is told by its context (controllers pass theirs down
+// each loop); two callers with one context are taken for one, which
+// predicts more calls, not fewer.
+func (sh *shadow) join(limit int, ctx context.Context) *shadowBatch {
+	now := sh.g.clock.Now()
+	caller := callerOf(ctx)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if b := sh.open; b != nil && b.size < limit && now.Sub(b.opened) < sh.g.cfg.Batch.MaxWait.Duration && !slices.Contains(b.callers, caller) {
+		b.size++
+		b.callers = append(b.callers, caller)
+		return b
+	}
+	b := &shadowBatch{opened: now, size: 1, callers: []any{caller}}
+	b.done, b.result = sh.begin(sh.g.m.batchInstanceStatus)
+	sh.open = b
+	return b
+}
+
+// callerOf is ctx as a comparable value: ctx itself when its dynamic type
+// is comparable (pointers, the background context), else its type.
+func callerOf(ctx context.Context) any {
+	if t := reflect.TypeOf(ctx); t != nil && t.Comparable() {
+		return ctx
+	}
+	return reflect.TypeOf(ctx)
+}
+
+// leave ends a member's live call; the first member's live outcome is
+// the batch's, for the breaker.
+func (sh *shadow) leave(b *shadowBatch, ctx context.Context, err error) {
+	sh.mu.Lock()
+	done := b.done
+	b.done = nil
+	sh.mu.Unlock()
+	if done != nil {
+		done(ctx, err)
+	}
+}
+
+// fillOf says what a batch answer carrying this live answer of m would
+// have stored in the node's other caches: mark is false when it is no
+// answer (a per-node failure); positive is false for "does not exist".
+func (sh *shadow) fillOf(m *method, v any, err error) (mark, positive bool) {
+	switch {
+	case err == cloudprovider.InstanceNotFound:
+		return true, false
+	case err != nil:
+		return false, false
+	case m == sh.g.m.instanceExists:
+		exists, _ := v.(bool)
+		return true, exists
+	}
+	return true, true
+}
+
+// storeAnswer stores a live answer in a shadow cache as a fetch would: a
+// value, or a negative answer (InstanceNotFound); other errors are not
+// answers.
+func storeAnswer[K comparable, V any](c *cache.Cache[K, V], key K, v V, err error) {
+	switch {
+	case c == nil:
+	case err == nil:
+		c.Put(key, v)
+	case err == cloudprovider.InstanceNotFound:
+		c.PutNegative(key, err)
+	}
+}
+
+// diverges reports whether a would-be cached answer (cached, cerr) differs
+// from the live one (v, err). Values are compared semantically (nil and
+// empty slices alike, as Kubernetes compares objects); errors by class:
+// InstanceNotFound against a value is a divergence. A live failure
+// (throttling, an outage) is no answer to compare: the cache would have
+// hidden it, which is not staleness.
+func diverges[V any](cached V, cerr error, v V, err error) bool {
+	notFound := errors.Is(err, cloudprovider.InstanceNotFound)
+	switch {
+	case err != nil && !notFound:
+		return false
+	case cerr != nil || notFound:
+		return errors.Is(cerr, cloudprovider.InstanceNotFound) != notFound
+	}
+	switch c := any(cached).(type) {
+	case bool:
+		return c != any(v).(bool)
+	case string:
+		return c != any(v).(string)
+	case *cloudprovider.InstanceMetadata: // the hot path: no reflection
+		return !sameMetadata(c, any(v).(*cloudprovider.InstanceMetadata))
+	case lbAnswer: // unexported fields: compared one by one
+		l := any(v).(lbAnswer)
+		return c.exists != l.exists || !equality.Semantic.DeepEqual(c.status, l.status)
+	}
+	return !equality.Semantic.DeepEqual(cached, v)
+}
+
+// sameMetadata compares two InstanceMetadata as equality.Semantic would
+// (nil and empty alike), without reflection.
+func sameMetadata(a, b *cloudprovider.InstanceMetadata) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.ProviderID != b.ProviderID || a.InstanceType != b.InstanceType || a.Zone != b.Zone || a.Region != b.Region ||
+		len(a.NodeAddresses) != len(b.NodeAddresses) || len(a.AdditionalLabels) != len(b.AdditionalLabels) {
+		return false
+	}
+	for i := range a.NodeAddresses {
+		if a.NodeAddresses[i] != b.NodeAddresses[i] {
+			return false
+		}
+	}
+	for k, v := range a.AdditionalLabels {
+		if w, ok := b.AdditionalLabels[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
