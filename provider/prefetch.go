@@ -76,7 +76,9 @@ func (g *gate) start(stop <-chan struct{}) {
 		for {
 			var answered <-chan struct{}
 			var earliest <-chan time.Time
-			if err := g.prefetch(ctx); err != nil && ctx.Err() == nil {
+			err := g.prefetch(ctx)
+			first.end() // lookups waiting for the first refresh go on, answered or not
+			if err != nil && ctx.Err() == nil {
 				klog.ErrorS(err, "cloudgate: instance list prefetch failed (per-node lookups go on; retrying once the cloud answers)")
 				// Refresh as soon as the cloud answers again (an outage
 				// ended), not a whole interval later, but no sooner than
@@ -99,7 +101,6 @@ func (g *gate) start(stop <-chan struct{}) {
 				case <-earliest:
 				}
 			}
-			first.end()
 			select {
 			case <-ctx.Done():
 				return

@@ -60,6 +60,9 @@ func batchJoinPriority(t *testing.T) (limiter.Priority, bool) {
 	up := &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}}
 	cfg := testConfig(newFakeClock()) // the clock never moves: the batch goes when full
 	cfg.Batch.MaxSize = 2
+	// The old rule (wait for maxSize or maxWait): a's lookup stays in the
+	// open batch for the others to join; with sendAtOnce it would go alone.
+	cfg.Batch.SendAtOnce = boolp(false)
 	c := mustNew(t, up, cfg)
 	g := c.(*cloud).g
 	i := v2(t, c)
