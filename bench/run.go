@@ -315,7 +315,7 @@ type counterSnap struct {
 	statusCalls int64 // InstanceMetadata calls the controllers made
 	// controllerCalls are all the controllers' calls.
 	controllerCalls int64
-	shadowCalls float64
+	shadowCalls     float64
 }
 
 func (r *colRun) snapshot() counterSnap {
