@@ -118,7 +118,18 @@ func TestHistory(t *testing.T) {
 		}
 	}
 	t.Logf("history: %d seeds, %d operations, checks:%s", len(seeds), totalOps, sb.String())
+	if total[infoLongWaitSeeds] > 0 && total[infoLongBatchedWaits] == 0 {
+		t.Errorf("no batched read waited longer than batchCallTimeout (%s) in the %d long-wait seeds: the long-wait variant does not exercise class 4", batchCallTimeout, total[infoLongWaitSeeds])
+	}
 }
+
+// Counters of TestHistory's long-wait variant (issue 24 class 4): the seeds
+// that ran it, and the batched reads whose token wait outlasted
+// batchCallTimeout in them.
+const (
+	infoLongWaitSeeds    = "info:long-wait-seeds"
+	infoLongBatchedWaits = "info:batched-wait-over-call-timeout"
+)
 
 // opRec is one call through cloudgate and its answer.
 type opRec struct {
@@ -428,7 +439,7 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	counts, violations := h.check()
 	for _, op := range h.ops {
 		if batch && slices.Contains(v2Methods, op.method) && op.e.Sub(op.s) > batchCallTimeout {
-			counts["info:batched-wait-over-call-timeout"]++
+			counts[infoLongBatchedWaits]++
 		}
 	}
 	if os.Getenv("CLOUDGATE_HISTORY_DEBUG") != "" {
@@ -450,7 +461,7 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 		}
 	}
 	fmt.Fprintf(&sb, " (of which served stale=%d, negative while the breaker was open=%d, batched reads over %s=%d; breaker opened %d times, State() disagreed with its observer %d times)",
-		counts["info:served-stale"], counts["info:negative-while-breaker-open"], batchCallTimeout, counts["info:batched-wait-over-call-timeout"], opened, mismatches)
+		counts["info:served-stale"], counts["info:negative-while-breaker-open"], batchCallTimeout, counts[infoLongBatchedWaits], opened, mismatches)
 	perInv := map[string]int{}
 	for _, v := range violations {
 		perInv[v.inv]++
@@ -475,8 +486,12 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 			t.Errorf("seed %d: invariant %s was checked 0 times: the run does not exercise it", seed, inv)
 		}
 	}
-	if h.longWaits && counts["info:batched-wait-over-call-timeout"] == 0 {
-		t.Errorf("seed %d: no batched read waited longer than batchCallTimeout (%s): the long-wait variant does not exercise class 4", seed, batchCallTimeout)
+	if h.longWaits {
+		// Checked over all seeds in TestHistory: whether one seed's batches
+		// meet a long Retry-After depends on its schedule (and on
+		// batch.sendAtOnce, which varies by seed).
+		counts[infoLongWaitSeeds]++
+		t.Logf("seed %d: %d batched reads waited longer than batchCallTimeout (%s)", seed, counts[infoLongBatchedWaits], batchCallTimeout)
 	}
 	shown := map[string]int{}
 	for _, v := range violations {
