@@ -189,6 +189,9 @@ type flightResult[V any] struct {
 	// leaderGone: the caller that ran the fetch had its context end, so
 	// its error is not the upstream's answer.
 	leaderGone bool
+	// stored: the flight found the answer a flight that just finished
+	// stored, so its caller was answered by a fetch another caller started.
+	stored bool
 }
 
 // Validate reports the first invalid field of c, by its name in
@@ -289,7 +292,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 			// A flight that just finished may have stored a fresh answer.
 			e, ok := c.lookup(key, c.now())
 			if ok {
-				return flightResult[V]{value: e.value, err: e.err}, nil
+				return flightResult[V]{value: e.value, err: e.err, stored: true}, nil
 			}
 			v, err := fetch(ctx)
 			// The flight's callers get the stored copy, never the fetched
@@ -304,8 +307,10 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 			return zero, ctx.Err()
 		case r := <-results:
 			fr, _ := r.Val.(flightResult[V])
-			if !led {
+			if !led || fr.stored {
 				c.obs.Deduplicated()
+			}
+			if !led {
 				if fr.leaderGone {
 					continue // the leader gave up; our context is still live
 				}
