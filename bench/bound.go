@@ -99,10 +99,15 @@ func perNodeRequests(runs map[string][]Side, k int) map[string]int {
 
 // initBoundMeasured is initBound with the kube side counted from the node
 // controller's requests per node (perNodeRequests): r requests per node
-// through one client limited to QPS with a bucket of burst, the last
-// node initialised once all its requests but its Events (they follow the
-// initialisation) are through: kube = max(0, rK - e - burst)/QPS.
-func initBoundMeasured(o *Options, k int, perNode map[string]int) *Bound {
+// through one client limited to QPS with a bucket of burst, of which e (the
+// Events) follow a node's initialisation. With one node worker the worker's
+// next node waits for a cloud round trip after each node, so each node's
+// Event takes its token before the next node's requests and the last node
+// is initialised once all but its own Events are through:
+// kube = max(0, rK - e - burst)/QPS. With several workers the recorder's
+// Events may lag behind every worker's requests, so only the requests before
+// each node's initialisation count: kube = max(0, (r - e)K - burst)/QPS.
+func initBoundMeasured(o *Options, k, workers int, perNode map[string]int) *Bound {
 	b := initBound(o, k)
 	if len(perNode) == 0 {
 		return b
@@ -115,6 +120,10 @@ func initBoundMeasured(o *Options, k int, perNode map[string]int) *Bound {
 			e += perNode[key]
 		}
 		parts = append(parts, fmt.Sprintf("%s %d", key, perNode[key]))
+	}
+	if workers > 1 {
+		r, e = r-e, 0
+		parts = append(parts, fmt.Sprintf("Events not counted: %d node workers", workers))
 	}
 	kube := math.Max(0, float64(r*k-e-o.KubeBurst)) / o.KubeQPS
 	b.Kube, b.Seconds = kube, math.Max(b.Cloud, kube)

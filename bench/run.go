@@ -285,7 +285,7 @@ func (r *colRun) waitQuiescent(ctx context.Context, from time.Time, limit time.D
 // controller's kube requests per node counted in every run, and each
 // run's measured/bound.
 func (res *ScenarioResult) boundFromCounters(o *Options, k int) {
-	init := initBoundMeasured(o, k, perNodeRequests(res.runs, k))
+	init := initBoundMeasured(o, k, res.NodeWorkers, perNodeRequests(res.runs, k))
 	quies := quiesceBound(o, k, res.Services, init)
 	res.InitBound, res.QuiesceBound = init, quies
 	v := init.Seconds
