@@ -30,7 +30,7 @@ func determinismOptions() *Options {
 // figure. The same seed runs alone and beside two CPU hogs (yes >
 // /dev/null, as many as this machine's two cores); every column's
 // upstream, read and write calls must agree within 1 % (at least one call:
-// steady's cloudgate:list makes ~26) in steady and scaleup, within 3 % in
+// steady's cloudgate:list makes ~26) in steady and scaleup, within 5 % in
 // churn. Churn's residue is not the load: goroutines woken at the same
 // virtual instant by one step (the node, route, service and lifecycle
 // controllers all see the joins and leaves) run in the order the scheduler
@@ -38,6 +38,8 @@ func determinismOptions() *Options {
 // batch 1,416-1,430, list 1,223-1,246); idle vs loaded measured -0.55 %
 // (bare), +1.06 % (batch), -0.73 % (list). The steps sit off the
 // controllers' period grid (churnPhase); before that, bare spread 4 %.
+// A CI run saw bare+client's churn writes at 326 and 315 (3.4 %: its
+// retries follow the same-instant order), hence 5 %, not 3 %.
 func TestDeterminism(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the three scenarios twice")
@@ -54,7 +56,7 @@ func TestDeterminism(t *testing.T) {
 	}
 	loaded := runVirtual(t, determinismOptions())
 
-	tolerance := map[string]float64{ScenarioSteady: 0.01, ScenarioScaleup: 0.01, ScenarioChurn: 0.03}
+	tolerance := map[string]float64{ScenarioSteady: 0.01, ScenarioScaleup: 0.01, ScenarioChurn: 0.05}
 	checks := 0
 	for i, s := range idle.Scenarios {
 		tol := tolerance[s.Scenario]
