@@ -48,18 +48,7 @@ func (n awsNode) providerID() string { return "aws:///" + n.inst.Zone + "/" + n.
 // a removed and of a terminated instance; serves cloudgate's metrics on /metrics; and that
 // node lookups went through the adapter's batched DescribeInstances.
 func TestE2E(t *testing.T) {
-	etcdBin, apiserverBin := os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
-	if etcdBin == "" || apiserverBin == "" {
-		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test`, which builds a real etcd and kube-apiserver (.ci/control-plane.sh) and sets them"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the e2e test builds the CCM binary and needs the go command: %v", err)
-	}
+	etcdBin, apiserverBin, goBin := e2eTools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -108,20 +97,7 @@ func TestE2E(t *testing.T) {
 		fleet = append(fleet, awsNode{inst: in, nodeName: name, zoneID: z.id})
 	}
 
-	awsConf := filepath.Join(dir, "aws.conf")
-	e2e.WriteFile(t, awsConf, fmt.Sprintf(`[Global]
-Zone = us-east-1a
-VPC = vpc-0e2e
-SubnetID = subnet-0e2e
-KubernetesClusterID = %s
-
-[ServiceOverride "1"]
-Service = EC2
-Region = us-east-1
-URL = %s
-SigningRegion = us-east-1
-SigningName = ec2
-`, clusterID, sim.URL))
+	awsConf := writeAWSConf(t, dir, sim.URL)
 	cloudConfig := filepath.Join(dir, "cloudgate.yaml")
 	e2e.WriteFile(t, cloudConfig, fmt.Sprintf(`upstream:
   name: aws-batch
@@ -348,3 +324,45 @@ func waitDeleted(ctx context.Context, t *testing.T, cp *e2e.ControlPlane, name s
 
 // setReady sets the node's Ready condition, as its kubelet (or the node lifecycle
 // controller) would.
+
+// e2eTools returns the real etcd and kube-apiserver the e2e tests run (make test builds them
+// and sets CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER) and the go command that builds the
+// CCM. Without them the test fails under CI=true and skips otherwise.
+func e2eTools(t *testing.T) (etcdBin, apiserverBin, goBin string) {
+	t.Helper()
+	etcdBin, apiserverBin = os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
+	if etcdBin == "" || apiserverBin == "" {
+		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test`, which builds a real etcd and kube-apiserver (.ci/control-plane.sh) and sets them"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the e2e test builds the CCM binary and needs the go command: %v", err)
+	}
+	return etcdBin, apiserverBin, goBin
+}
+
+// writeAWSConf writes the AWS provider's cloud config for ec2sim at simURL: no
+// instance-metadata lookups (Zone, VPC, SubnetID, cluster ID set) and EC2 redirected with a
+// [ServiceOverride]. It returns the file's path.
+func writeAWSConf(t *testing.T, dir, simURL string) string {
+	t.Helper()
+	path := filepath.Join(dir, "aws.conf")
+	e2e.WriteFile(t, path, fmt.Sprintf(`[Global]
+Zone = us-east-1a
+VPC = vpc-0e2e
+SubnetID = subnet-0e2e
+KubernetesClusterID = %s
+
+[ServiceOverride "1"]
+Service = EC2
+Region = us-east-1
+URL = %s
+SigningRegion = us-east-1
+SigningName = ec2
+`, clusterID, simURL))
+	return path
+}

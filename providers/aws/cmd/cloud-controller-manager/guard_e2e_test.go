@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -45,18 +43,7 @@ const (
 //   - with notFoundGuard.enabled: false (a second CCM, same cluster), the same brief absence
 //     deletes the Node: the negative control that shows the first check can fail.
 func TestE2ENotFoundGuard(t *testing.T) {
-	etcdBin, apiserverBin := os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
-	if etcdBin == "" || apiserverBin == "" {
-		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test`, which builds a real etcd and kube-apiserver (.ci/control-plane.sh) and sets them"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the e2e test builds the CCM binary and needs the go command: %v", err)
-	}
+	etcdBin, apiserverBin, goBin := e2eTools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -75,20 +62,7 @@ func TestE2ENotFoundGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sim.Close() })
-	awsConf := filepath.Join(dir, "aws.conf")
-	e2e.WriteFile(t, awsConf, fmt.Sprintf(`[Global]
-Zone = us-east-1a
-VPC = vpc-0e2e
-SubnetID = subnet-0e2e
-KubernetesClusterID = %s
-
-[ServiceOverride "1"]
-Service = EC2
-Region = us-east-1
-URL = %s
-SigningRegion = us-east-1
-SigningName = ec2
-`, clusterID, sim.URL))
+	awsConf := writeAWSConf(t, dir, sim.URL)
 	kubeconfig := filepath.Join(dir, "ccm.kubeconfig")
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
 	if err := <-built; err != nil {

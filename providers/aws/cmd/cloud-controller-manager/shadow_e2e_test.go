@@ -5,8 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -28,18 +26,7 @@ import (
 // cache hits, would-be waits and fewer would-be calls than it sent; its own caches served
 // nothing; nothing changed in EC2, so no would-be answer diverged.
 func TestE2EShadow(t *testing.T) {
-	etcdBin, apiserverBin := os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
-	if etcdBin == "" || apiserverBin == "" {
-		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test`, which builds a real etcd and kube-apiserver (.ci/control-plane.sh) and sets them"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the e2e test builds the CCM binary and needs the go command: %v", err)
-	}
+	etcdBin, apiserverBin, goBin := e2eTools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -80,20 +67,7 @@ func TestE2EShadow(t *testing.T) {
 		fleet = append(fleet, awsNode{inst: in, nodeName: dns, zoneID: zoneID})
 	}
 
-	awsConf := filepath.Join(dir, "aws.conf")
-	e2e.WriteFile(t, awsConf, fmt.Sprintf(`[Global]
-Zone = us-east-1a
-VPC = vpc-0e2e
-SubnetID = subnet-0e2e
-KubernetesClusterID = %s
-
-[ServiceOverride "1"]
-Service = EC2
-Region = us-east-1
-URL = %s
-SigningRegion = us-east-1
-SigningName = ec2
-`, clusterID, sim.URL))
+	awsConf := writeAWSConf(t, dir, sim.URL)
 	cloudConfig := filepath.Join(dir, "cloudgate.yaml")
 	e2e.WriteFile(t, cloudConfig, fmt.Sprintf(`upstream:
   name: aws
