@@ -12,6 +12,7 @@ import (
 	"slices"
 	"text/tabwriter"
 
+	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
@@ -21,13 +22,16 @@ import (
 // the default policy) over an upstream that implements only what the
 // user's provider implements.
 type Plan struct {
-	Column     string      `json:"column"`
-	Supports   string      `json:"upstream_supports"`
-	Policy     string      `json:"policy"`
-	QuotaRead  float64     `json:"quota_read"`
-	QuotaWrite float64     `json:"quota_write"`
-	Window     float64     `json:"window_seconds"`
-	Points     []PlanPoint `json:"points"`
+	Column     string  `json:"column"`
+	Supports   string  `json:"upstream_supports"`
+	Policy     string  `json:"policy"`
+	QuotaRead  float64 `json:"quota_read"`
+	QuotaWrite float64 `json:"quota_write"`
+	Window     float64 `json:"window_seconds"`
+	// ListPage is the simulated cloud's ListInstances page size: a list
+	// refresh costs ceil(nodes/ListPage) calls.
+	ListPage int         `json:"list_page"`
+	Points   []PlanPoint `json:"points"`
 	// ReadRunsOutAt is the node count where reads reach the read quota
 	// (95 %), throttling starts or controllers see errors: measured, or
 	// extrapolated linearly from the last two points (Extrapolated), or
@@ -78,7 +82,7 @@ func RunPlan(ctx context.Context, o *Options, nodes []int, progress io.Writer) (
 		progress = io.Discard
 	}
 	p := &Plan{Column: col, Supports: o.upstreamSupports(col), Policy: policyString(o),
-		QuotaRead: o.ReadQPS, QuotaWrite: o.WriteQPS, Window: o.SteadyWindow.Seconds()}
+		QuotaRead: o.ReadQPS, QuotaWrite: o.WriteQPS, Window: o.SteadyWindow.Seconds(), ListPage: simcloud.DefaultListPageSize}
 	for _, n := range slices.Sorted(slices.Values(nodes)) {
 		res, err := runScenario(ctx, o, steadySpec(o, n, fmt.Sprintf("plan/%d", n)), progress)
 		if err != nil {
@@ -122,9 +126,13 @@ func runsOut(pts []PlanPoint, get func(PlanPoint) float64, quotaPerMin float64, 
 }
 
 // ReadsPerMinAt is the plan's prediction of the steady reads per minute at
-// n nodes: the measured point at n, or the line through the two measured
-// points nearest below n (extrapolated beyond the last), as runsOut
-// extrapolates. ok is false with fewer than two points.
+// n nodes: the measured point at n, else per method the line through the
+// two measured points nearest below n (extrapolated beyond the last), as
+// runsOut extrapolates — except ListInstances, whose calls are refreshes
+// times pages: its refreshes per minute do not depend on the node count
+// (their mean over the points is taken) and a refresh costs
+// ceil(n/ListPage) calls, a step a line through two points of one page
+// would miss. ok is false with fewer than two points.
 func (p *Plan) ReadsPerMinAt(n int) (v float64, ok bool) {
 	pts := slices.Clone(p.Points)
 	slices.SortFunc(pts, func(a, b PlanPoint) int { return a.Nodes - b.Nodes })
@@ -141,8 +149,22 @@ func (p *Plan) ReadsPerMinAt(n int) (v float64, ok bool) {
 		i--
 	}
 	a, b := pts[i], pts[i+1]
-	slope := (b.ReadsPerMin - a.ReadsPerMin) / float64(b.Nodes-a.Nodes)
-	return b.ReadsPerMin + slope*float64(n-b.Nodes), true
+	line := func(get func(PlanPoint) float64) float64 {
+		slope := (get(b) - get(a)) / float64(b.Nodes-a.Nodes)
+		return get(b) + slope*float64(n-b.Nodes)
+	}
+	list := func(pt PlanPoint) float64 { return pt.CallsPerMin[simcloud.MethodListInstances] }
+	v = line(func(pt PlanPoint) float64 { return pt.ReadsPerMin })
+	if p.ListPage > 0 && list(b) > 0 {
+		pages := func(nodes int) float64 { return math.Ceil(float64(nodes) / float64(p.ListPage)) }
+		var refreshes float64
+		for _, pt := range pts {
+			refreshes += list(pt) / pages(pt.Nodes)
+		}
+		refreshes /= float64(len(pts))
+		v += refreshes*pages(n) - line(list)
+	}
+	return v, true
 }
 
 // WriteTable prints the plan.
