@@ -109,7 +109,7 @@ func TestFleetMarkdownBoundAndReading(t *testing.T) {
 	rep := &FleetReport{
 		Options: FleetOptionsJSON{Seeds: 3, Seed: 1, Clusters: 3, ScaleupNodes: 500},
 		Columns: map[string]*FleetSide{}, Runs: map[string][]FleetSide{FleetShared: {side(1, 120, 60, 100), side(2, 130, 65, 110), side(3, 140, 70, 100)}},
-		Spread:  map[string]map[string][2]float64{},
+		Spread: map[string]map[string][2]float64{},
 	}
 	rep.Columns[FleetShared], rep.Spread[FleetShared] = medianFleet(rep.Runs[FleetShared])
 	var md strings.Builder
