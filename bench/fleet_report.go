@@ -267,13 +267,17 @@ func (r *FleetReport) WriteMarkdown(w io.Writer) {
 	})
 	if c := r.Columns[FleetShared]; c != nil && c.Chaos != nil {
 		ch := c.Chaos
-		fmt.Fprintf(w, "\nChaos (shared): Redis killed at %.0fs of the scale-up, restarted at %.0fs (simulated). "+
-			"Members in fallback during the outage: %d/%d (least over seeds); rejoined after the restart: %d/%d, the last after %s (simulated; the heartbeat is 1 s simulated). "+
-			"Throttled answers from the kill until a simulated minute after the rejoin: %d (most over seeds) against the fallback bound %d "+
+		clock := "real time" // seconds as the run's clock counts them
+		if r.Options.TimeFactor > 1 {
+			clock = "simulated"
+		}
+		fmt.Fprintf(w, "\nChaos (shared): Redis killed at %.0fs of the scale-up, restarted at %.0fs (%s). "+
+			"Members in fallback during the outage: %d/%d (least over seeds); rejoined after the restart: %d/%d, the last after %s s (%s; the heartbeat is 1 s). "+
+			"Throttled answers from the kill until a minute after the rejoin: %d (most over seeds) against the fallback bound %d "+
 			"(2 × (read burst + write burst): the members' local bursts at the switch, then the fresh fleet burst at the rejoin). "+
 			"Reads served by the members during the outage: %.2f/s against their shares' sum %.3g/s.\n",
-			ch.KilledAt, ch.RestartedAt, ch.MembersFellBack, r.Options.Clusters, ch.MembersRejoined, r.Options.Clusters,
-			secs(ch.RejoinSeconds, false), ch.ThrottledAroundOutage, ch.FallbackBound, ch.OutageReadsPerSec, c.MemberQPS)
+			ch.KilledAt, ch.RestartedAt, clock, ch.MembersFellBack, r.Options.Clusters, ch.MembersRejoined, r.Options.Clusters,
+			secs(ch.RejoinSeconds, false), clock, ch.ThrottledAroundOutage, ch.FallbackBound, ch.OutageReadsPerSec, c.MemberQPS)
 	}
 	if c := r.Columns[FleetShared]; c != nil && c.Bound != nil {
 		fmt.Fprintf(w, "\nBound (shared): %s.\n", c.Bound.Formula)
