@@ -72,7 +72,7 @@ load_range=$(sort -n "$tmp/load" | awk 'NR==1 {lo=$1} {hi=$1; s+=$1; n++} END {p
 	echo "these figures. The two commands below ran side by side (separate simulated accounts and"
 	echo "redis-servers), holding \`/tmp/cloudgate-measure.lock\`. Load average (1, 5, 15 min) at start"
 	echo "$start_load, at end $end_load; the 1-minute load sampled every minute: $load_range."
-	echo "Every figure and table below is the tool's output, unedited. Reading guide: docs/bench.md (\"Fleet\")."
+	echo "Every figure and table below is the tool's output, unedited. Reading guide: docs/bench.md, \"Reading bench/RESULTS.md\" (Fleet)."
 	echo
 	echo "### fleet"
 	echo
