@@ -59,7 +59,8 @@ run: deps
 	$(GO) run ./cmd/cloudgate-bench --html bench/out/report.html
 
 # Regenerates bench/RESULTS.md (and bench/results.json): make bench's hot-path
-# benchmarks and make run's load benchmark, with the commands and targets.
+# benchmarks, make run's load benchmark, and the fleet scenario in real time
+# (bench/fleet-results.sh, ~70 min; FLEET=0 appends the last RESULTS.fleet.md).
 bench-results: deps
 	GO=$(GO) bash bench/results.sh
 

@@ -276,6 +276,9 @@ type FleetSide struct {
 	// BoundAllOthers is the bound with Q = quota − every other read
 	// measured meanwhile: printed, labelled, not asserted.
 	BoundAllOthers *Bound `json:"bound_all_others,omitempty"`
+	// OverBoundAllOthers is InitSeconds / BoundAllOthers: a reading, not
+	// checked (the old "1.15×" of issue 16 was this).
+	OverBoundAllOthers *float64 `json:"over_bound_all_others,omitempty"`
 
 	// The scale-up: time until every new node is initialised, its bound
 	// (Q = quota − the others' measured use during the scale-up),

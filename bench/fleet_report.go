@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -60,6 +61,15 @@ func medianFleet(runs []FleetSide) (*FleetSide, map[string][2]float64) {
 		return &s.Bound.Seconds
 	}); b != nil {
 		out.Bound = &Bound{Seconds: *b, Formula: "median over seeds; per seed: " + runs[0].Bound.Formula}
+	}
+	if b := medPtr("bound_all_others_seconds", func(s FleetSide) *float64 {
+		if s.BoundAllOthers == nil {
+			return nil
+		}
+		return &s.BoundAllOthers.Seconds
+	}); b != nil {
+		out.BoundAllOthers = &Bound{Seconds: *b, Formula: "median over seeds; per seed: " + runs[0].BoundAllOthers.Formula}
+		out.OverBoundAllOthers = medPtr("over_bound_all_others", func(s FleetSide) *float64 { return s.OverBoundAllOthers })
 	}
 	out.NodesInitialized = int(i64("nodes_initialized", func(s FleetSide) int64 { return int64(s.NodesInitialized) }))
 	for _, r := range runs {
@@ -213,17 +223,23 @@ func (r *FleetReport) WriteMarkdown(w io.Writer) {
 		}
 		return withSpread(s.Bound.Seconds, sp["bound_seconds"], "%.0f", seeds)
 	})
-	row("(reading, not a bound: Q = quota − every other read measured meanwhile) (s)", func(_ string, s *FleetSide, _ map[string][2]float64) string {
-		if s.BoundAllOthers == nil {
-			return "-"
-		}
-		return fmt.Sprintf("%.0f", s.BoundAllOthers.Seconds)
-	})
 	row("measured / bound", func(_ string, s *FleetSide, sp map[string][2]float64) string {
 		if s.OverBound == nil {
 			return "-"
 		}
 		return "**" + withSpread(*s.OverBound, sp["over_bound"], "%.2f", seeds) + "×**"
+	})
+	row("(a reading, not a bound: Q = quota − every other read measured meanwhile, incl. the clusters' own) (s)", func(_ string, s *FleetSide, sp map[string][2]float64) string {
+		if s.BoundAllOthers == nil {
+			return "-"
+		}
+		return withSpread(s.BoundAllOthers.Seconds, sp["bound_all_others_seconds"], "%.0f", seeds)
+	})
+	row("(measured / that reading; not a bound)", func(_ string, s *FleetSide, sp map[string][2]float64) string {
+		if s.OverBoundAllOthers == nil {
+			return "-"
+		}
+		return withSpread(*s.OverBoundAllOthers, sp["over_bound_all_others"], "%.2f", seeds) + "×"
 	})
 	row("quota utilisation during the scale-up", func(_ string, s *FleetSide, sp map[string][2]float64) string {
 		return withSpread(100*s.ScaleupUtilization, [2]float64{100 * sp["scaleup_utilization"][0], 100 * sp["scaleup_utilization"][1]}, "%.0f%%", seeds)
@@ -251,16 +267,62 @@ func (r *FleetReport) WriteMarkdown(w io.Writer) {
 	})
 	if c := r.Columns[FleetShared]; c != nil && c.Chaos != nil {
 		ch := c.Chaos
-		fmt.Fprintf(w, "\nChaos (shared): Redis killed at %.0fs of the scale-up, restarted at %.0fs (simulated). "+
-			"Members in fallback during the outage: %d/%d (least over seeds); rejoined after the restart: %d/%d, the last after %s (simulated; the heartbeat is 1 s simulated). "+
-			"Throttled answers from the kill until a simulated minute after the rejoin: %d (most over seeds) against the fallback bound %d "+
+		clock := "real time" // seconds as the run's clock counts them
+		if r.Options.TimeFactor > 1 {
+			clock = "simulated"
+		}
+		fmt.Fprintf(w, "\nChaos (shared): Redis killed at %.0fs of the scale-up, restarted at %.0fs (%s). "+
+			"Members in fallback during the outage: %d/%d (least over seeds); rejoined after the restart: %d/%d, the last after %s s (%s; the heartbeat is 1 s). "+
+			"Throttled answers from the kill until a minute after the rejoin: %d (most over seeds) against the fallback bound %d "+
 			"(2 × (read burst + write burst): the members' local bursts at the switch, then the fresh fleet burst at the rejoin). "+
 			"Reads served by the members during the outage: %.2f/s against their shares' sum %.3g/s.\n",
-			ch.KilledAt, ch.RestartedAt, ch.MembersFellBack, r.Options.Clusters, ch.MembersRejoined, r.Options.Clusters,
-			secs(ch.RejoinSeconds, false), ch.ThrottledAroundOutage, ch.FallbackBound, ch.OutageReadsPerSec, c.MemberQPS)
+			ch.KilledAt, ch.RestartedAt, clock, ch.MembersFellBack, r.Options.Clusters, ch.MembersRejoined, r.Options.Clusters,
+			secs(ch.RejoinSeconds, false), clock, ch.ThrottledAroundOutage, ch.FallbackBound, ch.OutageReadsPerSec, c.MemberQPS)
 	}
 	if c := r.Columns[FleetShared]; c != nil && c.Bound != nil {
-		fmt.Fprintf(w, "\nBound (shared, first seed): %s.\n", c.Bound.Formula)
+		fmt.Fprintf(w, "\nBound (shared): %s.\n", c.Bound.Formula)
+		if c.BoundAllOthers != nil {
+			fmt.Fprintf(w, "\nReading beside it, not a bound (shared): %s.\n", c.BoundAllOthers.Formula)
+		}
+	}
+	r.writeSeeds(w, cols)
+}
+
+// writeSeeds prints one row per seed: the scale-up's time, measured/bound
+// and throttled answers by method (shared: fallback transitions and failed
+// Redis calls).
+func (r *FleetReport) writeSeeds(w io.Writer, cols []string) {
+	if r.Options.Seeds < 2 {
+		return
+	}
+	fmt.Fprintf(w, "\nPer seed (scale-up initialised, measured/bound, throttled answers in the steady window + scale-up by method):\n\n")
+	fmt.Fprintf(w, "| seed | %s |\n|---|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+	for i := 0; i < r.Options.Seeds; i++ {
+		fmt.Fprintf(w, "| %d |", r.Options.Seed+int64(i))
+		for _, c := range cols {
+			if i >= len(r.Runs[c]) {
+				fmt.Fprint(w, " - |")
+				continue
+			}
+			s := r.Runs[c][i]
+			cell := secs(s.InitSeconds, false) + " s"
+			if s.OverBound != nil {
+				cell += fmt.Sprintf(", %.2f×", *s.OverBound)
+			}
+			cell += fmt.Sprintf(", %d throttled", s.Throttled)
+			if len(s.ThrottledByMethod) > 0 {
+				var ms []string
+				for _, m := range slices.Sorted(maps.Keys(s.ThrottledByMethod)) {
+					ms = append(ms, fmt.Sprintf("%s %d", m, s.ThrottledByMethod[m]))
+				}
+				cell += " (" + strings.Join(ms, ", ") + ")"
+			}
+			if c == FleetShared {
+				cell += fmt.Sprintf("; %.0f transitions, %.0f Redis errors", s.FallbackTransitions, s.RedisErrors)
+			}
+			fmt.Fprintf(w, " %s |", cell)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

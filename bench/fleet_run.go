@@ -456,6 +456,8 @@ func runFleetColumn(ctx context.Context, o *FleetOptions, col string, seed int64
 		side.BoundAllOthers = fleetBound(base, o.ScaleupNodes, o.ReadQPS, side.OthersScaleupPerSec+side.OwnOtherScaleupPerSec, perNode)
 		x := *side.InitSeconds / side.Bound.Seconds
 		side.OverBound = &x
+		y := *side.InitSeconds / side.BoundAllOthers.Seconds
+		side.OverBoundAllOthers = &y
 	}
 	var wire []wireEntry
 	for _, m := range members {

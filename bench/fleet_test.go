@@ -90,3 +90,50 @@ func TestFleetOptionsValidate(t *testing.T) {
 		t.Errorf("defaults: %v", err)
 	}
 }
+
+// TestFleetMarkdownBoundAndReading: the table prints measured/bound with Q =
+// quota − the background client only, and the all-others figure only as a
+// labelled reading beside it, with medians and spreads of both (fabricated
+// runs: no cluster is started).
+func TestFleetMarkdownBoundAndReading(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	side := func(seed int64, init, bound, reading float64) FleetSide {
+		return FleetSide{
+			Seed: seed, Seeds: 1, MemberQPS: 8.5, SteadyReadsPerSec: []float64{1, 1, 1},
+			InitSeconds: f(init), QuiesceSeconds: f(init), NodesInitialized: 500,
+			Bound: &Bound{Seconds: bound, Formula: "bound formula"}, OverBound: f(init / bound),
+			BoundAllOthers: &Bound{Seconds: reading, Formula: "reading formula"}, OverBoundAllOthers: f(init / reading),
+			WritesSent: 500, WritesLanded: 500, ThrottledByMethod: map[string]int64{"GetInstance": 2},
+		}
+	}
+	rep := &FleetReport{
+		Options: FleetOptionsJSON{Seeds: 3, Seed: 1, Clusters: 3, ScaleupNodes: 500},
+		Columns: map[string]*FleetSide{}, Runs: map[string][]FleetSide{FleetShared: {side(1, 120, 60, 100), side(2, 130, 65, 110), side(3, 140, 70, 100)}},
+		Spread: map[string]map[string][2]float64{},
+	}
+	rep.Columns[FleetShared], rep.Spread[FleetShared] = medianFleet(rep.Runs[FleetShared])
+	var md strings.Builder
+	rep.WriteMarkdown(&md)
+	out := md.String()
+	for _, want := range []string{
+		"| bound, Q = quota − the background client's reads (s) | 65 [60–70] |",
+		"| measured / bound | **2.00 [2.00–2.00]×** |",
+		"| (a reading, not a bound: Q = quota − every other read measured meanwhile, incl. the clusters' own) (s) | 100 [100–110] |",
+		"| (measured / that reading; not a bound) | 1.20 [1.18–1.40]× |",
+		"Bound (shared): median over seeds; per seed: bound formula.",
+		"Reading beside it, not a bound (shared): median over seeds; per seed: reading formula.",
+		"| 2 | 130.0 s, 2.00×, 0 throttled (GetInstance 2); 0 transitions, 0 Redis errors |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	if err := rep.Check(); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+	// A column below its bound fails the run; below the reading does not.
+	rep.Runs[FleetShared][1].OverBound = f(0.9)
+	if err := rep.Check(); err == nil || !strings.Contains(err.Error(), "beat its bound") {
+		t.Errorf("Check with measured/bound 0.9 = %v, want a beaten bound", err)
+	}
+}

@@ -45,7 +45,7 @@ func runFleet(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.Jitter, "jitter", o.Jitter, "uniform jitter added to the latency")
 	fs.Float64Var(&o.KubeQPS, "kube-qps", o.KubeQPS, "each controller's kube client QPS (CCM default 20)")
 	fs.IntVar(&o.KubeBurst, "kube-burst", o.KubeBurst, "each controller's kube client burst (CCM default 30)")
-	fs.Float64Var(&o.TimeFactor, "time-factor", o.TimeFactor, "time compression (periods and latency divided, quotas multiplied)")
+	fs.Float64Var(&o.TimeFactor, "time-factor", o.TimeFactor, "time compression (periods and latency divided, quotas multiplied); 1, the default, runs uncompressed: above 1 the machine's load enters the figures")
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "simulated cold start before the steady window")
 	fs.DurationVar(&o.SteadyWindow, "steady-window", o.SteadyWindow, "simulated steady window measured before the scale-up")
 	fs.DurationVar(&o.QuiesceTimeout, "quiesce-timeout", o.QuiesceTimeout, "simulated cap on the scale-up")
