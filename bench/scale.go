@@ -423,7 +423,7 @@ func scaleLimits(o *Options, res *ScaleResult) []string {
 			out = append(out, fmt.Sprintf("throttling: %s got %d throttled answers over the window", s.Column, s.Throttled))
 		}
 	}
-	out = append(out, fmt.Sprintf("simulator: peak RSS %.2f GB after this size, %.0f s of real time for %d columns (2 cores: the fake API server, informers and JSON dominate, not cloudgate)",
+	out = append(out, fmt.Sprintf("simulator: peak RSS %.2f GB after this size (the process's, every column so far), %.0f s of real time for %d columns",
 		float64(res.MaxRSSBytes)/1e9, res.WallSeconds, len(res.Columns)))
 	return out
 }
