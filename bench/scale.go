@@ -428,9 +428,18 @@ func scaleLimits(o *Options, res *ScaleResult) []string {
 	return out
 }
 
+// policyColumn is the cloudgate column whose policy the limits quote:
+// the user's (--config) or the default columns'.
+func (o *Options) policyColumn() string {
+	if o.ConfigFile != "" {
+		return ColConfig
+	}
+	return ColCache
+}
+
 // metadataTTL is the InstanceMetadata TTL of the cloudgate columns.
 func metadataTTL(o *Options) time.Duration {
-	cfg, err := o.cloudgateConfig(ColCache)
+	cfg, err := o.cloudgateConfig(o.policyColumn())
 	if err != nil {
 		return 0
 	}
@@ -442,7 +451,7 @@ func metadataTTL(o *Options) time.Duration {
 
 // cacheSize is the cloudgate columns' cache.size.
 func (o *Options) cacheSize() int {
-	cfg, err := o.cloudgateConfig(ColCache)
+	cfg, err := o.cloudgateConfig(o.policyColumn())
 	if err != nil {
 		return 0
 	}
