@@ -8,6 +8,7 @@
 //	cloudgate-bench --scenario steady --nodes 10000 --read-qps 20 --config cloudgate.yaml
 //	cloudgate-bench --json results.json --metrics-addr 127.0.0.1:9464
 //	cloudgate-bench --seeds 3 --html report.html
+//	cloudgate-bench --scenario scale --scale-nodes 1000,5000,20000,50000,100000
 //	cloudgate-bench plan --config cloudgate.yaml --quota-read 20 --quota-write 5 --upstream-supports none
 package main
 
