@@ -144,6 +144,9 @@ type Options struct {
 	// ScaleFullCCM also runs the route and node lifecycle controllers in
 	// the scale scenario (off by default: see scale.go).
 	ScaleFullCCM bool
+	// ScaleRepeats runs every column this many times per size and
+	// reports the median run with the spread (the sweep order is random).
+	ScaleRepeats int
 
 	// The simulated cloud: quota (calls per second, bursts in calls), its
 	// largest batch and list page, and its latency (base + uniform jitter).
@@ -197,6 +200,7 @@ func DefaultOptions() *Options {
 		SweepNodes:       []int{1000, 5000, 20000, 50000},
 		ScaleNodes:       []int{1000, 5000, 20000, 50000, 100000},
 		ScaleWindow:      30 * time.Minute,
+		ScaleRepeats:     1,
 		ReadQPS:          20,
 		ReadBurst:        20,
 		WriteQPS:         5,
@@ -279,6 +283,9 @@ func (o *Options) Validate() error {
 		if n < 1 {
 			return errors.New("--scale-nodes: every count must be >= 1")
 		}
+	}
+	if o.ScaleRepeats < 1 {
+		return errors.New("--scale-repeats must be >= 1")
 	}
 	if o.ScaleWindow < 0 {
 		return errors.New("--scale-window must be >= 0 (0 measures one round per size)")

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -92,7 +94,18 @@ type ScaleSide struct {
 	ControllerCall int64 `json:"controller_calls"`
 	// Per round (a sweep and the period after it) and per hour of the
 	// measured window.
-	CallsPerRound         float64 `json:"upstream_calls_per_round"`
+	CallsPerRound float64 `json:"upstream_calls_per_round"`
+	// Runs is how many times the column ran (--scale-repeats): the figures
+	// are the median run's (by upstream calls), with every run's spread.
+	// The node controller sweeps in the informer's map order, random each
+	// sweep, so where a node's lookup may or may not find its entry within
+	// the TTL (cloudgate:cache and :batch from 5k nodes on) the counts
+	// vary from run to run; bare, bare+client and a full list do not.
+	Runs                  int     `json:"runs"`
+	CallsPerRoundMin      float64 `json:"upstream_calls_per_round_min"`
+	CallsPerRoundMax      float64 `json:"upstream_calls_per_round_max"`
+	ReadsPerRoundMin      float64 `json:"instance_reads_per_round_min"`
+	ReadsPerRoundMax      float64 `json:"instance_reads_per_round_max"`
 	InstanceReadsPerRound float64 `json:"instance_reads_per_round"`
 	CallsPerHour          float64 `json:"upstream_calls_per_hour"`
 	RoundSeconds          float64 `json:"round_seconds"`
@@ -167,17 +180,24 @@ func runScaleSize(ctx context.Context, o *Options, n int, progress io.Writer) (*
 	res := &ScaleResult{Nodes: n, NotReady: int(math.Round(float64(n) * o.NotReadyPct / 100)), Rounds: rounds, Model: model}
 	wall0, load0 := virtual.RealNow(), loadAvg()
 	var bareHeap *int64
+	runs := map[string][]ScaleSide{}
+	for r := 0; r < o.ScaleRepeats; r++ {
+		for _, col := range o.Columns {
+			side, err := runScaleColumn(ctx, o, res, col, progress)
+			if err != nil {
+				return nil, fmt.Errorf("scale/%d/%s (seed %d): %w", n, col, o.Seed, err)
+			}
+			// The torn-down world's goroutines end (informers, timers)
+			// before the heap without it is taken.
+			if err := waitEvery(ctx, scaleSettle, time.Hour, func() {}); err != nil {
+				return nil, err
+			}
+			side.HeapBytes -= liveHeap()
+			runs[col] = append(runs[col], side)
+		}
+	}
 	for _, col := range o.Columns {
-		side, err := runScaleColumn(ctx, o, res, col, progress)
-		if err != nil {
-			return nil, fmt.Errorf("scale/%d/%s (seed %d): %w", n, col, o.Seed, err)
-		}
-		// The torn-down world's goroutines end (informers, timers) before
-		// the next column's heap baseline is taken.
-		if err := waitEvery(ctx, scaleSettle, time.Hour, func() {}); err != nil {
-			return nil, err
-		}
-		side.HeapBytes -= liveHeap()
+		side := medianScaleRun(runs[col])
 		if col == ColBare {
 			bareHeap = &side.HeapBytes
 		}
@@ -278,6 +298,23 @@ func runScaleColumn(ctx context.Context, o *Options, res *ScaleResult, col strin
 	side.fill(o, n, res.Rounds, a, b, c.rec.statusCalls())
 	side.HeapBytes = liveHeap() // minus the heap once torn down: runScaleSize
 	return side, nil
+}
+
+// medianScaleRun is the run with the median upstream calls (the lower
+// middle one of an even count), with every run's spread of calls and
+// instance reads per round.
+func medianScaleRun(rs []ScaleSide) ScaleSide {
+	sorted := slices.Clone(rs)
+	slices.SortStableFunc(sorted, func(a, b ScaleSide) int { return cmp.Compare(a.UpstreamCalls, b.UpstreamCalls) })
+	m := sorted[(len(sorted)-1)/2]
+	m.Runs = len(rs)
+	m.CallsPerRoundMin, m.CallsPerRoundMax = sorted[0].CallsPerRound, sorted[len(sorted)-1].CallsPerRound
+	m.ReadsPerRoundMin, m.ReadsPerRoundMax = m.InstanceReadsPerRound, m.InstanceReadsPerRound
+	for _, r := range rs {
+		m.ReadsPerRoundMin = min(m.ReadsPerRoundMin, r.InstanceReadsPerRound)
+		m.ReadsPerRoundMax = max(m.ReadsPerRoundMax, r.InstanceReadsPerRound)
+	}
+	return m
 }
 
 // waitSweep polls (each simulated second) until the controllers made k*n

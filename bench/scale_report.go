@@ -34,13 +34,17 @@ func (r *ScaleReport) WriteTable(w io.Writer) {
 }
 
 func (s *ScaleResult) write(w io.Writer) {
-	fmt.Fprintf(w, "\n== scale/%d: %d nodes (%d NotReady), %d round(s) measured after a warm-up sweep; model sweep %.1f s\n",
-		s.Nodes, s.Nodes, s.NotReady, s.Rounds, s.Model)
+	runs := ""
+	if len(s.Columns) > 0 && s.Columns[0].Runs > 1 {
+		runs = fmt.Sprintf("; each column ran %d times: the median run (by upstream calls), [min-max] of calls and reads", s.Columns[0].Runs)
+	}
+	fmt.Fprintf(w, "\n== scale/%d: %d nodes (%d NotReady), %d round(s) measured after a warm-up sweep; model sweep %.1f s%s\n",
+		s.Nodes, s.Nodes, s.NotReady, s.Rounds, s.Model, runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "column\tcalls/round\tinstance reads/round\tcalls/h\tsweep s\tround s\trounds/h\tread quota\tthrottled\tMD cache entries\tevictions\theap/node\tCPU/upstream call\tCPU/lookup\t")
 	for _, c := range s.Columns {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.2f\t%.1f%%\t%d\t%s\t%s\t%s\t%s\t%s\t\n",
-			c.Column, c.CallsPerRound, c.InstanceReadsPerRound, c.CallsPerHour, c.SweepSeconds, c.RoundSeconds, c.RoundsPerHour,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.1f\t%.1f\t%.2f\t%.1f%%\t%d\t%s\t%s\t%s\t%s\t%s\t\n",
+			c.Column, spread(c.CallsPerRound, c.CallsPerRoundMin, c.CallsPerRoundMax, c.Runs), spread(c.InstanceReadsPerRound, c.ReadsPerRoundMin, c.ReadsPerRoundMax, c.Runs), c.CallsPerHour, c.SweepSeconds, c.RoundSeconds, c.RoundsPerHour,
 			100*c.QuotaUtilization, c.Throttled, optCount(c.CacheEntries), optCount(c.CacheEvictions),
 			optBytes(c.HeapPerNode), optDur(c.CPUPerUpstreamCall), optDur(c.CPUPerLookup))
 	}
@@ -49,6 +53,14 @@ func (s *ScaleResult) write(w io.Writer) {
 	for _, l := range s.Limits {
 		fmt.Fprintf(w, "   limit: %s\n", l)
 	}
+}
+
+// spread prints v, with [min-max] over several runs.
+func spread(v, lo, hi float64, runs int) string {
+	if runs < 2 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.0f [%.0f-%.0f]", v, lo, hi)
 }
 
 func optCount(v *float64) string {

@@ -74,6 +74,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	sweep := fs.String("sweep-nodes", joinInts(o.SweepNodes), "node counts of the sweep scenario")
 	scaleNodes := fs.String("scale-nodes", joinInts(o.ScaleNodes), "node counts of the scale scenario")
 	fs.IntVar(&o.ScaleServices, "scale-services", o.ScaleServices, "scale: LB services (default 0: the service controller's start-up node sync costs N x M x N)")
+	fs.IntVar(&o.ScaleRepeats, "scale-repeats", o.ScaleRepeats, "scale: run every column this many times per size and report the median run with [min-max] (the status sweep's node order is random)")
 	fs.BoolVar(&o.ScaleFullCCM, "scale-full-ccm", false, "scale: also run the route and node lifecycle controllers (their CPU per period grows with N)")
 	fs.DurationVar(&o.ScaleWindow, "scale-window", o.ScaleWindow, "scale: the least simulated time the measured status rounds cover at each node count (at least one round)")
 	fs.Float64Var(&o.ReadQPS, "read-qps", o.ReadQPS, "the simulated cloud's read quota (calls per second)")
