@@ -45,7 +45,7 @@ fi
 	echo "$($GO version | cut -d' ' -f3-), $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $locked."
 	echo "Command: \`$cmd\`. One seed, $REPEATS runs per column and size (the median run, [min-max]): the counts"
 	echo "and simulated times are virtual-time figures, independent of the machine, but the node controller sweeps in the"
-	echo "informer's map order, random each sweep, so cloudgate:cache and :batch (whose hits depend on when a node was last"
+	echo "informer's map order, which Go starts at a random point every sweep, so cloudgate:cache and :batch (whose hits depend on when a node was last"
 	echo "looked up) vary between runs where a round is near the TTL; bare, bare+client and list do not. Heap and CPU are"
 	echo "real and machine-dependent (CPU next to the load average). A round is one status sweep plus the 5 min period after"
 	echo "it; \"limit\" lines name what limits each size, with its figure. bare+client holds nothing per node, so its"

@@ -97,10 +97,11 @@ type ScaleSide struct {
 	CallsPerRound float64 `json:"upstream_calls_per_round"`
 	// Runs is how many times the column ran (--scale-repeats): the figures
 	// are the median run's (by upstream calls), with every run's spread.
-	// The node controller sweeps in the informer's map order, random each
-	// sweep, so where a node's lookup may or may not find its entry within
-	// the TTL (cloudgate:cache and :batch from 5k nodes on) the counts
-	// vary from run to run; bare, bare+client and a full list do not.
+	// The node controller sweeps in the informer's map order, which Go
+	// starts at a random point every sweep, so where a node's lookup may
+	// or may not find its entry within the TTL (cloudgate:cache and
+	// :batch from 5k nodes on) the counts vary from run to run; bare,
+	// bare+client and a full list do not.
 	Runs                  int     `json:"runs"`
 	CallsPerRoundMin      float64 `json:"upstream_calls_per_round_min"`
 	CallsPerRoundMax      float64 `json:"upstream_calls_per_round_max"`

@@ -83,9 +83,10 @@ func TestScaleCounts(t *testing.T) {
 			}
 		}
 	}
-	// The node controller sweeps in the informer's map order, random each
-	// sweep: where a lookup may or may not find its entry within the TTL
-	// (cloudgate:cache and :batch, rounds near the TTL) counts may differ
+	// The node controller sweeps in the informer's map order, which Go
+	// starts at a random point every sweep: where a lookup may or may not
+	// find its entry within the TTL (cloudgate:cache and :batch, rounds
+	// near the TTL) counts may differ
 	// between runs; not at these sizes (every lookup of a sweep hits, or
 	// every one misses), nor ever for bare, bare+client and list.
 	second := runScaleVirtual(t, scaleTestOptions())
