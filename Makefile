@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench bench-results bench-results-aws bench-hotpath run lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check
+.PHONY: all build test bench bench-results bench-results-aws bench-scale bench-hotpath run lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check
 
 all: lint build test
 
@@ -69,6 +69,13 @@ bench-results: deps
 # latencies, the steady hour measured over whole status cycles. ~40 min, real time.
 bench-results-aws:
 	GO=$(GO) bash bench/aws-results.sh
+
+# Regenerates bench/RESULTS.scale.md (bench-results appends it to RESULTS.md) and
+# bench/results-scale.json: the scale scenario, the steady status sweep at 1k, 5k,
+# 20k, 50k and 100k nodes for every column (not part of make run), in virtual time,
+# under the measurement lock (its CPU column is machine-dependent). ~5 min on 2 cores.
+bench-scale: deps
+	GO=$(GO) bash bench/scale-results.sh
 
 # The hot-path benchmarks with their ratios (admission vs its floor,
 # provider/cache hit, -cpu 1,2 scaling vs a control), under the measurement lock.

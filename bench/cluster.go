@@ -65,6 +65,11 @@ type ClusterConfig struct {
 	// NoRoutes leaves the route controller out (--configure-cloud-routes=false,
 	// as the AWS CCM is deployed: the VPC CNI routes pods).
 	NoRoutes bool
+	// NoLifecycle leaves the node lifecycle controller out (the scale
+	// scenario: with every node Ready it makes no cloud call, and its
+	// per-period copy of every Node dominates the simulator's CPU at
+	// tens of thousands of nodes).
+	NoLifecycle bool
 	// CloudInit makes Start initialise the cloud as the CCM does: a client
 	// builder on the cluster's API server (the AWS provider's Initialize
 	// calls the kube API) and SetInformers for a cloudprovider.InformerUser.
@@ -376,9 +381,11 @@ func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 	if err != nil {
 		return err
 	}
-	lc, err := nodelifecycle.NewCloudNodeLifecycleController(nodes, c.controllerClient(ClientLifecycle), c.rec, scale(nodeMonitorPeriod, f), 1)
-	if err != nil {
-		return err
+	var lc *nodelifecycle.CloudNodeLifecycleController
+	if !c.cfg.NoLifecycle {
+		if lc, err = nodelifecycle.NewCloudNodeLifecycleController(nodes, c.controllerClient(ClientLifecycle), c.rec, scale(nodeMonitorPeriod, f), 1); err != nil {
+			return err
+		}
 	}
 	var rc *route.RouteController
 	if !c.cfg.NoRoutes {
@@ -411,7 +418,9 @@ func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 		go func() { defer c.wg.Done(); fn() }()
 	}
 	run(func() { nc.RunWithContext(c.ctx, cm) })
-	run(func() { lc.Run(c.ctx, cm) })
+	if lc != nil {
+		run(func() { lc.Run(c.ctx, cm) })
+	}
 	if rc != nil {
 		run(func() { rc.Run(c.ctx, scale(routeReconcilePeriod, f), cm) })
 	}

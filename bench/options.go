@@ -57,6 +57,9 @@ const (
 	ScenarioStress = "stress"
 	// ScenarioSweep is steady at every SweepNodes count.
 	ScenarioSweep = "sweep"
+	// ScenarioScale is the steady status sweep at every ScaleNodes count,
+	// measured per round (scale.go; RunScale, not Run): not a default.
+	ScenarioScale = "scale"
 )
 
 // DefaultScenarios are run when none is named.
@@ -129,6 +132,22 @@ type Options struct {
 	// SweepNodes are the node counts of the sweep scenario.
 	SweepNodes []int
 
+	// ScaleNodes are the node counts of the scale scenario; ScaleWindow
+	// is the least simulated time its measured rounds cover at each (at
+	// least one round, whatever its length).
+	ScaleNodes  []int
+	ScaleWindow time.Duration
+	// ScaleServices are the scale clusters' LB services (default 0: the
+	// v0.37.2 service controller syncs every LB service once per Node key
+	// at start-up, N x M comparisons of N nodes at one virtual instant).
+	ScaleServices int
+	// ScaleFullCCM also runs the route and node lifecycle controllers in
+	// the scale scenario (off by default: see scale.go).
+	ScaleFullCCM bool
+	// ScaleRepeats runs every column this many times per size and
+	// reports the median run with the spread (the sweep order is random).
+	ScaleRepeats int
+
 	// The simulated cloud: quota (calls per second, bursts in calls), its
 	// largest batch and list page, and its latency (base + uniform jitter).
 	ReadQPS, WriteQPS     float64
@@ -179,6 +198,9 @@ func DefaultOptions() *Options {
 		ChurnDuration:    6 * time.Minute,
 		ChaosNodes:       200,
 		SweepNodes:       []int{1000, 5000, 20000, 50000},
+		ScaleNodes:       []int{1000, 5000, 20000, 50000, 100000},
+		ScaleWindow:      30 * time.Minute,
+		ScaleRepeats:     1,
 		ReadQPS:          20,
 		ReadBurst:        20,
 		WriteQPS:         5,
@@ -197,13 +219,17 @@ func DefaultOptions() *Options {
 // Validate names the first bad option and how to fix it.
 func (o *Options) Validate() error {
 	if len(o.Scenarios) == 0 {
-		return errors.New("--scenario: name at least one of steady, scaleup, churn, chaos, stress, sweep")
+		return errors.New("--scenario: name at least one of steady, scaleup, churn, chaos, stress, sweep, scale")
 	}
 	for _, s := range o.Scenarios {
 		switch s {
 		case ScenarioSteady, ScenarioScaleup, ScenarioChurn, ScenarioChaos, ScenarioStress, ScenarioSweep:
+		case ScenarioScale:
+			if len(o.Scenarios) > 1 {
+				return errScaleAlone
+			}
 		default:
-			return fmt.Errorf("--scenario: unknown scenario %q: want steady, scaleup, churn, chaos, stress or sweep", s)
+			return fmt.Errorf("--scenario: unknown scenario %q: want steady, scaleup, churn, chaos, stress, sweep or scale", s)
 		}
 	}
 	if len(o.Columns) == 0 {
@@ -231,8 +257,8 @@ func (o *Options) Validate() error {
 		return errors.New("--nodes, --scaleup-nodes and --churn-nodes must be >= 1")
 	case o.ChaosNodes < 20:
 		return errors.New("--chaos-nodes must be >= 20")
-	case o.Services < 0:
-		return errors.New("--services must be >= 0")
+	case o.Services < 0 || o.ScaleServices < 0:
+		return errors.New("--services and --scale-services must be >= 0")
 	case !(o.ReadQPS > 0) || !(o.WriteQPS > 0) || o.ReadBurst < 1 || o.WriteBurst < 1:
 		return errors.New("--read-qps and --write-qps must be > 0, --read-burst and --write-burst >= 1")
 	case o.CloudMaxBatch < 1:
@@ -252,6 +278,17 @@ func (o *Options) Validate() error {
 		if n < 1 {
 			return errors.New("--sweep-nodes: every count must be >= 1")
 		}
+	}
+	for _, n := range o.ScaleNodes {
+		if n < 1 {
+			return errors.New("--scale-nodes: every count must be >= 1")
+		}
+	}
+	if o.ScaleRepeats < 1 {
+		return errors.New("--scale-repeats must be >= 1")
+	}
+	if o.ScaleWindow < 0 {
+		return errors.New("--scale-window must be >= 0 (0 measures one round per size)")
 	}
 	if o.ConfigFile != "" {
 		if _, err := o.cloudgateConfig(ColConfig); err != nil {

@@ -8,6 +8,7 @@
 //	cloudgate-bench --scenario steady --nodes 10000 --read-qps 20 --config cloudgate.yaml
 //	cloudgate-bench --json results.json --metrics-addr 127.0.0.1:9464
 //	cloudgate-bench --seeds 3 --html report.html
+//	cloudgate-bench --scenario scale --scale-nodes 1000,5000,20000,50000,100000
 //	cloudgate-bench plan --config cloudgate.yaml --quota-read 20 --quota-write 5 --upstream-supports none
 package main
 
@@ -53,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	o := bench.DefaultOptions()
 	fs := flag.NewFlagSet("cloudgate-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scenarios := fs.String("scenario", strings.Join(o.Scenarios, ","), "comma-separated scenarios: steady, scaleup, churn, chaos, stress (100 node workers), sweep (steady at --sweep-nodes)")
+	scenarios := fs.String("scenario", strings.Join(o.Scenarios, ","), "comma-separated scenarios: steady, scaleup, churn, chaos, stress (100 node workers), sweep (steady at --sweep-nodes), scale (the status sweep per round at --scale-nodes; alone)")
 	columns := fs.String("columns", strings.Join(o.Columns, ","), "comma-separated columns: bare, bare+client, cloudgate:cache, cloudgate:batch, cloudgate:list")
 	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "run every scenario with this many seeds (seed, seed+1, ...) and report medians and spreads")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "first seed of the simulated cloud's random draws")
@@ -71,6 +72,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.ChurnInterval, "churn-interval", o.ChurnInterval, "simulated time between churn steps")
 	fs.DurationVar(&o.ChurnDuration, "churn-duration", o.ChurnDuration, "simulated length of churn (the drain to quiescence follows)")
 	sweep := fs.String("sweep-nodes", joinInts(o.SweepNodes), "node counts of the sweep scenario")
+	scaleNodes := fs.String("scale-nodes", joinInts(o.ScaleNodes), "node counts of the scale scenario")
+	fs.IntVar(&o.ScaleServices, "scale-services", o.ScaleServices, "scale: LB services (default 0: the service controller's start-up node sync costs N x M x N)")
+	fs.IntVar(&o.ScaleRepeats, "scale-repeats", o.ScaleRepeats, "scale: run every column this many times per size and report the median run with [min-max] (the status sweep's node order is random)")
+	fs.BoolVar(&o.ScaleFullCCM, "scale-full-ccm", false, "scale: also run the route and node lifecycle controllers (their CPU per period grows with N)")
+	fs.DurationVar(&o.ScaleWindow, "scale-window", o.ScaleWindow, "scale: the least simulated time the measured status rounds cover at each node count (at least one round)")
 	fs.Float64Var(&o.ReadQPS, "read-qps", o.ReadQPS, "the simulated cloud's read quota (calls per second)")
 	fs.IntVar(&o.ReadBurst, "read-burst", o.ReadBurst, "the simulated cloud's read burst")
 	fs.Float64Var(&o.WriteQPS, "write-qps", o.WriteQPS, "the simulated cloud's write quota (calls per second)")
@@ -100,11 +106,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if o.SweepNodes, err = parseInts(*sweep); err != nil {
 		return fmt.Errorf("--sweep-nodes: %w", err)
 	}
+	if o.ScaleNodes, err = parseInts(*scaleNodes); err != nil {
+		return fmt.Errorf("--scale-nodes: %w", err)
+	}
 	if err := o.Validate(); err != nil {
 		return err
 	}
 	if !*verbose {
 		quietKlog()
+	}
+	if len(o.Scenarios) == 1 && o.Scenarios[0] == bench.ScenarioScale {
+		if *htmlOut != "" || *metricsAddr != "" || o.Seeds != 1 {
+			return errors.New("--scenario scale: --html, --metrics-addr and --seeds are not supported (one seed; its counts are deterministic)")
+		}
+		return runScale(o, *jsonOut, stdout, stderr)
 	}
 	if *metricsAddr != "" {
 		stop, err := serveMetrics(*metricsAddr, o, stderr)
@@ -134,6 +149,27 @@ func run(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			fmt.Fprintf(stdout, "HTML report: %s\n", *htmlOut)
+		}
+		return rep.Check()
+	})
+}
+
+// runScale runs the scale scenario and prints its tables.
+func runScale(o *bench.Options, jsonOut string, stdout, stderr io.Writer) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	start := time.Now()
+	return host(ctx, func(ctx context.Context) error {
+		rep, err := bench.RunScale(ctx, o, stderr)
+		if err != nil {
+			return err
+		}
+		rep.WriteTable(stdout)
+		fmt.Fprintf(stdout, "\n(run took %v real time, in virtual time)\n", virtual.RealNow().Sub(start).Round(time.Second))
+		if jsonOut != "" {
+			if err := rep.WriteJSON(jsonOut); err != nil {
+				return err
+			}
 		}
 		return rep.Check()
 	})

@@ -105,3 +105,48 @@ func useTestHost(t *testing.T) {
 	host = func(ctx context.Context, fn virtual.Func) error { return virtual.Test(t, ctx, virtual.Options{}, fn) }
 	t.Cleanup(func() { host = old })
 }
+
+// TestScaleWritesTableAndJSON runs a tiny scale scenario through the
+// command line: its table names each size's limits, its JSON each column.
+func TestScaleWritesTableAndJSON(t *testing.T) {
+	useTestHost(t)
+	path := filepath.Join(t.TempDir(), "scale.json")
+	var stdout, stderr bytes.Buffer
+	err := run([]string{"--scenario", "scale", "--scale-nodes", "100", "--scale-window", "0", "--columns", "bare,cloudgate:list", "--json", path}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"== scale/100: 100 nodes", "calls/round", "CPU/upstream call", "limit: status pace", "limit: cache size", "load average"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Sizes []struct {
+			Nodes   int `json:"nodes"`
+			Columns []struct {
+				Column        string  `json:"column"`
+				InstanceReads float64 `json:"instance_reads_per_round"`
+			} `json:"columns"`
+		} `json:"sizes"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Sizes) != 1 || doc.Sizes[0].Nodes != 100 || len(doc.Sizes[0].Columns) != 2 || doc.Sizes[0].Columns[0].InstanceReads != 100 {
+		t.Errorf("JSON: %s", raw)
+	}
+	for _, args := range [][]string{
+		{"--scenario", "scale,steady"},
+		{"--scenario", "scale", "--scale-nodes", "1000,x"},
+		{"--scenario", "scale", "--seeds", "3"},
+	} {
+		if err := run(args, &stdout, &stderr); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
