@@ -68,6 +68,10 @@ type UpstreamConfig struct {
 // CacheConfig sets the caches' shared policy.
 type CacheConfig struct {
 	// Size bounds each method's cache (entries); least recently used go first.
+	// Entries are allocated as they are stored, so a large bound costs
+	// nothing until it is used. The default, 250,000, holds a 100,000-node
+	// cluster with list prefetch, which stores each instance under its
+	// provider ID and its node name (2 entries per node), with room for churn.
 	Size int `json:"size"`
 	// NegativeTTL is how long "instance not found" is remembered.
 	NegativeTTL Duration `json:"negativeTTL"`
@@ -221,7 +225,7 @@ func boolp(b bool) *bool             { return &b }
 func DefaultConfig() *Config {
 	return &Config{
 		Mode:  ModeEnforce,
-		Cache: CacheConfig{Size: 100000, NegativeTTL: dur(30 * time.Second), StaleIfError: dur(10 * time.Minute)},
+		Cache: CacheConfig{Size: 250000, NegativeTTL: dur(30 * time.Second), StaleIfError: dur(10 * time.Minute)},
 		Limits: LimitsConfig{
 			Read:  BucketConfig{QPS: 10, Burst: 20, Adaptive: boolp(true), WaitTimeout: dur(2 * time.Minute)},
 			Write: BucketConfig{QPS: 5, Burst: 10, Adaptive: boolp(true), WaitTimeout: dur(2 * time.Minute)},
