@@ -36,7 +36,7 @@ GO=$GO bash bench/hotpath.sh > "$tmp/hotpath.txt"
 commit=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit+dirty"; fi
 
-SEEDS=${SEEDS:-3}
+SEEDS=${SEEDS:-5}
 mkdir -p bench/out
 runcmd="$GO run ./cmd/cloudgate-bench --seeds $SEEDS --json bench/results.json --html bench/out/results.html"
 echo "running: $runcmd" >&2
