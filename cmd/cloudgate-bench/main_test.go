@@ -15,27 +15,13 @@ import (
 // TestRunWritesTableAndJSON runs a tiny steady benchmark end to end
 // through the command line.
 func TestRunWritesTableAndJSON(t *testing.T) {
-	useTestHost(t)
 	path := filepath.Join(t.TempDir(), "out.json")
 	html := filepath.Join(t.TempDir(), "out.html")
-	var stdout, stderr bytes.Buffer
-	err := run([]string{
+	raw := runCommand(t, []string{
 		"--scenario", "steady", "--nodes", "50", "--services", "0", "--steady-window", "10m",
 		"--columns", "bare,cloudgate:list",
 		"--json", path, "--html", html, "--metrics-addr", "127.0.0.1:0",
-	}, &stdout, &stderr)
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, stderr.String())
-	}
-	for _, want := range []string{"== steady: 50 nodes", "upstream calls", "cloudgate:list", "throttled (429)", "steady reads / h"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, stdout.String())
-		}
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, path, "== steady: 50 nodes", "upstream calls", "cloudgate:list", "throttled (429)", "steady reads / h")
 	var doc struct {
 		Scenarios []struct {
 			Scenario  string `json:"scenario"`
@@ -98,6 +84,28 @@ func TestPlanPrintsHeadroomAndRunsOut(t *testing.T) {
 	}
 }
 
+// runCommand runs the command with args in a synctest bubble of t, checks
+// that its table holds every one of want, and returns the JSON report it
+// wrote to jsonPath.
+func runCommand(t *testing.T, args []string, jsonPath string, want ...string) []byte {
+	t.Helper()
+	useTestHost(t)
+	var stdout, stderr bytes.Buffer
+	if err := run(args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	for _, w := range want {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("table lacks %q:\n%s", w, stdout.String())
+		}
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 // useTestHost runs the command's simulations in a synctest bubble of t.
 func useTestHost(t *testing.T) {
 	t.Helper()
@@ -109,22 +117,10 @@ func useTestHost(t *testing.T) {
 // TestScaleWritesTableAndJSON runs a tiny scale scenario through the
 // command line: its table names each size's limits, its JSON each column.
 func TestScaleWritesTableAndJSON(t *testing.T) {
-	useTestHost(t)
 	path := filepath.Join(t.TempDir(), "scale.json")
+	raw := runCommand(t, []string{"--scenario", "scale", "--scale-nodes", "100", "--scale-window", "0", "--columns", "bare,cloudgate:list", "--json", path}, path,
+		"== scale/100: 100 nodes", "calls/round", "CPU/upstream call", "limit: status pace", "limit: cache size", "load average")
 	var stdout, stderr bytes.Buffer
-	err := run([]string{"--scenario", "scale", "--scale-nodes", "100", "--scale-window", "0", "--columns", "bare,cloudgate:list", "--json", path}, &stdout, &stderr)
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, stderr.String())
-	}
-	for _, want := range []string{"== scale/100: 100 nodes", "calls/round", "CPU/upstream call", "limit: status pace", "limit: cache size", "load average"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, stdout.String())
-		}
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var doc struct {
 		Sizes []struct {
 			Nodes   int `json:"nodes"`
