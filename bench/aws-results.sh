@@ -23,8 +23,10 @@
 # nodes, SEEDS, WINDOW (the cap of every cycle-only steady run), HOUR,
 # HOUR_WARMUP, CYCLES_HOUR; for a quick check of the whole script e.g.
 # HOUR=2m HOUR_WARMUP=30s SIZES_SMALL=50 SIZES_LARGE=100 SCALEUP=20 (its
-# cycles stay open: "—"). STOP_AT (a date, e.g. 10:40) stops the runs still
-# going then: their sections say so. OUT (default bench/RESULTS.aws.md).
+# cycles stay open: "—"; HOUR_WARMUP must be >= the 20 s derivation
+# window). STOP_AT (a date, e.g. 10:40) stops the runs still going then, and
+# bounds the wait for the measurement lock: their sections say so. OUT
+# (default bench/RESULTS.aws.md).
 set -euo pipefail
 GO=${GO:-go}
 out=${OUT:-bench/RESULTS.aws.md}
@@ -92,16 +94,30 @@ done
 if [ "${#runs[@]}" -gt "${#hours[@]}" ]; then
 	echo "waiting for /tmp/cloudgate-measure.lock" >&2
 	exec 9>/tmp/cloudgate-measure.lock
-	flock 9
-	echo "lock held from $(date -u '+%H:%M:%S UTC')" >&2
-	for r in "${runs[@]}"; do
-		if ! is_hour "${r%%|*}"; then start "${r%%|*}" "${r#*|}"; fi
-	done
-	for r in "${runs[@]}"; do
-		if ! is_hour "${r%%|*}"; then finish "${r%%|*}"; fi
-	done
-	flock -u 9
-	echo "lock released at $(date -u '+%H:%M:%S UTC')" >&2
+	# With STOP_AT, wait for the lock until then at most: a lock another
+	# measurement holds past it leaves these runs not run (their sections
+	# say so) instead of the measured hours unwritten.
+	wait_lock=()
+	if [ -n "${STOP_AT:-}" ]; then
+		left=$(( $(date -d "$STOP_AT" +%s) - $(date +%s) ))
+		wait_lock=(-w "$(( left > 1 ? left : 1 ))")
+	fi
+	if flock "${wait_lock[@]}" 9; then
+		echo "lock held from $(date -u '+%H:%M:%S UTC')" >&2
+		for r in "${runs[@]}"; do
+			if ! is_hour "${r%%|*}"; then start "${r%%|*}" "${r#*|}"; fi
+		done
+		for r in "${runs[@]}"; do
+			if ! is_hour "${r%%|*}"; then finish "${r%%|*}"; fi
+		done
+		flock -u 9
+		echo "lock released at $(date -u '+%H:%M:%S UTC')" >&2
+	else
+		echo "$(date -u '+%H:%M:%S UTC'): the measurement lock stayed busy until STOP_AT; the runs under it did not run" >&2
+		for r in "${runs[@]}"; do
+			if ! is_hour "${r%%|*}"; then echo "not run: the measurement lock stayed busy until $STOP_AT" > "$tmp/${r%%|*}.rc"; fi
+		done
+	fi
 fi
 for r in "${hours[@]}"; do finish "$r"; done
 
@@ -157,11 +173,14 @@ for r in "${hours[@]}"; do finish "$r"; done
 		if [ "$(cat "$tmp/$name.rc")" = ok ]; then
 			cat "$tmp/$name.md"
 		else
-			echo "**Not finished** ($(cat "$tmp/$name.rc"); STOP_AT ${STOP_AT:-unset}). Its last progress lines:"
-			echo
-			echo '```'
-			grep -v '^[IWE][0-9]' "$LOGS/$name.log" | tail -4
-			echo '```'
+			echo "**Not finished** ($(cat "$tmp/$name.rc"); STOP_AT ${STOP_AT:-unset})."
+			if [ -s "$LOGS/$name.log" ]; then
+				echo "Its last progress lines:"
+				echo
+				echo '```'
+				grep -v '^[IWE][0-9]' "$LOGS/$name.log" | tail -4 || true
+				echo '```'
+			fi
 		fi
 	done
 } > "$out"
