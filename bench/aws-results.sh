@@ -26,7 +26,9 @@
 # cycles stay open: "—"; HOUR_WARMUP must be >= the 20 s derivation
 # window). STOP_AT (a date, e.g. 10:40) stops the runs still going then, and
 # bounds the wait for the measurement lock: their sections say so. OUT
-# (default bench/RESULTS.aws.md).
+# (default bench/RESULTS.aws.md). REUSE=DIR takes a run's output from
+# DIR/NAME.md (stdout of an earlier run of this script that was interrupted
+# before writing the file) instead of running it; its section says so.
 set -euo pipefail
 GO=${GO:-go}
 out=${OUT:-bench/RESULTS.aws.md}
@@ -72,19 +74,27 @@ done
 is_hour() { local h; for h in "${hours[@]}"; do [ "$h" = "$1" ] && return 0; done; return 1; }
 
 # start NAME ARGS: one run in the background (stopped at STOP_AT); pid in pid[NAME].
-declare -A pid
+declare -A pid reused
 start() {
 	local limit=""
 	if [ -n "${STOP_AT:-}" ]; then
 		local stop=$(( $(date -d "$STOP_AT" +%s) - $(date +%s) ))
 		limit="timeout $(( stop > 1 ? stop : 1 ))"
 	fi
+	if [ -n "${REUSE:-}" ] && [ -s "$REUSE/$1.md" ]; then
+		echo "$(date -u '+%H:%M:%S UTC') $1: reusing $REUSE/$1.md" >&2
+		cp "$REUSE/$1.md" "$tmp/$1.md"
+		reused[$1]=1 pid[$1]=""
+		return
+	fi
 	echo "$(date -u '+%H:%M:%S UTC') running: aws-bench $2 (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 	eval "$limit \"$bin\" $2" > "$tmp/$1.md" 2> "$LOGS/$1.log" &
 	pid[$1]=$!
 }
 finish() {
-	if wait "${pid[$1]}"; then echo ok > "$tmp/$1.rc"; else echo "exit $?" > "$tmp/$1.rc"; fi
+	if [ -z "${pid[$1]}" ]; then
+		echo ok > "$tmp/$1.rc" # reused
+	elif wait "${pid[$1]}"; then echo ok > "$tmp/$1.rc"; else echo "exit $?" > "$tmp/$1.rc"; fi
 	echo "$(date -u '+%H:%M:%S UTC') $1: $(cat "$tmp/$1.rc") (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 }
 # The measured hours first, outside the lock: they last HOUR_WARMUP + HOUR.
@@ -170,6 +180,10 @@ for r in "${hours[@]}"; do finish "$r"; done
 		echo
 		echo "Command: \`cd providers/aws && go run ./cmd/aws-bench $args\`"
 		echo
+		if [ -n "${reused[$name]:-}" ]; then
+			echo "*Reused*: this run's output was taken from an earlier, interrupted run of this script (REUSE=$REUSE), not re-run; its conditions line names the commit and time it ran on."
+			echo
+		fi
 		if [ "$(cat "$tmp/$name.rc")" = ok ]; then
 			cat "$tmp/$name.md"
 		else
