@@ -78,7 +78,9 @@ func (r *rig) snapshot() snapshot {
 // before that lookup goes to the provider, i.e. over Cycles whole status
 // cycles; the adapter column over the longest of those windows. The
 // counters at DeriveWindow are kept too (Early), for the derivation the
-// table printed before.
+// table printed before. Hour > 0: each column's counters are also taken
+// Warmup and Warmup+Hour after its start (SteadyRun.Hour), and the run ends
+// then; cycles still open at that moment are marked CycleOpen.
 func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress io.Writer) ([]*SteadyRun, error) {
 	rigs := make([]*rig, len(o.Columns))
 	defer func() {
