@@ -66,7 +66,9 @@ bench-results: deps
 
 # Regenerates bench/RESULTS.aws.md (bench-results appends it to RESULTS.md): the
 # AWS provider alone / with cloudgate / with the adapter on ec2sim at two
-# latencies, the steady hour measured over whole status cycles. ~40 min, real time.
+# latencies: one steady hour measured at 1,000 and 5,000 nodes (every column and
+# size side by side) next to the whole-cycle derivation, and the scale-up.
+# ~70 min, real time (knobs: bench/aws-results.sh).
 bench-results-aws:
 	GO=$(GO) bash bench/aws-results.sh
 

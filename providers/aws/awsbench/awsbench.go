@@ -32,12 +32,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
@@ -105,6 +102,14 @@ type Options struct {
 	// DeriveWindow is the start of the window the hour is also derived
 	// from, as before the measured cycles (cycles mode only).
 	DeriveWindow time.Duration
+	// Hour > 0 (needs Cycles): every steady column is also counted over
+	// this real-time window, starting Warmup after its controllers' start
+	// (hour.go); the cycles of the same run give the derivation it is
+	// compared with. The run ends when every window has.
+	Hour, Warmup time.Duration
+	// SizesParallel runs the steady groups of every size (and seed) side
+	// by side (needs Parallel): 3 × len(Sizes) worlds at once.
+	SizesParallel bool
 	// timeFactor compresses the controllers' periods (tests only, to fit
 	// whole status cycles in seconds; 0: real time, as every table runs).
 	timeFactor float64
@@ -146,6 +151,14 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("-cycles needs a column other than %s (the adapter column's window is theirs)", ColAdapter)
 	case o.Cycles > 0 && (o.DeriveWindow <= 0 || o.DeriveWindow > o.Window):
 		return fmt.Errorf("-derive-window must be > 0 and <= -table-window")
+	case o.Hour < 0 || o.Warmup < 0:
+		return fmt.Errorf("-hour and -hour-warmup must be >= 0")
+	case o.Hour > 0 && o.Cycles == 0:
+		return fmt.Errorf("-hour needs -cycles (the derivation the measured hour is compared with)")
+	case o.Hour > 0 && o.Warmup < o.DeriveWindow:
+		return fmt.Errorf("-hour-warmup must be >= -derive-window (the derivation's window comes before the measured one)")
+	case o.SizesParallel && !o.Parallel:
+		return fmt.Errorf("-sizes-parallel needs -parallel")
 	}
 	if err := validLatency(o.Latency); err != nil {
 		return err
@@ -186,6 +199,11 @@ type SteadyRun struct {
 	RoundEnds []float64
 	Cycles    int
 	Early     *SteadyRun
+	// CycleOpen: the cycles had not ended when an -hour run ended; the
+	// counters above are then those of the whole run, not of the cycles.
+	CycleOpen bool
+	// Hour is the window measured after the warm-up (Options.Hour).
+	Hour *HourRun
 }
 
 // ScaleupRun is one column's scale-up.
@@ -210,6 +228,9 @@ type Result struct {
 	StateChecks []StateCheck
 	Started     time.Time
 	Load        [2]string // uptime at start and end
+	// LoadSamples are the 1-min load averages sampled every minute while
+	// steady runs went (hour mode only).
+	LoadSamples []float64
 	// Commit is the source revision (vcs.revision of the build; "" unknown).
 	Commit string
 }
@@ -235,33 +256,8 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	res := &Result{Options: o, Steady: map[string][]SteadyRun{}, Scaleup: map[string][]ScaleupRun{}, Started: time.Now()}
 	res.Load[0] = uptime()
 	res.Commit = commit()
-	for _, n := range o.Sizes {
-		for s := range o.seedsFor(n) {
-			seed := o.Seed + int64(s)
-			states := map[string]map[string]nodeState{}
-			if o.Parallel {
-				runs, err := runSteadyGroup(ctx, o, n, seed, progress)
-				if err != nil {
-					return nil, fmt.Errorf("steady %d seed %d: %w", n, seed, err)
-				}
-				for i, col := range o.Columns {
-					states[col] = runs[i].state
-					res.Steady[col] = append(res.Steady[col], *runs[i])
-				}
-			}
-			for _, col := range o.Columns {
-				if o.Parallel {
-					break
-				}
-				r, err := runSteady(ctx, o, col, n, seed, progress)
-				if err != nil {
-					return nil, fmt.Errorf("steady %d/%s seed %d: %w", n, col, seed, err)
-				}
-				states[col] = r.state
-				res.Steady[col] = append(res.Steady[col], *r)
-			}
-			res.StateChecks = append(res.StateChecks, compareStates(fmt.Sprintf("steady/%d", n), seed, o.Columns, states))
-		}
+	if err := runSteadies(ctx, o, res, progress); err != nil {
+		return nil, err
 	}
 	if o.ScaleupNodes > 0 {
 		res.Bound = bench.InitBound(&bench.Options{
@@ -572,78 +568,6 @@ func compareStates(scenario string, seed int64, cols []string, states map[string
 		}
 	}
 	return sc
-}
-
-// counting counts the controllers' InstanceMetadata calls (the status
-// loop's lookups) and when they happened.
-type counting struct {
-	cloudprovider.Interface
-	lookups     atomic.Int64
-	mu          sync.Mutex
-	start, last time.Time
-	// Cycles mode: a round is nodes lookups; roundEnds are when each
-	// ended. The lookup numbered stopAt (the first of round cycles+1)
-	// calls onStop before it goes to the provider, then closes done.
-	nodes     int64
-	roundEnds []time.Time
-	stopAt    int64
-	onStop    func()
-	done      chan struct{}
-}
-
-func (c *counting) setStart(t time.Time) {
-	c.mu.Lock()
-	c.start = t
-	c.mu.Unlock()
-}
-
-// rate is the lookups and their rate from the start to the last one.
-func (c *counting) rate() (int64, float64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.lookups.Load()
-	d := c.last.Sub(c.start).Seconds()
-	if n == 0 || d <= 0 {
-		return n, 0
-	}
-	return n, float64(n) / d
-}
-
-// SetInformers forwards the CCM's informers (the AWS provider and
-// cloudgate use them).
-func (c *counting) SetInformers(f informers.SharedInformerFactory) {
-	if iu, ok := c.Interface.(cloudprovider.InformerUser); ok {
-		iu.SetInformers(f)
-	}
-}
-
-func (c *counting) InstancesV2() (cloudprovider.InstancesV2, bool) {
-	v2, ok := c.Interface.InstancesV2()
-	if !ok || v2 == nil {
-		return nil, ok
-	}
-	return &countingV2{InstancesV2: v2, c: c}, true
-}
-
-type countingV2 struct {
-	cloudprovider.InstancesV2
-	c *counting
-}
-
-func (v *countingV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
-	k := v.c.lookups.Add(1)
-	if k == v.c.stopAt && v.c.stopAt > 0 {
-		v.c.onStop()
-		close(v.c.done)
-	}
-	md, err := v.InstancesV2.InstanceMetadata(ctx, node)
-	v.c.mu.Lock()
-	v.c.last = time.Now()
-	if v.c.nodes > 0 && k%v.c.nodes == 0 {
-		v.c.roundEnds = append(v.c.roundEnds, v.c.last)
-	}
-	v.c.mu.Unlock()
-	return md, err
 }
 
 // sortedSizes are the steady sizes in the result, ascending.

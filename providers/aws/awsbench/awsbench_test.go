@@ -2,6 +2,7 @@ package awsbench
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +19,10 @@ func TestMissesPerHour(t *testing.T) {
 		want float64
 	}{
 		// One node, 1 s a lookup: a round every 301 s (the period starts
-		// when the round ends); 3612 ... 6923 in the second hour.
+		// when the round ends); 3612 ... 39431 in hours 2-11: 120 / 10.
 		{"no cache", 1, 1, 0, 12},
-		// TTL = two periods: every other round hits (601 s apart).
+		// TTL = two periods: every other round hits (601 s apart): 3606 ...
+		// 39065, 60 / 10.
 		{"ttl 10m", 1, 1, 10 * time.Minute, 6},
 		// Rounds of 1,000 s outgrow the TTL: every lookup misses, as with
 		// no cache (rounds 1,300 s apart: 2 or 3 of them in the hour).
@@ -37,6 +39,15 @@ func TestMissesPerHour(t *testing.T) {
 				t.Errorf("missesPerHour(%d, %g, %v) = %g, want %g", tc.n, tc.rate, tc.ttl, got, want)
 			}
 		})
+	}
+	// The steady rate of a loop without cache is N per cycle (round +
+	// period). A single hour of 5,000 nodes in 772 s rounds (1,072 s
+	// cycles) holds 17,487 or as few as 15,000 lookups depending on where
+	// it falls; the ten-hour average is within 1 % of 5,000 × 3600 / 1072.
+	n, round := 5000, 772.0
+	want := float64(n) * 3600 / (round + statusPeriod.Seconds())
+	if got := missesPerHour(n, float64(n)/round, 0); math.Abs(got/want-1) > 0.01 {
+		t.Errorf("missesPerHour(%d, rounds of %gs, no cache) = %.0f, want %.0f ± 1 %% (the steady rate)", n, round, got, want)
 	}
 }
 
@@ -68,6 +79,12 @@ func TestValidate(t *testing.T) {
 		{"cycles, adapter only", func(o *Options) { o.Cycles, o.Parallel, o.Columns = 1, true, []string{ColAdapter} }, "-cycles needs a column"},
 		{"cycles, no derive window", func(o *Options) { o.Cycles, o.Parallel, o.DeriveWindow = 1, true, 0 }, "-derive-window"},
 		{"negative latency", func(o *Options) { o.Latency.Default.Jitter = -time.Second }, "-latency"},
+		{"hour without cycles", func(o *Options) { o.Parallel, o.Hour = true, time.Hour }, "-hour needs -cycles"},
+		{"negative warm-up", func(o *Options) { o.Warmup = -time.Second }, "-hour-warmup"},
+		{"warm-up shorter than the derivation", func(o *Options) {
+			o.Parallel, o.Cycles, o.Hour, o.Warmup = true, 1, time.Hour, time.Second
+		}, "-hour-warmup must be >= -derive-window"},
+		{"sizes side by side alone", func(o *Options) { o.SizesParallel = true }, "-sizes-parallel needs -parallel"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

@@ -78,7 +78,9 @@ func (r *rig) snapshot() snapshot {
 // before that lookup goes to the provider, i.e. over Cycles whole status
 // cycles; the adapter column over the longest of those windows. The
 // counters at DeriveWindow are kept too (Early), for the derivation the
-// table printed before.
+// table printed before. Hour > 0: each column's counters are also taken
+// Warmup and Warmup+Hour after its start (SteadyRun.Hour), and the run ends
+// then; cycles still open at that moment are marked CycleOpen.
 func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress io.Writer) ([]*SteadyRun, error) {
 	rigs := make([]*rig, len(o.Columns))
 	defer func() {
@@ -89,6 +91,10 @@ func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress
 		}
 	}()
 	ends := make([]snapshot, len(o.Columns))
+	// endsMu orders a cycle's end (a controller's goroutine) against an
+	// -hour run that ends first and closes the cycles still open.
+	var endsMu sync.Mutex
+	closed := make([]bool, len(o.Columns))
 	for i, col := range o.Columns {
 		r, err := newRig(o, col, seed)
 		if err != nil {
@@ -102,7 +108,13 @@ func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress
 		r.count.nodes = int64(n)
 		if o.Cycles > 0 && col != ColAdapter {
 			r.count.stopAt = int64(o.Cycles)*int64(n) + 1
-			r.count.onStop = func() { ends[i] = r.snapshot() }
+			r.count.onStop = func() {
+				endsMu.Lock()
+				defer endsMu.Unlock()
+				if !closed[i] {
+					ends[i] = r.snapshot()
+				}
+			}
 		}
 	}
 	starts := make([]time.Time, len(rigs))
@@ -116,6 +128,9 @@ func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress
 	early := make([]snapshot, len(rigs))
 	haveEarly := false
 	deadline := starts[0].Add(o.Window)
+	// -hour: each column's window from Warmup to Warmup+Hour after its start.
+	hourFrom, hourTo := make([]snapshot, len(rigs)), make([]snapshot, len(rigs))
+	hourDone, cyclesEnded := 0, false
 	label := fmt.Sprintf("steady %d seed %d", n, seed)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -131,7 +146,22 @@ func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress
 		if o.Cycles == 0 && !now.Before(deadline) {
 			break
 		}
-		if o.Cycles > 0 {
+		if o.Hour > 0 {
+			for i, r := range rigs {
+				el := now.Sub(starts[i])
+				if hourFrom[i].at.IsZero() && el >= o.Warmup {
+					hourFrom[i] = r.snapshot()
+				}
+				if hourTo[i].at.IsZero() && el >= o.Warmup+o.Hour {
+					hourTo[i] = r.snapshot()
+					hourDone++
+				}
+			}
+			if hourDone == len(rigs) && haveEarly {
+				break
+			}
+		}
+		if o.Cycles > 0 && !cyclesEnded {
 			open := 0
 			for i, r := range rigs {
 				if r.count.stopAt == 0 {
@@ -141,14 +171,24 @@ func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress
 				case <-r.count.done:
 				default:
 					open++
-					if now.After(deadline) {
+					if now.After(deadline) && o.Hour == 0 {
 						return nil, fmt.Errorf("%s: %d whole status cycles did not end within -table-window %v (%d of %d lookups); raise -table-window",
 							o.Columns[i], o.Cycles, o.Window, r.count.lookups.Load(), r.count.stopAt)
 					}
 				}
 			}
 			if open == 0 && haveEarly {
-				break
+				// The columns without a cycle end (the adapter) end
+				// with the last of the others.
+				cyclesEnded = true
+				for i, r := range rigs {
+					if r.count.stopAt == 0 {
+						ends[i] = r.snapshot()
+					}
+				}
+				if o.Hour == 0 {
+					break
+				}
 			}
 		}
 		if now.Sub(lastPrint) >= 10*time.Second {
@@ -166,18 +206,34 @@ func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress
 		}
 	}
 	// The columns without a cycle end (the adapter; every column with a
-	// fixed window) end now.
+	// fixed window) end now unless the cycles ended; an -hour run that
+	// ended first leaves the cycles open.
+	endsMu.Lock()
 	for i, r := range rigs {
 		if r.count.stopAt == 0 {
+			if !cyclesEnded {
+				ends[i] = r.snapshot()
+				closed[i] = o.Cycles > 0
+			}
+			continue
+		}
+		select {
+		case <-r.count.done:
+		default:
+			closed[i] = true
 			ends[i] = r.snapshot()
 		}
 	}
+	endsMu.Unlock()
 	runs := make([]*SteadyRun, len(rigs))
 	for i, r := range rigs {
 		col := o.Columns[i]
 		e := ends[i]
 		res := &SteadyRun{Nodes: n, Seed: seed, Window: e.at.Sub(starts[i]).Seconds(), Cycles: o.Cycles,
-			Describe: e.describe, Throttled: e.throttled, Other: e.other, Lookups: e.lookups}
+			Describe: e.describe, Throttled: e.throttled, Other: e.other, Lookups: e.lookups, CycleOpen: closed[i]}
+		if o.Hour > 0 {
+			res.Hour = newHourRun(starts[i], hourFrom[i], hourTo[i])
+		}
 		r.count.mu.Lock()
 		for _, t := range r.count.roundEnds {
 			if !t.After(e.at) {
@@ -189,6 +245,10 @@ func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress
 			// The first round's lookups all reach the provider (the cache
 			// is cold): its pace is the paper loop's miss rate.
 			res.LookupRate = float64(n) / res.RoundEnds[0]
+		} else {
+			// No round ended (a fixed window shorter than one): the rate
+			// from the start to the last lookup, as one column alone.
+			_, res.LookupRate = r.count.rate()
 		}
 		if haveEarly {
 			ea := early[i]
@@ -212,6 +272,10 @@ func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress
 		}
 		fmt.Fprintf(progress, "%s/%s: %d DescribeInstances, %d throttled, %d lookups, %d rounds in %.1fs\n",
 			label, col, res.Describe, res.Throttled, res.Lookups, len(res.RoundEnds), res.Window)
+		if h := res.Hour; h != nil {
+			fmt.Fprintf(progress, "%s/%s: measured window from %.0fs for %.1fs: %d DescribeInstances, %d throttled, %d lookups\n",
+				label, col, h.Start, h.Window, h.Describe, h.Throttled, h.Lookups)
+		}
 		runs[i] = res
 	}
 	return runs, nil
@@ -267,6 +331,9 @@ func runScaleups(ctx context.Context, o *Options, seed int64, progress io.Writer
 
 // measuredPerHour is a run's DescribeInstances per hour over its window.
 func measuredPerHour(r SteadyRun) float64 {
+	if r.CycleOpen {
+		return math.NaN()
+	}
 	if !(r.Window > 0) {
 		return 0
 	}

@@ -48,7 +48,7 @@ func (r *Result) writeMeasured(w io.Writer) {
 			m := of(measuredPerHour)
 			share := spread{100 * m.med / r.BucketPerHour(), 100 * m.lo / r.BucketPerHour(), 100 * m.hi / r.BucketPerHour()}
 			fmt.Fprintf(w, "| %d | %s | %d | %s | %s | %s | %s | %s | **%s** | %s | %s | %s |\n", n, col, seeds,
-				of(func(s SteadyRun) float64 { return s.Window }).format("%.0f"),
+				of(cycleWindow).format("%.0f"),
 				of(firstRound).format("%.1f"),
 				of(func(s SteadyRun) float64 { return float64(s.Lookups) }).format("%.0f"),
 				of(func(s SteadyRun) float64 { return float64(s.Describe) }).format("%.0f"),
@@ -100,4 +100,12 @@ func firstRound(s SteadyRun) float64 {
 		return math.NaN()
 	}
 	return s.RoundEnds[0]
+}
+
+// cycleWindow is the cycles' window, NaN when they stayed open.
+func cycleWindow(s SteadyRun) float64 {
+	if s.CycleOpen {
+		return math.NaN()
+	}
+	return s.Window
 }

@@ -17,7 +17,9 @@
 // -sizes, a -scaleup-nodes scale-up; several seeds) as markdown on stdout, progress on stderr.
 // -latency/-jitter/-latency-per-item give ec2sim a service time per answer; -parallel runs the
 // columns side by side; -cycles K measures each steady column over K whole status cycles (the
-// hour measured, not derived; the previous derivation from -derive-window printed beside it).
+// hour measured, not derived; the previous derivation from -derive-window printed beside it);
+// -hour D also counts each column over D of real time after -hour-warmup, next to the cycles'
+// figures; -sizes-parallel runs every size's columns side by side too.
 //
 // It reports, per side, the time until every node is initialized (scaleup) or the length of
 // the window (steady), the DescribeInstances calls EC2 received and how many it answered
@@ -76,6 +78,9 @@ func main() {
 	parallel := flag.Bool("parallel", false, "table: run the columns side by side, each on its own simulated account and cluster")
 	cycles := flag.Int("cycles", 0, "table: count each steady column over this many whole status cycles (needs -parallel; -table-window then caps the run); 0: over -table-window")
 	deriveWindow := flag.Duration("derive-window", 20*time.Second, "table, -cycles: also derive the hour from this first part of the window (the previous method), for comparison")
+	hour := flag.Duration("hour", 0, "table, -cycles: also count each steady column over this real-time window after -hour-warmup, next to the cycles' derivation (the run then lasts -hour-warmup + -hour; -table-window is not used); 0: off")
+	warmup := flag.Duration("hour-warmup", 10*time.Minute, "table, -hour: the measured window starts this long after each column's start")
+	sizesParallel := flag.Bool("sizes-parallel", false, "table, -parallel: run the steady groups of every size side by side too (3 worlds per size)")
 	klog.InitFlags(nil)
 	_ = flag.Set("v", "0")
 	_ = flag.Set("logtostderr", "false")
@@ -96,6 +101,7 @@ func main() {
 		o.Bucket = ec2sim.Bucket{Size: *bucket, Refill: *refill}
 		o.Latency = ec2sim.Latency{Default: ec2sim.ActionLatency{Base: *latency, Jitter: *jitter, PerItem: *perItem}}
 		o.Parallel, o.Cycles, o.DeriveWindow = *parallel, *cycles, *deriveWindow
+		o.Hour, o.Warmup, o.SizesParallel = *hour, *warmup, *sizesParallel
 		o.Columns = strings.Split(*columns, ",")
 		o.Sizes = nil
 		for _, f := range strings.Split(*sizes, ",") {
