@@ -16,7 +16,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -144,14 +143,7 @@ limits:
 	phase("CCM serving (leader)")
 
 	nodes := cp.Admin.CoreV1().Nodes()
-	for _, n := range fleet {
-		if _, err := nodes.Create(ctx, e2e.UninitializedNode(n.nodeName), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range fleet {
-		cp.SetNodeReady(ctx, t, n.nodeName, corev1.ConditionTrue)
-	}
+	addReadyNodes(ctx, t, cp, fleet...)
 	// Initialized by cloud-node (as node-controller), then tagged by the tagging controller
 	// (as tagging-controller): the instance carries the tags, the Node the controller's label.
 	var pending []string

@@ -60,14 +60,7 @@ func TestE2E(t *testing.T) {
 	ccmBin := filepath.Join(dir, "cloud-controller-manager")
 	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./providers/aws/cmd/cloud-controller-manager", 25*time.Minute)
 
-	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
-	rbac, err := deploy.Objects("rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.Apply(ctx, rbac); err != nil {
-		t.Fatal(err)
-	}
+	cp := startControlPlaneWithRBAC(ctx, t, dir, etcdBin, apiserverBin)
 	phase("control plane + rbac")
 
 	sim, err := ec2sim.Start(ec2sim.Config{
@@ -137,15 +130,7 @@ notFoundGuard: {gracePeriod: 5s, confirmAfter: 5s}
 	// named by private DNS name, one by instance ID); all created before any is marked
 	// Ready, so their lookups can share batches.
 	nodes := cp.Admin.CoreV1().Nodes()
-	for _, n := range fleet {
-		node := e2e.UninitializedNode(n.nodeName)
-		if _, err := nodes.Create(ctx, node, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range fleet {
-		cp.SetNodeReady(ctx, t, n.nodeName, corev1.ConditionTrue)
-	}
+	addReadyNodes(ctx, t, cp, fleet...)
 	var pending []string
 	err = e2e.Poll(ctx, "nodes initialized", 100*time.Millisecond, 2*time.Minute, func() (bool, error) {
 		pending = pending[:0]
@@ -320,6 +305,35 @@ func waitDeleted(ctx context.Context, t *testing.T, cp *e2e.ControlPlane, name s
 		t.Fatal(err)
 	}
 	t.Logf("node %s deleted %.1fs after its instance went", name, time.Since(start).Seconds())
+}
+
+// startControlPlaneWithRBAC starts a real etcd and kube-apiserver in dir and
+// applies deploy/'s least-privilege RBAC for the CCM.
+func startControlPlaneWithRBAC(ctx context.Context, t *testing.T, dir, etcdBin, apiserverBin string) *e2e.ControlPlane {
+	t.Helper()
+	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
+	rbac, err := deploy.Objects("rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Apply(ctx, rbac); err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// addReadyNodes creates each node uninitialised (the cloud provider's
+// taint), then marks them all Ready, as kubelets joining at once would.
+func addReadyNodes(ctx context.Context, t *testing.T, cp *e2e.ControlPlane, fleet ...awsNode) {
+	t.Helper()
+	for _, n := range fleet {
+		if _, err := cp.Admin.CoreV1().Nodes().Create(ctx, e2e.UninitializedNode(n.nodeName), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range fleet {
+		cp.SetNodeReady(ctx, t, n.nodeName, corev1.ConditionTrue)
+	}
 }
 
 // setReady sets the node's Ready condition, as its kubelet (or the node lifecycle

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cloudgate/cloudgate/deploy"
 	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
 )
@@ -49,14 +48,7 @@ func TestE2ENotFoundGuard(t *testing.T) {
 	dir := t.TempDir()
 	ccmBin := filepath.Join(dir, "cloud-controller-manager")
 	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./providers/aws/cmd/cloud-controller-manager", 25*time.Minute)
-	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
-	rbac, err := deploy.Objects("rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.Apply(ctx, rbac); err != nil {
-		t.Fatal(err)
-	}
+	cp := startControlPlaneWithRBAC(ctx, t, dir, etcdBin, apiserverBin)
 	sim, err := ec2sim.Start(ec2sim.Config{Region: "us-east-1", Topology: true, Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -99,10 +91,7 @@ notFoundGuard: {enabled: %t, gracePeriod: %s, confirmAfter: %s}
 			}
 			sim.Put(in)
 			n := awsNode{inst: in, nodeName: in.PrivateDNSName, zoneID: "use1-az1"}
-			if _, err := nodes.Create(ctx, e2e.UninitializedNode(n.nodeName), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			cp.SetNodeReady(ctx, t, n.nodeName, corev1.ConditionTrue)
+			addReadyNodes(ctx, t, cp, n)
 			fleet = append(fleet, n)
 		}
 		err := e2e.Poll(ctx, "nodes initialized", 100*time.Millisecond, 2*time.Minute, func() (bool, error) {

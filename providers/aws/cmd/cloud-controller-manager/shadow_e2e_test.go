@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cloudgate/cloudgate/deploy"
 	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
 )
@@ -33,14 +31,7 @@ func TestE2EShadow(t *testing.T) {
 
 	ccmBin := filepath.Join(dir, "cloud-controller-manager")
 	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./providers/aws/cmd/cloud-controller-manager", 25*time.Minute)
-	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
-	rbac, err := deploy.Objects("rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.Apply(ctx, rbac); err != nil {
-		t.Fatal(err)
-	}
+	cp := startControlPlaneWithRBAC(ctx, t, dir, etcdBin, apiserverBin)
 
 	sim, err := ec2sim.Start(ec2sim.Config{
 		Region: "us-east-1", Topology: true,
@@ -86,14 +77,7 @@ limits:
 	https, ccmURL := ccm.WaitServing(ctx, t, port, cp.AdminToken, 2*time.Minute)
 
 	nodes := cp.Admin.CoreV1().Nodes()
-	for _, n := range fleet {
-		if _, err := nodes.Create(ctx, e2e.UninitializedNode(n.nodeName), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range fleet {
-		cp.SetNodeReady(ctx, t, n.nodeName, corev1.ConditionTrue)
-	}
+	addReadyNodes(ctx, t, cp, fleet...)
 	err = e2e.Poll(ctx, "nodes initialized", 100*time.Millisecond, 2*time.Minute, func() (bool, error) {
 		for _, n := range fleet {
 			node, err := nodes.Get(ctx, n.nodeName, metav1.GetOptions{})
