@@ -62,17 +62,25 @@ func TestDeterminism(t *testing.T) {
 		tol := tolerance[s.Scenario]
 		for _, col := range AllColumns {
 			a, b := s.Columns[col], loaded.Scenarios[i].Columns[col]
+			// The total is held to the scenario's tolerance; its split into
+			// reads and writes to at least 2 %: which of two calls at the same
+			// simulated instant reaches the cloud first (and is throttled) follows
+			// the controllers' Go map order, random on an idle machine too (a CI
+			// run saw scaleup/bare's reads at 1,224 and 1,239, total 12,540 and
+			// 12,548).
+			split := max(tol, 0.02)
 			for _, f := range []struct {
 				name string
 				a, b int64
+				tol  float64
 			}{
-				{"upstream calls", a.UpstreamCalls, b.UpstreamCalls},
-				{"reads", a.ReadCalls, b.ReadCalls},
-				{"writes", a.WriteCalls, b.WriteCalls},
+				{"upstream calls", a.UpstreamCalls, b.UpstreamCalls, tol},
+				{"reads", a.ReadCalls, b.ReadCalls, split},
+				{"writes", a.WriteCalls, b.WriteCalls, split},
 			} {
 				checks++
-				if diff := math.Abs(float64(f.a - f.b)); diff > max(1, tol*float64(max(f.a, f.b))) {
-					t.Errorf("%s/%s: %s %d idle, %d beside two CPU hogs: differ by more than %.0f %%", s.Scenario, col, f.name, f.a, f.b, tol*100)
+				if diff := math.Abs(float64(f.a - f.b)); diff > max(1, f.tol*float64(max(f.a, f.b))) {
+					t.Errorf("%s/%s: %s %d idle, %d beside two CPU hogs: differ by more than %.0f %%", s.Scenario, col, f.name, f.a, f.b, f.tol*100)
 				}
 			}
 			t.Logf("%s/%s: upstream calls %d idle, %d loaded (%+.2f %%)", s.Scenario, col, a.UpstreamCalls, b.UpstreamCalls,
