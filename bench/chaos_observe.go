@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloudgate/cloudgate/limiter"
 )
@@ -67,24 +66,18 @@ func breakerStates(reg *prometheus.Registry) map[string]string {
 // quiescence held, a removed instance's Node counting only once due
 // (dueAt; zero: due at once); nil if never.
 func (r *colRun) watchDue(ctx context.Context, from time.Time, dueAt func(node string) time.Time) *float64 {
+	// A removed instance's Node held before it is due is left out of
+	// every condition: its Node, route and LB host are the guard's
+	// deliberate hold, not a late recovery.
+	held := func(node string) bool {
+		_, ok := r.srv.InstanceByNodeName(node)
+		return !ok && time.Now().Before(dueAt(node))
+	}
 	for {
-		q, err := r.c.Quiescence()
-		if err == nil && q.NodesInitialized && q.LBsCurrent && q.RoutesMatch && q.NoneWaiting {
-			overdue := false
-			if !q.NodesGone {
-				nodes, err := r.c.kube.CoreV1().Nodes().List(r.c.ctx, metav1.ListOptions{})
-				overdue = err != nil
-				for i := 0; err == nil && i < len(nodes.Items); i++ {
-					name := nodes.Items[i].Name
-					if _, ok := r.srv.InstanceByNodeName(name); !ok && !time.Now().Before(dueAt(name)) {
-						overdue = true
-					}
-				}
-			}
-			if !overdue {
-				v := time.Since(from).Seconds()
-				return &v
-			}
+		q, err := r.c.QuiescenceExcept(held)
+		if err == nil && q.All() {
+			v := time.Since(from).Seconds()
+			return &v
 		}
 		select {
 		case <-ctx.Done():

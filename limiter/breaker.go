@@ -130,6 +130,11 @@ type Breaker struct {
 	// Opened.
 	opened       context.Context
 	cancelOpened context.CancelFunc
+	// changed is cancelled at the next state transition, or when
+	// CloudAnswered ends the open interval early (then replaced): see
+	// Changed.
+	changed       context.Context
+	cancelChanged context.CancelFunc
 }
 
 // errReleased frees a probe slot taken by an Allow that raced with the
@@ -169,6 +174,7 @@ func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs
 		b.clock = clock.RealClock{}
 	}
 	b.opened, b.cancelOpened = context.WithCancel(context.Background())
+	b.changed, b.cancelChanged = context.WithCancel(context.Background())
 	ratio, minRequests := cfg.FailureRatio, cfg.MinRequests
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        name,
@@ -202,6 +208,7 @@ func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs
 			case gobreaker.StateClosed:
 				b.streak = 0
 			}
+			b.signalChangedLocked()
 			b.mu.Unlock()
 			b.obs.StateChanged(stateOf(from), stateOf(to))
 		},
@@ -244,6 +251,22 @@ func (b *Breaker) Opened() context.Context {
 	return b.opened
 }
 
+// Changed returns a context that is cancelled at the breaker's next
+// change: a state transition, or CloudAnswered ending the open interval
+// early. A caller that Allow rejected and that waits for the breaker's next
+// probe (rather than failing at once) takes it before Allow and waits on it.
+func (b *Breaker) Changed() context.Context {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
+}
+
+// signalChangedLocked cancels and replaces changed; b.mu must be held.
+func (b *Breaker) signalChangedLocked() {
+	b.cancelChanged()
+	b.changed, b.cancelChanged = context.WithCancel(context.Background())
+}
+
 // Rejection is the error Allow returns while the breaker is open: for a
 // caller admitted before it opened that gives up waiting (see Opened).
 func (b *Breaker) Rejection() *OpenError {
@@ -257,6 +280,7 @@ func (b *Breaker) CloudAnswered() {
 	b.mu.Lock()
 	if b.holdUntil.After(b.clock.Now()) {
 		b.holdUntil = time.Time{}
+		b.signalChangedLocked()
 	}
 	b.mu.Unlock()
 }

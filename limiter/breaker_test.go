@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 var (
@@ -315,5 +317,46 @@ func TestBreakerOpened(t *testing.T) {
 	call(t, b, errBoom) // the probe fails: open again
 	if halfOpen.Err() == nil {
 		t.Fatal("Opened did not end when a failed probe reopened the breaker")
+	}
+}
+
+// Changed ends at every transition and when CloudAnswered ends the open
+// interval early, so a caller waiting for the next probe wakes then.
+func TestBreakerChanged(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	cfg := BreakerConfig{FailureRatio: 0.5, MinRequests: 1, Interval: time.Hour, OpenTimeout: time.Hour, MinOpenTimeout: time.Hour, HalfOpenRequests: 1, Clock: clk}
+	b := newTestBreaker(t, cfg, nil)
+	closed := b.Changed()
+	call(t, b, nil)
+	if closed.Err() != nil {
+		t.Fatal("Changed ended while the breaker stayed closed")
+	}
+	call(t, b, errBoom) // closed -> open
+	if closed.Err() == nil {
+		t.Fatal("Changed did not end when the breaker opened")
+	}
+	open := b.Changed()
+	if _, err := b.Allow(); err == nil {
+		t.Fatal("the open breaker admitted a call")
+	}
+	if open.Err() != nil {
+		t.Fatal("Changed ended on a rejection")
+	}
+	b.CloudAnswered() // the open interval ends early
+	if open.Err() == nil {
+		t.Fatal("Changed did not end when CloudAnswered ended the open interval")
+	}
+	held := b.Changed()
+	done, err := b.Allow() // open -> half-open: this call is the probe
+	if err != nil {
+		t.Fatalf("no probe after CloudAnswered: %v", err)
+	}
+	if held.Err() == nil {
+		t.Fatal("Changed did not end when the breaker went half-open")
+	}
+	halfOpen := b.Changed()
+	done(nil) // half-open -> closed
+	if halfOpen.Err() == nil || b.State() != StateClosed {
+		t.Fatalf("Changed did not end when the probe closed the breaker (state %v)", b.State())
 	}
 }

@@ -131,6 +131,15 @@ type BreakerConfig struct {
 	MinOpenTimeout Duration `json:"minOpenTimeout,omitempty"`
 	// HalfOpenRequests probes must all succeed to close it again.
 	HalfOpenRequests uint32 `json:"halfOpenRequests"`
+	// WaitForProbe (true in DefaultConfig and so in a config file that
+	// does not set it; nil in a Config built by hand is false): a call the open breaker rejects, with
+	// no stale answer to serve, waits for the breaker's next probe — at
+	// most 2 × openTimeout — and is tried again if the probe shows the
+	// cloud answering; it fails with the rejection when a probe fails
+	// meanwhile. A provider's client retries with backoff the same way;
+	// failing at once instead makes every controller's per-item backoff
+	// grow through an outage and delays its recovery. false: fail at once.
+	WaitForProbe *bool `json:"waitForProbe,omitempty"`
 }
 
 // MethodConfig overrides one method's policy.
@@ -232,7 +241,7 @@ func DefaultConfig() *Config {
 		},
 		Breaker: BreakerConfig{
 			FailureRatio: 0.5, MinRequests: 20, Interval: dur(time.Minute),
-			OpenTimeout: dur(5 * time.Second), HalfOpenRequests: 3,
+			OpenTimeout: dur(2 * time.Second), HalfOpenRequests: 3, WaitForProbe: boolp(true),
 		},
 		Batch:    BatchConfig{Enabled: boolp(true), MaxSize: 100, MaxWait: dur(100 * time.Millisecond)},
 		Throttle: ThrottleConfig{MaxRetryAfter: dur(5 * time.Minute)},

@@ -178,6 +178,10 @@ func testConfig(clk *clocktesting.FakeClock) *Config {
 	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = 1e6, 1e6
 	cfg.Limits.Write.QPS, cfg.Limits.Write.Burst = 1e6, 1e6
 	cfg.Metrics = metrics.New()
+	// A rejected call waits for the breaker's probe on cfg.Clock, which a
+	// fake clock only moves when the test steps it: tests of the breaker's
+	// answers fail fast; waitforprobe_test.go opts in.
+	cfg.Breaker.WaitForProbe = boolp(false)
 	if clk != nil {
 		cfg.Clock = clk
 	}

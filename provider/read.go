@@ -13,23 +13,26 @@ import (
 // (which goes upstream through invoke, or through the batcher) on a miss.
 // While the family's breaker is open it serves a positive answer the
 // upstream gave at most TTL+cache.staleIfError ago, else the breaker's
-// error. Negative answers are never served stale.
+// error — after waiting for the breaker's next probe (whileOpen). Negative
+// answers are never served stale.
 func read[K comparable, V any](ctx context.Context, g *gate, m *method, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
 	if g.shadow != nil {
 		return shadowRead(ctx, g, m, c, key, fetch)
 	}
 	if c == nil {
-		v, err := fetch(ctx)
+		v, err := whileOpen(ctx, g, m, func() (V, error) { return fetch(ctx) })
 		m.requests.Observe(err)
 		return v, err
 	}
-	v, err := c.Get(ctx, key, fetch)
-	if err != nil && limiter.IsOpen(err) {
-		if stale, ok := c.Stale(key, m.ttl+g.cfg.Cache.StaleIfError.Duration); ok {
-			m.requests.Observe(nil)
-			return stale, nil
+	v, err := whileOpen(ctx, g, m, func() (V, error) {
+		v, err := c.Get(ctx, key, fetch)
+		if err != nil && limiter.IsOpen(err) {
+			if stale, ok := c.Stale(key, m.ttl+g.cfg.Cache.StaleIfError.Duration); ok {
+				return stale, nil
+			}
 		}
-	}
+		return v, err
+	})
 	m.requests.Observe(err)
 	return v, err
 }
@@ -56,8 +59,10 @@ func write(ctx context.Context, g *gate, m *method, fn func(context.Context) err
 	if g.shadow != nil {
 		return shadowWrite(ctx, g, m, fn, invalidate)
 	}
-	_, err := invoke(ctx, g, m, m.priority, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, fn(ctx)
+	_, err := whileOpen(ctx, g, m, func() (struct{}, error) {
+		return invoke(ctx, g, m, m.priority, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, fn(ctx)
+		})
 	})
 	if invalidate != nil {
 		invalidate()

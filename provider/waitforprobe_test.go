@@ -1,0 +1,149 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/cloudgate/cloudgate/limiter"
+)
+
+// breaker.waitForProbe: a call the open breaker rejects waits for the next
+// probe instead of failing at once, and is sent once if the cloud answers
+// again; it fails when the cloud is still down. Outcomes are decided on the
+// fake clock, never by timing.
+func TestWaitForProbe(t *testing.T) {
+	outage := errors.New("HTTP 503 service unavailable")
+	for _, tc := range []struct {
+		name        string
+		cloudBack   bool // the cloud answers again before the probe
+		wantErr     bool
+		wantEnsures int // upstream EnsureLoadBalancer calls after the breaker opened
+	}{
+		{name: "cloud back: the waiting write is sent once and succeeds", cloudBack: true, wantEnsures: 1},
+		{name: "cloud still down: the waiting write becomes the probe and fails", cloudBack: false, wantErr: true, wantEnsures: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			up := newCountingCloud()
+			var down atomic.Bool
+			down.Store(true)
+			up.ensureLBHook = func() error {
+				if down.Load() {
+					return outage
+				}
+				return nil
+			}
+			cfg := testConfig(clk)
+			cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour),
+				OpenTimeout: dur(2 * time.Second), MinOpenTimeout: dur(2 * time.Second), HalfOpenRequests: 1, WaitForProbe: boolp(true)}
+			c := mustNew(t, up, cfg)
+			lb, _ := c.LoadBalancer()
+			ctx := context.Background()
+			br := c.(*cloud).g.breakers[familyWrite]
+			for n := 0; n < 4 && br.State() != limiter.StateOpen; n++ {
+				_, _ = lb.EnsureLoadBalancer(ctx, "c", testService("ns", fmt.Sprint("s", n), "u"), nil)
+			}
+			if st := br.State(); st != limiter.StateOpen {
+				t.Fatalf("write breaker = %v after 4/4 failures, want open", st)
+			}
+			before := up.Calls("EnsureLoadBalancer")
+
+			done := make(chan error, 1)
+			go func() {
+				_, err := lb.EnsureLoadBalancer(ctx, "c", testService("ns", "waiting", "u"), nil)
+				done <- err
+			}()
+			waitUntil(t, "the rejected write to wait for the probe", clk.HasWaiters)
+			select {
+			case err := <-done:
+				t.Fatalf("the rejected write returned %v before the breaker probed; want it to wait", err)
+			default:
+			}
+			if tc.cloudBack {
+				down.Store(false)
+			}
+			clk.Step(2 * time.Second) // the open interval ends: the waiting write is the probe
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the waiting write did not return after the probe")
+			}
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tc.wantErr)
+			}
+			if tc.wantErr && !errors.Is(err, outage) {
+				t.Fatalf("err = %v, want the upstream's own error (the write was the probe)", err)
+			}
+			if got := up.Calls("EnsureLoadBalancer") - before; got != tc.wantEnsures {
+				t.Fatalf("upstream EnsureLoadBalancer calls after the breaker opened = %d, want %d (a rejected write is sent once, never twice)", got, tc.wantEnsures)
+			}
+		})
+	}
+}
+
+// A read with a stale-enough cached answer is served at once while the
+// breaker is open; only a read without one waits for the probe.
+func TestWaitForProbeServesStaleAtOnce(t *testing.T) {
+	clk := newFakeClock()
+	up := newCountingCloud()
+	cfg := testConfig(clk)
+	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour),
+		OpenTimeout: dur(2 * time.Second), MinOpenTimeout: dur(2 * time.Second), HalfOpenRequests: 1, WaitForProbe: boolp(true)}
+	cfg.Methods = map[string]MethodConfig{"InstanceMetadata": {TTL: durp(time.Minute)}}
+	cfg.Cache.StaleIfError = dur(10 * time.Minute)
+	c := mustNew(t, up, cfg)
+	i := v2(t, c)
+	ctx := context.Background()
+	cached := testNode("cached", "fake://cached")
+	if _, err := i.InstanceMetadata(ctx, cached); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(2 * time.Minute)
+	var down atomic.Bool
+	down.Store(true)
+	up.metadataHook = func(*v1.Node) (*cloudprovider.InstanceMetadata, error) {
+		if down.Load() {
+			return nil, errors.New("HTTP 503 service unavailable")
+		}
+		return &cloudprovider.InstanceMetadata{Zone: "zone-b"}, nil
+	}
+	br := c.(*cloud).g.breakers[familyRead]
+	for n := 0; n < 4 && br.State() != limiter.StateOpen; n++ {
+		_, _ = i.InstanceMetadata(ctx, testNode(fmt.Sprint("n", n), fmt.Sprint("fake://n", n)))
+	}
+	if st := br.State(); st != limiter.StateOpen {
+		t.Fatalf("read breaker = %v, want open", st)
+	}
+	// No clock step: a stale answer needs no probe.
+	if m, err := i.InstanceMetadata(ctx, cached); err != nil || m.Zone != "zone-a" {
+		t.Fatalf("stale read = %+v, %v; want the cached metadata at once", m, err)
+	}
+	// A read without one waits, and gets the cloud's answer once it is back.
+	done := make(chan error, 1)
+	go func() {
+		m, err := i.InstanceMetadata(ctx, testNode("new", "fake://new"))
+		if err == nil && m.Zone != "zone-b" {
+			err = fmt.Errorf("zone %q, want zone-b", m.Zone)
+		}
+		done <- err
+	}()
+	waitUntil(t, "the uncached read to wait for the probe", clk.HasWaiters)
+	down.Store(false)
+	clk.Step(2 * time.Second)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("read after the probe: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting read did not return after the probe")
+	}
+}
