@@ -139,14 +139,14 @@ func (g *gate) openRetry(err error) error {
 	return &breakerOpenError{open: err, retry: cloudproviderapi.NewRetryError(err.Error(), max(oe.RetryIn, first))}
 }
 
-// whileOpen runs op and, while m's breaker rejects it (an *OpenError), waits
-// for the breaker's next change — its open interval ending, the cloud
-// answering another call, its probes settling — and runs op again, as a
-// provider's client retries with backoff (breaker.waitForProbe). It returns
-// the rejection when a probe failed after the first try (the cloud is still
-// down), when ctx ends, or 2 × openTimeout after the first try. op must not
-// have sent anything upstream when it returns an *OpenError: a rejected
-// write is tried again, never duplicated.
+// whileOpen runs the read op and, while m's breaker rejects it (an
+// *OpenError), waits for the breaker's next change — its open interval
+// ending, the cloud answering another call, its probes settling — and runs
+// op again, as a provider's client retries with backoff
+// (breaker.waitForProbe). It returns the rejection when a probe failed
+// after the first try (the cloud is still down), when ctx ends, or
+// 2 × openTimeout after the first try. Only reads wait: a write held here
+// could be overtaken by a newer write of the same object and land last.
 func whileOpen[T any](ctx context.Context, g *gate, m *method, op func() (T, error)) (T, error) {
 	if w := g.cfg.Breaker.WaitForProbe; w == nil || !*w {
 		return op()

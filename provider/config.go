@@ -132,13 +132,16 @@ type BreakerConfig struct {
 	// HalfOpenRequests probes must all succeed to close it again.
 	HalfOpenRequests uint32 `json:"halfOpenRequests"`
 	// WaitForProbe (true in DefaultConfig and so in a config file that
-	// does not set it; nil in a Config built by hand is false): a call the open breaker rejects, with
-	// no stale answer to serve, waits for the breaker's next probe — at
-	// most 2 × openTimeout — and is tried again if the probe shows the
-	// cloud answering; it fails with the rejection when a probe fails
-	// meanwhile. A provider's client retries with backoff the same way;
-	// failing at once instead makes every controller's per-item backoff
-	// grow through an outage and delays its recovery. false: fail at once.
+	// does not set it; nil in a Config built by hand is false): a read the
+	// open breaker rejects, with no stale answer to serve, waits for the
+	// breaker's next probe — at most 2 × openTimeout — and is tried again
+	// if the probe shows the cloud answering; it fails with the rejection
+	// when a probe fails meanwhile. A provider's client retries with
+	// backoff the same way; failing at once instead makes every
+	// controller's per-item backoff grow through an outage and delays its
+	// recovery. Writes never wait: one held while a newer write of the same
+	// object goes first would land last and undo it. false: reads fail at
+	// once too.
 	WaitForProbe *bool `json:"waitForProbe,omitempty"`
 }
 

@@ -59,10 +59,8 @@ func write(ctx context.Context, g *gate, m *method, fn func(context.Context) err
 	if g.shadow != nil {
 		return shadowWrite(ctx, g, m, fn, invalidate)
 	}
-	_, err := whileOpen(ctx, g, m, func() (struct{}, error) {
-		return invoke(ctx, g, m, m.priority, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, fn(ctx)
-		})
+	_, err := invoke(ctx, g, m, m.priority, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, fn(ctx)
 	})
 	if invalidate != nil {
 		invalidate()

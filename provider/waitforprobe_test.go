@@ -10,83 +10,113 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cloudgate/cloudgate/limiter"
 )
 
-// breaker.waitForProbe: a call the open breaker rejects waits for the next
+// breaker.waitForProbe: a read the open breaker rejects waits for the next
 // probe instead of failing at once, and is sent once if the cloud answers
-// again; it fails when the cloud is still down. Outcomes are decided on the
-// fake clock, never by timing.
+// again; it fails when the cloud is still down. A write never waits.
+// Outcomes are decided on the fake clock, never by timing.
 func TestWaitForProbe(t *testing.T) {
 	outage := errors.New("HTTP 503 service unavailable")
 	for _, tc := range []struct {
-		name        string
-		cloudBack   bool // the cloud answers again before the probe
-		wantErr     bool
-		wantEnsures int // upstream EnsureLoadBalancer calls after the breaker opened
+		name      string
+		cloudBack bool // the cloud answers again before the probe
+		wantErr   bool
 	}{
-		{name: "cloud back: the waiting write is sent once and succeeds", cloudBack: true, wantEnsures: 1},
-		{name: "cloud still down: the waiting write becomes the probe and fails", cloudBack: false, wantErr: true, wantEnsures: 1},
+		{name: "cloud back: the waiting read is sent once and succeeds", cloudBack: true},
+		{name: "cloud still down: the waiting read becomes the probe and fails", cloudBack: false, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newFakeClock()
 			up := newCountingCloud()
 			var down atomic.Bool
 			down.Store(true)
-			up.ensureLBHook = func() error {
+			up.metadataHook = func(*v1.Node) (*cloudprovider.InstanceMetadata, error) {
 				if down.Load() {
-					return outage
+					return nil, outage
 				}
-				return nil
+				return &cloudprovider.InstanceMetadata{Zone: "zone-b"}, nil
 			}
-			cfg := testConfig(clk)
-			cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour),
-				OpenTimeout: dur(2 * time.Second), MinOpenTimeout: dur(2 * time.Second), HalfOpenRequests: 1, WaitForProbe: boolp(true)}
-			c := mustNew(t, up, cfg)
-			lb, _ := c.LoadBalancer()
+			c := mustNew(t, up, waitForProbeConfig(clk))
+			i := v2(t, c)
 			ctx := context.Background()
-			br := c.(*cloud).g.breakers[familyWrite]
+			br := c.(*cloud).g.breakers[familyRead]
 			for n := 0; n < 4 && br.State() != limiter.StateOpen; n++ {
-				_, _ = lb.EnsureLoadBalancer(ctx, "c", testService("ns", fmt.Sprint("s", n), "u"), nil)
+				_, _ = i.InstanceMetadata(ctx, testNode(fmt.Sprint("n", n), fmt.Sprint("fake://n", n)))
 			}
 			if st := br.State(); st != limiter.StateOpen {
-				t.Fatalf("write breaker = %v after 4/4 failures, want open", st)
+				t.Fatalf("read breaker = %v after 4 failures, want open", st)
 			}
-			before := up.Calls("EnsureLoadBalancer")
+			before := up.Calls("InstanceMetadata")
 
 			done := make(chan error, 1)
 			go func() {
-				_, err := lb.EnsureLoadBalancer(ctx, "c", testService("ns", "waiting", "u"), nil)
+				_, err := i.InstanceMetadata(ctx, testNode("waiting", "fake://waiting"))
 				done <- err
 			}()
-			waitUntil(t, "the rejected write to wait for the probe", clk.HasWaiters)
+			waitUntil(t, "the rejected read to wait for the probe", clk.HasWaiters)
 			select {
 			case err := <-done:
-				t.Fatalf("the rejected write returned %v before the breaker probed; want it to wait", err)
+				t.Fatalf("the rejected read returned %v before the breaker probed; want it to wait", err)
 			default:
 			}
 			if tc.cloudBack {
 				down.Store(false)
 			}
-			clk.Step(2 * time.Second) // the open interval ends: the waiting write is the probe
+			clk.Step(2 * time.Second) // the open interval ends: the waiting read is the probe
 			var err error
 			select {
 			case err = <-done:
 			case <-time.After(10 * time.Second):
-				t.Fatal("the waiting write did not return after the probe")
+				t.Fatal("the waiting read did not return after the probe")
 			}
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error: %v", err, tc.wantErr)
 			}
 			if tc.wantErr && !errors.Is(err, outage) {
-				t.Fatalf("err = %v, want the upstream's own error (the write was the probe)", err)
+				t.Fatalf("err = %v, want the upstream's own error (the read was the probe)", err)
 			}
-			if got := up.Calls("EnsureLoadBalancer") - before; got != tc.wantEnsures {
-				t.Fatalf("upstream EnsureLoadBalancer calls after the breaker opened = %d, want %d (a rejected write is sent once, never twice)", got, tc.wantEnsures)
+			if got := up.Calls("InstanceMetadata") - before; got != 1 {
+				t.Fatalf("upstream InstanceMetadata calls after the breaker opened = %d, want 1", got)
 			}
 		})
 	}
+}
+
+// A write the open breaker rejects fails at once, waitForProbe or not: held,
+// it could be overtaken by a newer write of the same load balancer.
+func TestWaitForProbeNeverHoldsAWrite(t *testing.T) {
+	up := newCountingCloud()
+	up.ensureLBHook = func() error { return errors.New("HTTP 503 service unavailable") }
+	c := mustNew(t, up, waitForProbeConfig(newFakeClock()))
+	lb, _ := c.LoadBalancer()
+	ctx := context.Background()
+	br := c.(*cloud).g.breakers[familyWrite]
+	for n := 0; n < 4 && br.State() != limiter.StateOpen; n++ {
+		_, _ = lb.EnsureLoadBalancer(ctx, "c", testService("ns", fmt.Sprint("s", n), "u"), nil)
+	}
+	if st := br.State(); st != limiter.StateOpen {
+		t.Fatalf("write breaker = %v, want open", st)
+	}
+	before := up.Calls("EnsureLoadBalancer")
+	// No clock step: were the write held, this call would never return.
+	_, err := lb.EnsureLoadBalancer(ctx, "c", testService("ns", "x", "u"), nil)
+	if !limiter.IsOpen(err) {
+		t.Fatalf("err = %v, want the breaker's rejection at once", err)
+	}
+	if up.Calls("EnsureLoadBalancer") != before {
+		t.Fatal("a rejected write was sent")
+	}
+}
+
+func waitForProbeConfig(clk *clocktesting.FakeClock) *Config {
+	cfg := testConfig(clk)
+	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour),
+		OpenTimeout: dur(2 * time.Second), MinOpenTimeout: dur(2 * time.Second), HalfOpenRequests: 1, WaitForProbe: boolp(true)}
+	return cfg
 }
 
 // A read with a stale-enough cached answer is served at once while the
@@ -94,9 +124,7 @@ func TestWaitForProbe(t *testing.T) {
 func TestWaitForProbeServesStaleAtOnce(t *testing.T) {
 	clk := newFakeClock()
 	up := newCountingCloud()
-	cfg := testConfig(clk)
-	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour),
-		OpenTimeout: dur(2 * time.Second), MinOpenTimeout: dur(2 * time.Second), HalfOpenRequests: 1, WaitForProbe: boolp(true)}
+	cfg := waitForProbeConfig(clk)
 	cfg.Methods = map[string]MethodConfig{"InstanceMetadata": {TTL: durp(time.Minute)}}
 	cfg.Cache.StaleIfError = dur(10 * time.Minute)
 	c := mustNew(t, up, cfg)
