@@ -148,14 +148,17 @@ func (g *gate) openRetry(err error) error {
 // 2 × openTimeout after the first try. Only reads wait: a write held here
 // could be overtaken by a newer write of the same object and land last.
 func whileOpen[T any](ctx context.Context, g *gate, m *method, op func() (T, error)) (T, error) {
-	if w := g.cfg.Breaker.WaitForProbe; w == nil || !*w {
-		return op()
+	v, err := op()
+	if w := g.cfg.Breaker.WaitForProbe; w == nil || !*w || !limiter.IsOpen(err) || ctx.Err() != nil {
+		return v, err // the usual path: nothing more than op
 	}
 	reopened := m.breaker.Opened() // cancelled when a probe fails from now on
 	deadline := g.clock.Now().Add(2 * g.cfg.Breaker.OpenTimeout.Duration)
 	for {
+		// Changed is taken before op, so a change between the two ends the
+		// wait at once; the first op here repeats the rejected one for that.
 		changed := m.breaker.Changed()
-		v, err := op()
+		v, err = op()
 		var oe *limiter.OpenError
 		if !errors.As(err, &oe) || ctx.Err() != nil || reopened.Err() != nil {
 			return v, err
