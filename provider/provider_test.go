@@ -395,16 +395,8 @@ func TestBreakerOpenStaleHalfOpenClosed(t *testing.T) {
 	up := newCountingCloud()
 	cfg := testConfig(clk)
 	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Minute), OpenTimeout: dur(50 * time.Millisecond), HalfOpenRequests: 1}
-	cfg.Methods = map[string]MethodConfig{"InstanceMetadata": {TTL: durp(time.Minute)}}
-	cfg.Cache.StaleIfError = dur(10 * time.Minute)
-	c := mustNew(t, up, cfg)
-	i := v2(t, c)
+	c, i, cached := withStaleMetadata(t, up, clk, cfg) // expired but within staleIfError
 	ctx := context.Background()
-	cached := testNode("cached", "fake://cached")
-	if _, err := i.InstanceMetadata(ctx, cached); err != nil {
-		t.Fatal(err)
-	}
-	clk.Step(2 * time.Minute) // the entry is now expired but within staleIfError
 
 	outage := errors.New("HTTP 503 service unavailable")
 	up.metadataHook = func(*v1.Node) (*cloudprovider.InstanceMetadata, error) { return nil, outage }

@@ -124,17 +124,8 @@ func waitForProbeConfig(clk *clocktesting.FakeClock) *Config {
 func TestWaitForProbeServesStaleAtOnce(t *testing.T) {
 	clk := newFakeClock()
 	up := newCountingCloud()
-	cfg := waitForProbeConfig(clk)
-	cfg.Methods = map[string]MethodConfig{"InstanceMetadata": {TTL: durp(time.Minute)}}
-	cfg.Cache.StaleIfError = dur(10 * time.Minute)
-	c := mustNew(t, up, cfg)
-	i := v2(t, c)
+	c, i, cached := withStaleMetadata(t, up, clk, waitForProbeConfig(clk))
 	ctx := context.Background()
-	cached := testNode("cached", "fake://cached")
-	if _, err := i.InstanceMetadata(ctx, cached); err != nil {
-		t.Fatal(err)
-	}
-	clk.Step(2 * time.Minute)
 	var down atomic.Bool
 	down.Store(true)
 	up.metadataHook = func(*v1.Node) (*cloudprovider.InstanceMetadata, error) {
@@ -174,4 +165,21 @@ func TestWaitForProbeServesStaleAtOnce(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiting read did not return after the probe")
 	}
+}
+
+// withStaleMetadata builds a provider over up whose InstanceMetadata of the
+// returned node is cached (1 m TTL) and then expired but within
+// cache.staleIfError (10 m), for tests of what an open breaker serves.
+func withStaleMetadata(t *testing.T, up *countingCloud, clk *clocktesting.FakeClock, cfg *Config) (cloudprovider.Interface, cloudprovider.InstancesV2, *v1.Node) {
+	t.Helper()
+	cfg.Methods = map[string]MethodConfig{"InstanceMetadata": {TTL: durp(time.Minute)}}
+	cfg.Cache.StaleIfError = dur(10 * time.Minute)
+	c := mustNew(t, up, cfg)
+	i := v2(t, c)
+	cached := testNode("cached", "fake://cached")
+	if _, err := i.InstanceMetadata(context.Background(), cached); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(2 * time.Minute)
+	return c, i, cached
 }
