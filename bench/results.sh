@@ -38,26 +38,24 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit
 
 SEEDS=${SEEDS:-5}
 mkdir -p bench/out
+# runto FILE CMD: print and run one benchmark command, its report to $tmp/FILE.
+runto() { echo "running: $2" >&2; eval "$2" > "$tmp/$1"; }
 runcmd="$GO run ./cmd/cloudgate-bench --seeds $SEEDS --json bench/results.json --html bench/out/results.html"
-echo "running: $runcmd" >&2
-eval "$runcmd" > "$tmp/run.txt"
+runto run.txt "$runcmd"
 
 chaoscmd="$GO run ./cmd/cloudgate-bench --seeds $SEEDS --scenario chaos,stress --json bench/results-chaos.json --html bench/out/results-chaos.html"
-echo "running: $chaoscmd" >&2
-eval "$chaoscmd" > "$tmp/chaos.txt"
+runto chaos.txt "$chaoscmd"
 
 # The 100-worker stress case with the cloud as the bottleneck (a read quota
 # of 5/s, the node controller's kube client at 200 QPS): where batches fill.
 quotacmd="$GO run ./cmd/cloudgate-bench --seeds $SEEDS --scenario stress --kube-qps 200 --kube-burst 300 --read-qps 5 --read-burst 5 --columns cloudgate:cache,cloudgate:batch,cloudgate:list --json bench/results-stress-quota.json"
-echo "running: $quotacmd" >&2
-eval "$quotacmd" > "$tmp/stressq.txt"
+runto stressq.txt "$quotacmd"
 
 # The same 100 workers at the default quota with a kube client that does not
 # limit them (2000 QPS): how large batches get when lookups arrive fast
 # (issue 21 item 1).
 workerscmd="$GO run ./cmd/cloudgate-bench --seeds $SEEDS --scenario stress --kube-qps 2000 --kube-burst 3000 --columns cloudgate:cache,cloudgate:batch,cloudgate:list --json bench/results-stress-workers.json"
-echo "running: $workerscmd" >&2
-eval "$workerscmd" > "$tmp/stressw.txt"
+runto stressw.txt "$workerscmd"
 
 # ns/op and allocs/op of one benchmark line (GOMAXPROCS=1 variant).
 fig() { awk -v n="$1" '$1==n {for (i=1;i<=NF;i++) {if ($(i+1)=="ns/op") ns=$i; if ($(i+1)=="allocs/op") al=$i}} END {printf "%s ns/op, %s allocs/op", ns, al}' "$tmp/bench.txt"; }
