@@ -26,6 +26,7 @@ type fleetMetrics struct {
 	share       *prometheus.GaugeVec
 	members     *prometheus.GaugeVec
 	fallback    *prometheus.GaugeVec
+	stop        *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 	redisErrors *prometheus.CounterVec
 	admissions  *prometheus.CounterVec
@@ -55,6 +56,9 @@ func newFleetMetrics() *fleetMetrics {
 		fallback: gauge("fleet_fallback",
 			"1 while this member serves from its local share because Redis is unavailable or slow, 0 on the shared budget.",
 			"provider", "account"),
+		stop: gauge("fleet_stop_timestamp_seconds",
+			"While this member is in fallback with limits.shared.failureMode closed: the Unix time at which it admits nothing (the others may free its share then) unless Redis answers first; in the past once it has stopped. 0 when no stop is coming (on the shared budget, failureMode open, or a member that never reached Redis).",
+			"provider", "account"),
 		transitions: counter("fleet_fallback_transitions_total",
 			"Switches between the shared budget and the local fallback share, by the mode switched to (fallback, shared).",
 			"provider", "account", "to"),
@@ -73,7 +77,7 @@ func newFleetMetrics() *fleetMetrics {
 }
 
 func (f *fleetMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{f.usage, f.rate, f.share, f.members, f.fallback, f.transitions, f.redisErrors, f.admissions, f.latency}
+	return []prometheus.Collector{f.usage, f.rate, f.share, f.members, f.fallback, f.stop, f.transitions, f.redisErrors, f.admissions, f.latency}
 }
 
 // FleetRecorder records one cloudgate's fleet events under its provider
@@ -90,6 +94,7 @@ func (m *Metrics) Fleet(provider, account string) *FleetRecorder {
 	r := &FleetRecorder{m: m.fleet, provider: provider, account: account}
 	r.m.fallback.WithLabelValues(provider, account).Set(0)
 	r.m.members.WithLabelValues(provider, account).Set(0)
+	r.m.stop.WithLabelValues(provider, account).Set(0)
 	r.m.redisErrors.WithLabelValues(provider, account)
 	for _, to := range []string{fleetToFallback, fleetToShared} {
 		r.m.transitions.WithLabelValues(provider, account, to)
@@ -115,6 +120,15 @@ func (r *FleetRecorder) FallbackChanged(fallback bool) {
 	}
 	r.m.fallback.WithLabelValues(r.provider, r.account).Set(0)
 	r.m.transitions.WithLabelValues(r.provider, r.account, fleetToShared).Inc()
+}
+
+// StopAt implements fleet.Observer.
+func (r *FleetRecorder) StopAt(at time.Time) {
+	v := 0.0
+	if !at.IsZero() {
+		v = float64(at.UnixNano()) / 1e9
+	}
+	r.m.stop.WithLabelValues(r.provider, r.account).Set(v)
 }
 
 // RedisError implements fleet.Observer.

@@ -30,6 +30,7 @@ func TestFleetRecorder(t *testing.T) {
 	r.FallbackChanged(true)
 	r.FallbackChanged(false)
 	r.FallbackChanged(true)
+	r.StopAt(time.Unix(1700000117, 500000000))
 	read.RedisAdmission(300 * time.Microsecond)
 	r.RedisError()
 
@@ -57,12 +58,15 @@ cloudgate_fleet_redis_errors_total{account="acct-1",provider="simcloud"} 1
 # HELP cloudgate_fleet_share_rate This member's static share of a family's quota (weight / sum of registered members' weights, live or fallen), the rate it falls back to when Redis is unavailable, in calls per second.
 # TYPE cloudgate_fleet_share_rate gauge
 cloudgate_fleet_share_rate{account="acct-1",family="read",provider="simcloud"} 25
+# HELP cloudgate_fleet_stop_timestamp_seconds While this member is in fallback with limits.shared.failureMode closed: the Unix time at which it admits nothing (the others may free its share then) unless Redis answers first; in the past once it has stopped. 0 when no stop is coming (on the shared budget, failureMode open, or a member that never reached Redis).
+# TYPE cloudgate_fleet_stop_timestamp_seconds gauge
+cloudgate_fleet_stop_timestamp_seconds{account="acct-1",provider="simcloud"} 1.7000001175e+09
 # HELP cloudgate_fleet_usage_ratio Calls the whole fleet sharing this account admitted in the last minute, divided by what the family's quota allows in a minute.
 # TYPE cloudgate_fleet_usage_ratio gauge
 cloudgate_fleet_usage_ratio{account="acct-1",family="read",provider="simcloud"} 0.75
 `
 	names := []string{"cloudgate_fleet_admissions_total", "cloudgate_fleet_effective_rate", "cloudgate_fleet_fallback",
-		"cloudgate_fleet_fallback_transitions_total", "cloudgate_fleet_members", "cloudgate_fleet_redis_errors_total", "cloudgate_fleet_share_rate", "cloudgate_fleet_usage_ratio"}
+		"cloudgate_fleet_fallback_transitions_total", "cloudgate_fleet_members", "cloudgate_fleet_redis_errors_total", "cloudgate_fleet_share_rate", "cloudgate_fleet_stop_timestamp_seconds", "cloudgate_fleet_usage_ratio"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expect), names...); err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,24 @@ const (
 	DefaultFallbackAfter = 3
 	DefaultHeartbeat     = time.Second
 	DefaultRecovery      = 30 * time.Second
+	// DefaultForgetAfterHeartbeats is forgetAfter's default in heartbeats
+	// (10m at the default heartbeat): member ids are stable per cluster and
+	// a clean shutdown deregisters, so a silent member is nearly always a
+	// cluster cut from Redis (hold its claim) rather than a dead one; see
+	// docs/fleet.md.
+	DefaultForgetAfterHeartbeats = 600
+)
+
+// Failure modes (limits.shared.failureMode): what a member cut from Redis
+// for longer than the others keep its claim does.
+const (
+	// FailureOpen: it keeps serving a floor (the smaller of its claim and
+	// its fair share at the last member count) until Redis answers; the
+	// cloud's own throttling, absorbed by AIMD, is the backstop. Default.
+	FailureOpen = "open"
+	// FailureClosed: it admits nothing until Redis answers, so the fleet
+	// never exceeds the quota by it (the behaviour before failureMode).
+	FailureClosed = "closed"
 )
 
 // Config is the YAML section limits.shared of cloudgate.yaml: the account
@@ -63,6 +81,17 @@ type Config struct {
 	// member to its local share (1-100; default 3). A success resets the
 	// count; a heartbeat that reaches Redis rejoins.
 	FallbackAfter int `json:"fallbackAfter,omitempty"`
+	// FailureMode is what a member cut from Redis does once the others may
+	// have forgotten it (ForgetAfter less three heartbeats after its last
+	// answered heartbeat): "open" (default) keeps serving its floor, the
+	// smaller of its claim and weight / Σ weights at the last membership
+	// read; "closed" admits nothing until Redis answers.
+	FailureMode string `json:"failureMode,omitempty"`
+	// MaxMembers, when set, is the most members the fleet has: the live
+	// members hold back MinShare of the quota for every member of it not
+	// registered in Redis, so a member that never reached Redis (and serves
+	// MinShare) is accounted for. 0: only registered members are counted.
+	MaxMembers int `json:"maxMembers,omitempty"`
 	// Heartbeat is how often the member renews its registration and, in
 	// fallback, probes Redis (10ms-1m; default 1s). A member silent for 3
 	// heartbeats counts as fallen: the others reserve its static share.
@@ -75,7 +104,7 @@ type Config struct {
 	// until Redis answers). Longer keeps a member serving through a longer
 	// Redis outage, at the price of holding a dead member's claim as long.
 	// Each member's own value decides when it is forgotten. Between 10
-	// heartbeats and 24h; default 120 heartbeats (2m).
+	// heartbeats and 24h; default 600 heartbeats (10m).
 	ForgetAfter Duration `json:"forgetAfter,omitzero"`
 	// Recovery is how long the fleet's rate takes to grow back linearly
 	// from 0 to the quota after a throttling answer cut it (10ms-1h; default
@@ -220,6 +249,14 @@ func (c Config) Validate() error {
 	if bs := c.BackgroundShare; bs != nil && (math.IsNaN(*bs) || *bs <= 0 || *bs > 1) {
 		bad(p+"backgroundShare must be in (0, 1], the fraction of the quota background calls may use fleet-wide (got %v; leave it out for no cap)", *bs)
 	}
+	switch c.FailureMode {
+	case "", FailureOpen, FailureClosed:
+	default:
+		bad(p+"failureMode must be %q or %q (got %q; leave it out for %q)", FailureOpen, FailureClosed, c.FailureMode, FailureOpen)
+	}
+	if c.MaxMembers < 0 || c.MaxMembers > 10000 {
+		bad(p+"maxMembers must be between 1 and 10000, the most cloudgates sharing the account (got %d; leave it out to count only the registered members)", c.MaxMembers)
+	}
 	if c.FallbackAfter < 0 || c.FallbackAfter > 100 {
 		bad(p+"fallbackAfter must be between 1 and 100 consecutive failed Redis calls (got %d; 0 means %d)", c.FallbackAfter, DefaultFallbackAfter)
 	}
@@ -232,7 +269,7 @@ func (c Config) Validate() error {
 			hb = DefaultHeartbeat
 		}
 		if d < 10*hb || d > 24*time.Hour {
-			bad(p+"forgetAfter must be between 10 heartbeats (%v) and 24h (got %v; leave it out for 120 heartbeats)", 10*hb, d)
+			bad(p+"forgetAfter must be between 10 heartbeats (%v) and 24h (got %v; leave it out for %d heartbeats)", 10*hb, d, DefaultForgetAfterHeartbeats)
 		}
 	}
 	if d := c.Recovery.Duration; d != 0 && (d < time.Second/100 || d > time.Hour) {
@@ -264,6 +301,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Heartbeat.Duration == 0 {
 		c.Heartbeat.Duration = DefaultHeartbeat
+	}
+	if c.FailureMode == "" {
+		c.FailureMode = FailureOpen
 	}
 	return c
 }

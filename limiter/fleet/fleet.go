@@ -30,10 +30,12 @@ type Options struct {
 	MemberTTL time.Duration
 	// ForgetAfter overrides Config.ForgetAfter (limits.shared.forgetAfter)
 	// when set: how long a fallen member stays registered (its share held)
-	// before it is deregistered; default 120 × Heartbeat (2 min at 1s). A member that stops without Close holds its share that long, and
-	// a member cut from Redis serves its share for ForgetAfter − MemberTTL
-	// after it sent its last answered heartbeat, then admits nothing until
-	// Redis answers again (see Fleet.awayLimit). It must exceed MemberTTL.
+	// before it is deregistered; default DefaultForgetAfterHeartbeats ×
+	// Heartbeat (10 min at 1s). A member that stops without Close holds its
+	// share that long, and a member cut from Redis serves its claim for
+	// ForgetAfter − MemberTTL after it sent its last answered heartbeat,
+	// then its floor (failureMode open) or nothing (closed) until Redis
+	// answers again (see Fleet.awayLimit). It must exceed MemberTTL.
 	ForgetAfter time.Duration
 	// Observer receives events; nil discards them.
 	Observer Observer
@@ -65,13 +67,18 @@ type Fleet struct {
 	held        float64 // the fallen members' share of the quota, held from the budget
 	totalWeight float64 // the registered members' weights
 	claim       float64 // this member's claim recorded in Redis at the last heartbeat: its share in fallback
-	failures    int     // consecutive failed Redis calls
+	// floor is what this member serves once away in failureMode open: the
+	// smaller of its claim and its fair share (weight / Σ registered
+	// weights) at the last heartbeat, never 0.
+	floor    float64
+	failures int // consecutive failed Redis calls
 	// lastOK is when this member sent the last heartbeat whose answer
 	// arrived: Redis recorded that heartbeat no earlier, so it forgets the
 	// member (and frees its claim) no earlier than lastOK + ForgetAfter.
 	lastOK time.Time
-	// away: cut from Redis for awayLimit, this member serves nothing from
-	// its local share any more (its claim may be freed by now).
+	// away: cut from Redis for awayLimit, this member no longer serves its
+	// claim (it may be freed by now): its floor in failureMode open,
+	// nothing in closed.
 	away bool
 
 	stop chan struct{}
@@ -107,7 +114,7 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 		opts.ForgetAfter = cfg.ForgetAfter.Duration
 	}
 	if opts.ForgetAfter <= 0 {
-		opts.ForgetAfter = 120 * opts.Heartbeat
+		opts.ForgetAfter = DefaultForgetAfterHeartbeats * opts.Heartbeat
 	}
 	if opts.MemberTTL <= 0 {
 		opts.MemberTTL = 3 * opts.Heartbeat
@@ -207,6 +214,9 @@ func (f *Fleet) Close() {
 	_ = f.client.Close()
 }
 
+// open reports failureMode open: a member away from Redis keeps its floor.
+func (f *Fleet) open() bool { return f.cfg.FailureMode != FailureClosed }
+
 func (f *Fleet) key(parts ...string) string { return f.prefix + strings.Join(parts, ":") }
 
 // fractionLocked returns this member's static share as a fraction of a
@@ -216,6 +226,9 @@ func (f *Fleet) key(parts ...string) string { return f.prefix + strings.Join(par
 // member is away; minShare before any heartbeat.
 func (f *Fleet) fractionLocked() (float64, int) {
 	if f.away {
+		if f.open() {
+			return f.floor, f.members
+		}
 		return 0, f.members
 	}
 	if !f.known {
@@ -265,7 +278,8 @@ func (f *Fleet) heartbeat() error {
 	defer cancel()
 	v, err := heartbeatScript.Run(ctx, f.client, keys,
 		f.opts.MemberID, strconv.FormatFloat(f.cfg.Weight, 'g', -1, 64), f.opts.MemberTTL.Milliseconds(), "",
-		f.opts.ForgetAfter.Milliseconds(), strconv.FormatFloat(current, 'g', -1, 64)).Slice()
+		f.opts.ForgetAfter.Milliseconds(), strconv.FormatFloat(current, 'g', -1, 64),
+		f.cfg.MaxMembers, strconv.FormatFloat(f.cfg.MinShare, 'g', -1, 64)).Slice()
 	if err != nil {
 		return err
 	}
@@ -301,6 +315,18 @@ func (f *Fleet) heartbeat() error {
 	f.fallen = int(fallen)
 	f.held = held
 	f.totalWeight = total
+	f.floor = claim
+	if total > 0 {
+		f.floor = min(claim, f.cfg.Weight/total)
+	}
+	if f.floor <= 0 {
+		// Everything held for fallen members: the claim is 0, but a member
+		// cut from Redis in failureMode open never goes to zero on its own.
+		f.floor = f.cfg.MinShare
+		if total > 0 {
+			f.floor = min(f.floor, f.cfg.Weight/total)
+		}
+	}
 	fraction, n := f.fractionLocked()
 	f.mu.Unlock()
 	for i, l := range ls {
@@ -318,6 +344,17 @@ func (f *Fleet) heartbeat() error {
 // sent it; the TTL is a margin for the two clocks (Redis' TIME is the wall
 // clock, this member's the monotonic one) and for the heartbeat that checks.
 func (f *Fleet) awayLimit() time.Duration { return f.opts.ForgetAfter - f.opts.MemberTTL }
+
+// stopAtLocked returns when this member, cut from Redis, will admit nothing
+// (failureMode closed, once it has reached Redis: lastOK + awayLimit, on
+// the wall clock); the zero time when it never stops (failureMode open, or
+// it never reached Redis and serves MinShare).
+func (f *Fleet) stopAtLocked() time.Time {
+	if f.open() || !f.known {
+		return time.Time{}
+	}
+	return time.Now().Add(f.awayLimit() - time.Since(f.lastOK))
+}
 
 // awayTooLong reports whether this member has been without an answered
 // heartbeat for awayLimit (never before its first one: a member that never
@@ -346,16 +383,23 @@ func (f *Fleet) goAway() {
 	wasFallback := f.fallback
 	f.fallback, f.failures = true, 0
 	ls := append([]*Limiter(nil), f.limiters...)
-	_, n := f.fractionLocked()
+	floor, n := f.fractionLocked()
 	since := time.Since(f.lastOK)
+	stop := f.stopAtLocked()
 	f.mu.Unlock()
 	if !wasFallback {
 		f.obs.FallbackChanged(true)
+		f.obs.StopAt(stop)
 	}
-	f.opts.Logf("cloudgate: fleet %q: no answer from Redis at %s for %v (forgetAfter %v): the others may have freed this member's share; admitting no call until Redis answers; probing every %v",
-		f.cfg.Account, f.cfg.redisTarget(), since.Round(time.Millisecond), f.opts.ForgetAfter, f.opts.Heartbeat)
+	if f.open() {
+		f.opts.Logf("cloudgate: fleet %q: no answer from Redis at %s for %v (forgetAfter %v): the others may have freed this member's share; failureMode open: serving its floor, %s of the quota, until Redis answers; probing every %v",
+			f.cfg.Account, f.cfg.redisTarget(), since.Round(time.Millisecond), f.opts.ForgetAfter, strconv.FormatFloat(floor, 'g', 3, 64), f.opts.Heartbeat)
+	} else {
+		f.opts.Logf("cloudgate: fleet %q: no answer from Redis at %s for %v (forgetAfter %v): the others may have freed this member's share; failureMode closed: admitting no call until Redis answers; probing every %v",
+			f.cfg.Account, f.cfg.redisTarget(), since.Round(time.Millisecond), f.opts.ForgetAfter, f.opts.Heartbeat)
+	}
 	for _, l := range ls {
-		l.goAway(n)
+		l.goAway(n, floor)
 	}
 }
 
@@ -373,10 +417,15 @@ func (f *Fleet) setFallback(on bool, cause error) {
 	f.failures = 0
 	ls := append([]*Limiter(nil), f.limiters...)
 	fraction, n := f.fractionLocked()
+	var stop time.Time
+	if on {
+		stop = f.stopAtLocked()
+	}
 	f.mu.Unlock()
 	// Report first, so that whoever sees a call served by the fallback
 	// bucket also sees the transition.
 	f.obs.FallbackChanged(on)
+	f.obs.StopAt(stop)
 	if on {
 		shares := ""
 		for _, l := range ls {
@@ -460,7 +509,7 @@ func (f *Fleet) register(l *Limiter) error {
 	f.limiters = append(f.limiters, l)
 	fraction, n := f.fractionLocked()
 	if f.away {
-		l.goAway(n)
+		l.goAway(n, fraction)
 	} else if f.fallback {
 		l.enterFallback(fraction, n)
 	} else {

@@ -44,7 +44,20 @@ type events struct {
 	logs        []string
 	redisCalls  int
 	redisErrors int
-	usage       float64 // last FleetState usage
+	usage       float64   // last FleetState usage
+	stopAt      time.Time // last StopAt
+}
+
+func (e *events) StopAt(at time.Time) {
+	e.mu.Lock()
+	e.stopAt = at
+	e.mu.Unlock()
+}
+
+func (e *events) lastStopAt() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stopAt
 }
 
 func (e *events) Family(string) fleet.FamilyObserver { return e }
@@ -482,7 +495,7 @@ func TestSlowRedis(t *testing.T) {
 		c.RedisTimeout = fleet.Duration{Duration: 50 * time.Millisecond}
 		c.FallbackAfter = 2
 		c.Heartbeat = fleet.Duration{Duration: time.Minute} // no heartbeat failure in between
-	}, fleet.Options{}) // ForgetAfter: the default, 120 heartbeats
+	}, fleet.Options{}) // ForgetAfter: the default, 600 heartbeats
 	ctx := context.Background()
 	if err := m.l.Wait(ctx, limiter.PriorityNormal); err != nil {
 		t.Fatal(err)
@@ -613,6 +626,9 @@ func TestConfigValidate(t *testing.T) {
 		{"recovery", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", Recovery: fleet.Duration{Duration: 2 * time.Hour}}, "limits.shared.recovery"},
 		{"forgetAfter below 10 heartbeats", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", ForgetAfter: fleet.Duration{Duration: 5 * time.Second}}, "limits.shared.forgetAfter must be between 10 heartbeats (10s)"},
 		{"forgetAfter above 24h", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", ForgetAfter: fleet.Duration{Duration: 25 * time.Hour}}, "limits.shared.forgetAfter"},
+		{"failureMode", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", FailureMode: "deny"}, `limits.shared.failureMode must be "open" or "closed" (got "deny"`},
+		{"failureMode closed", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", FailureMode: "closed"}, ""},
+		{"maxMembers", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", MaxMembers: -1}, "limits.shared.maxMembers must be between 1 and 10000"},
 		{"forgetAfter", fleet.Config{Redis: fleet.RedisConfig{Address: "r:1"}, Account: "a", Heartbeat: fleet.Duration{Duration: 100 * time.Millisecond}, ForgetAfter: fleet.Duration{Duration: 10 * time.Minute}}, ""},
 	}
 	for _, tt := range tests {
@@ -1241,13 +1257,18 @@ func TestJoinWhileFallen(t *testing.T) {
 // then admits nothing (its waiters park, none fails) until Redis answers,
 // and rejoins with a new claim. Before the fix c kept admitting its third
 // while a and b used the whole quota.
+//
+// failureMode closed; TestCutLongerThanForgetAfterOpen checks open.
 func TestCutLongerThanForgetAfter(t *testing.T) {
 	r := fleettest.Start(t)
 	const quota = 90.0
 	px := newProxy(t, r.Addr)
 	a := newMember(t, r, "acct-away", 1, quota, local, nil)
 	b := newMember(t, r, "acct-away", 1, quota, local, nil)
-	c := newMember(t, r, "acct-away", 1, quota, local, func(c *fleet.Config) { c.Redis.Address = px.ln.Addr().String() })
+	c := newMember(t, r, "acct-away", 1, quota, local, func(c *fleet.Config) {
+		c.Redis.Address = px.ln.Addr().String()
+		c.FailureMode = fleet.FailureClosed
+	})
 	for _, m := range []*member{a, b, c} {
 		eventually(t, "three members", func() bool { return math.Abs(m.l.ShareQPS()-quota/3) < 1e-9 })
 	}
@@ -1313,6 +1334,7 @@ func TestOwnForgetAfterDecides(t *testing.T) {
 	c := newMemberOpts(t, r, "acct-own", 1, quota, local, func(c *fleet.Config) {
 		c.Redis.Address = px.ln.Addr().String()
 		c.ForgetAfter = fleet.Duration{Duration: 3 * time.Second}
+		c.FailureMode = fleet.FailureClosed
 	}, fleet.Options{})
 	for _, m := range []*member{a, c} {
 		eventually(t, "two members", func() bool { return math.Abs(m.l.ShareQPS()-quota/2) < 1e-9 })

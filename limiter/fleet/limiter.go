@@ -83,8 +83,10 @@ type Limiter struct {
 	// and nobody is about to (Waiting counts only callers inside Wait).
 	handed map[*limiter.Bucket]int
 	// away: the member has been cut from Redis for the fleet's awayLimit
-	// (its claim may be freed): no local bucket, callers park on unpark
-	// until the member rejoins (or the limiter closes). It implies fallback.
+	// (its claim may be freed). It implies fallback. In failureMode open
+	// the local bucket serves the floor (fraction); in closed there is no
+	// local bucket (fraction 0) and callers park on unpark until the member
+	// rejoins (or the limiter closes).
 	away     bool
 	unpark   chan struct{}
 	parked   int
@@ -213,7 +215,7 @@ func (l *Limiter) EffectiveQPS() float64 {
 	held, _ := l.f.Held() // before l.mu: register holds the fleet's lock, then l.mu
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.away {
+	if l.away && l.fraction <= 0 {
 		return 0
 	}
 	if l.fallback && l.lb != nil {
@@ -285,7 +287,7 @@ func (l *Limiter) wait1(ctx context.Context, p limiter.Priority, start time.Time
 	case l.closed:
 		l.mu.Unlock()
 		return false, l.done1(p, start, l.closedError())
-	case l.away:
+	case l.away && l.unpark != nil:
 		ch := l.unpark
 		l.parked++
 		l.mu.Unlock()

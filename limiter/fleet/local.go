@@ -27,7 +27,10 @@ func (l *Limiter) waitLocal(ctx context.Context, lb *limiter.Bucket, p limiter.P
 	l.unhandLocked(lb)
 	retired := l.away && !l.closed
 	l.mu.Unlock()
-	if err == nil && l.f.awayTooLong() {
+	if err == nil && !l.f.open() && l.f.awayTooLong() {
+		// failureMode closed. In open, a token of the claim's bucket granted
+		// between awayLimit and the heartbeat that goes away (within a
+		// heartbeat, before the others may forget the claim) is used.
 		l.f.goAway()
 		return true, nil
 	}
@@ -102,7 +105,7 @@ func closeAll(bs []*limiter.Bucket) {
 // localThrottled gives a throttling answer to the local bucket.
 func (l *Limiter) localThrottled(retryAfter time.Duration) {
 	l.mu.Lock()
-	if l.closed || l.away {
+	if l.closed || (l.away && l.fraction <= 0) {
 		l.mu.Unlock()
 		l.bobs.Throttled(retryAfter)
 		return
@@ -161,28 +164,34 @@ func (l *Limiter) leaveFallback() {
 	l.signal()
 }
 
-// goAway stops local admissions (see Fleet.goAway): the share becomes 0, the
-// local buckets are closed (their waiters start over and park, as do the
-// queued ones) and callers park until the member rejoins.
-func (l *Limiter) goAway(members int) {
+// goAway stops serving the claim (see Fleet.goAway): the share becomes
+// floor (failureMode open) or 0 (closed), the local buckets are closed
+// (their waiters start over, as do the queued ones) and callers wait on a
+// new bucket at the floor, or park until the member rejoins.
+func (l *Limiter) goAway(members int, floor float64) {
 	l.mu.Lock()
 	if l.closed || l.away {
 		l.mu.Unlock()
 		return
 	}
 	l.away, l.fallback = true, true
-	l.unpark = make(chan struct{})
-	l.fraction, l.members = 0, members
+	l.fraction, l.members = max(floor, 0), members
 	closing := l.retired
 	if l.lb != nil {
 		closing = append(closing, l.lb)
 	}
 	l.lb, l.lbShare, l.retired = nil, 0, nil
 	l.credits = [numClasses]int{}
-	l.releaseLocked(toLocal, nil, false)
+	if floor > 0 {
+		lb, _ := l.localLocked()
+		l.releaseLocked(toLocal, lb, false)
+	} else {
+		l.unpark = make(chan struct{})
+		l.releaseLocked(toLocal, nil, false)
+	}
 	l.mu.Unlock()
 	closeAll(closing)
-	l.fobs.ShareChanged(0, members)
+	l.fobs.ShareChanged(l.ShareQPS(), members)
 	l.signal()
 }
 

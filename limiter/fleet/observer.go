@@ -16,6 +16,12 @@ type Observer interface {
 	// RedisError is called after each Redis call that failed or timed out,
 	// whether or not it switched the member to fallback.
 	RedisError()
+	// StopAt is called at each transition to fallback and back: when the
+	// member, in fallback with failureMode closed, will admit nothing unless
+	// Redis answers first (its claim may be freed then); the zero time when
+	// no stop is coming (on the shared budget, failureMode open, or a member
+	// that never reached Redis).
+	StopAt(at time.Time)
 	// Family returns the observer of one family's Limiter; it is called
 	// once per Limiter.
 	Family(family string) FamilyObserver
@@ -44,6 +50,7 @@ type nopObserver struct{}
 
 func (nopObserver) FallbackChanged(bool)                 {}
 func (nopObserver) RedisError()                          {}
+func (nopObserver) StopAt(time.Time)                     {}
 func (nopObserver) Family(string) FamilyObserver         { return nopObserver{} }
 func (nopObserver) RedisAdmission(time.Duration)         {}
 func (nopObserver) Admitted(bool)                        {}

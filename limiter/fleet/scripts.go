@@ -131,7 +131,8 @@ return {decreased, string.format('%.6f', f)}
 // hash.
 // ARGV: 1 member, 2 weight, 3 TTL ms, 4 "leave" to deregister instead,
 // 5 forget ms, 6 the claim this member holds now (what it would serve in
-// fallback before this heartbeat's answer reaches it).
+// fallback before this heartbeat's answer reaches it), 7 the fleet's most
+// members (0: unset), 8 minShare.
 // Returns {{member, weight, ...}, {counter, rate fraction, ...}, held,
 // fallen members, claim}.
 //
@@ -146,6 +147,8 @@ return {decreased, string.format('%.6f', f)}
 // the held ones sum to at most 1. The stored claim is the larger of the new
 // one and the one the member holds now (ARGV 6), so that a lost answer
 // never leaves the member serving more than Redis holds for it.
+// With a most members count, minShare is also held for each member of it
+// not registered: one that never reached Redis serves minShare unseen.
 // After its own forget ms (recorded with its heartbeats; ARGV 5 for a
 // member that recorded none) without a heartbeat a member is deregistered
 // and its claim freed: the member itself stops serving its claim before
@@ -197,6 +200,8 @@ for i = 1, #all, 2 do
     held = held + c
   end
 end
+local maxm, minshare = tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 0
+if maxm > #all / 2 then held = held + (maxm - #all / 2) * minshare end
 held = math.min(1, held)
 local claim = 0
 if live > 0 then claim = (1 - held) * (tonumber(ARGV[2]) or 0) / live end
