@@ -90,7 +90,8 @@ type Config struct {
 	// MaxMembers, when set, is the most members the fleet has: the live
 	// members hold back MinShare of the quota for every member of it not
 	// registered in Redis, so a member that never reached Redis (and serves
-	// MinShare) is accounted for. 0: only registered members are counted.
+	// MinShare) is accounted for; MinShare is then at most 1 / MaxMembers.
+	// 0: only registered members are counted.
 	MaxMembers int `json:"maxMembers,omitempty"`
 	// Heartbeat is how often the member renews its registration and, in
 	// fallback, probes Redis (10ms-1m; default 1s). A member silent for 3
@@ -288,6 +289,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MinShare == 0 {
 		c.MinShare = DefaultMinShare
+	}
+	if c.MaxMembers > 0 {
+		// A member that never reached Redis serves at most its fair share
+		// at the most members, so what the others hold for the unregistered
+		// ones never takes the whole quota.
+		c.MinShare = min(c.MinShare, 1/float64(c.MaxMembers))
 	}
 	if c.CriticalShare == nil {
 		cs := DefaultCriticalShare

@@ -292,3 +292,30 @@ func TestNeverReachedRedisAccounted(t *testing.T) {
 		t.Fatal("no window checked")
 	}
 }
+
+// TestMaxMembersCapsMinShare: with maxMembers, a member that never reached
+// Redis serves at most its fair share at that count (minShare capped at
+// 1 / maxMembers), so what the others hold for unregistered members (one
+// minShare each) never takes the whole quota: 20 members at the default
+// minShare 0.1 would hold 1.9 of it.
+func TestMaxMembersCapsMinShare(t *testing.T) {
+	r := fleettest.Start(t)
+	const quota = 100.0
+	px := newProxy(t, r.Addr)
+	px.cut()
+	c := newMember(t, r, "acct-cap", 1, quota, local, func(c *fleet.Config) {
+		c.MaxMembers = 20
+		c.Redis.Address = px.ln.Addr().String()
+	})
+	if got := c.l.ShareQPS(); math.Abs(got-quota/20) > 1e-9 {
+		t.Errorf("never-reached member's share %v/s, want quota / maxMembers %v/s", got, quota/20)
+	}
+	a := newMember(t, r, "acct-cap", 1, quota, local, func(c *fleet.Config) { c.MaxMembers = 20 })
+	eventually(t, "a holds 19 unregistered members' share", func() bool {
+		h, _ := a.f.Held()
+		return math.Abs(h-19.0/20) < 1e-6
+	})
+	if got := a.l.ShareQPS(); math.Abs(got-quota/20) > 1e-6 {
+		t.Errorf("a's claim %v/s, want %v/s", got, quota/20)
+	}
+}
