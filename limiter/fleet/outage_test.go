@@ -98,12 +98,21 @@ func redisOutage(t *testing.T, mode string) {
 	for _, m := range ms {
 		eventually(t, "every member falls back", m.f.Fallback)
 	}
-	// Each member's stop instant as reported when it fell back.
+	// Each member's stop instant as reported when it fell back (reported
+	// just after the switch: wait for it in closed).
 	stops := make([]time.Time, len(ms))
 	for i, m := range ms {
-		stops[i] = m.ev.lastStopAt()
+		if mode == fleet.FailureClosed {
+			eventually(t, "the stop reported", func() bool { return !m.ev.lastStopAt().IsZero() })
+			stops[i] = m.ev.lastStopAt()
+		}
 	}
 	time.Sleep(outage - time.Since(killed))
+	if mode == fleet.FailureOpen {
+		for i, m := range ms {
+			stops[i] = m.ev.lastStopAt()
+		}
+	}
 	restarted := time.Now()
 	r.Restart()
 	for _, m := range ms {
