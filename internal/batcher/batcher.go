@@ -62,7 +62,8 @@ type Options[In, Out any] struct {
 	// called for stays open while it blocks, if it was open: requests
 	// arriving meanwhile join it (up to MaxItems) and go with it, so a
 	// token is spent on as many requests as waited for it. Full and
-	// timed-out batches are closed, and admitted in their turn, first. One
+	// timed-out batches are closed, and admitted in their turn, first
+	// (unless a more urgent batch is due, see Priority). One
 	// Admit runs at a time, on a goroutine of its own; pending is a copy of
 	// the batch's requests when it was called. It reports whether it
 	// admitted the batch (false: the executor must wait itself, e.g. Admit
