@@ -71,6 +71,7 @@ func (g *gate) buildBatcher(final bool) {
 			MaxItems:      size,
 			SendAtOnce:    g.cfg.Batch.SendAtOnce == nil || *g.cfg.Batch.SendAtOnce,
 			Admit:         g.admitBatch,
+			Priority:      func(r nodeRequest) int { return int(r.prio) }, // see admitBatch
 			RequestHasher: func(r nodeRequest) string { return keyOfNode(r.node).String() },
 			// A caller joining another's lookup of the same node raises
 			// its priority: a critical lookup never rides a background one.
@@ -105,19 +106,22 @@ func (g *gate) batcher() *nodeBatcher {
 // admitBatch takes the token of a batch's first call while the batch is
 // still open (internal/batcher's Admit): lookups arriving during the wait
 // join it, so one token answers every lookup that waited for it. The wait
-// is bounded by the family's waitTimeout (an *api.RetryError), or with none
-// by batchCallTimeout. An open breaker takes no token: the batch goes on to
-// sendBatch, whose call the breaker refuses as any other.
-func (g *gate) admitBatch(_ context.Context, reqs []nodeRequest) (bool, error) {
+// is at the batch's priority, bounded by the family's waitTimeout (an
+// *api.RetryError), or with none by batchCallTimeout; the batcher ends it
+// (ctx) when a more urgent batch takes it over. Only a closed breaker lets
+// a batch take its token first: an open one would refuse the call, and a
+// half-open one may (its probes in flight), so the batch goes on to
+// sendBatch without a token, where the breaker is asked first, as for any
+// other call.
+func (g *gate) admitBatch(ctx context.Context, reqs []nodeRequest) (bool, error) {
 	m := g.m.batchInstanceStatus
 	opened := m.breaker.Opened() // before the check: an opening in between ends the wait at once
-	if m.breaker.State() == limiter.StateOpen {
+	if m.breaker.State() != limiter.StateClosed {
 		return false, nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	cancel := func() {}
 	if m.waitTimeout <= 0 {
-		cancel()
-		ctx, cancel = g.withCallTimeout(context.Background(), batchCallTimeout, errCallTimeout)
+		ctx, cancel = g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
 	}
 	defer cancel()
 	if err := g.wait(ctx, m, batchPriority(reqs), opened); err != nil {

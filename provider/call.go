@@ -104,7 +104,9 @@ func invokeAdmitted[T any](ctx context.Context, g *gate, m *method, prio limiter
 		for _, br := range g.breakers {
 			br.CloudAnswered()
 		}
-		if g.listFailed.Load() {
+		// A failed list is brought forward by an answer that shows an
+		// outage ended; a throttled one shows the quota is short.
+		if throttled, _ := g.throttle.Classify(err); !throttled && g.listFailed.Load() {
 			select {
 			case g.listAnswered <- struct{}{}:
 			default:

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"github.com/cloudgate/cloudgate/limiter"
 )
 
 // listJitter is the refresh jitter: each wait between two list refreshes is
@@ -76,9 +78,17 @@ func (g *gate) start(stop <-chan struct{}) {
 		for {
 			var answered <-chan struct{}
 			var earliest <-chan time.Time
-			err := g.prefetch(ctx)
+			quotaShort, err := g.prefetch(ctx)
 			first.end() // lookups waiting for the first refresh go on, answered or not
-			if err != nil && ctx.Err() == nil {
+			switch {
+			case err != nil && ctx.Err() == nil && quotaShort:
+				// A retry would start again from page 1 and spend the pages
+				// again when tokens are scarcest: the next list is at the
+				// interval, as after a success.
+				klog.ErrorS(err, "cloudgate: instance list prefetch failed for want of quota (per-node lookups go on; the next list at the interval)")
+				g.listFailed.Store(false)
+				gap = interval / 30
+			case err != nil && ctx.Err() == nil:
 				klog.ErrorS(err, "cloudgate: instance list prefetch failed (per-node lookups go on; retrying once the cloud answers)")
 				// Refresh as soon as the cloud answers again (an outage
 				// ended), not a whole interval later, but no sooner than
@@ -90,7 +100,7 @@ func (g *gate) start(stop <-chan struct{}) {
 				g.listFailed.Store(true)
 				answered, earliest = g.listAnswered, g.clock.After(gap)
 				gap = min(2*gap, interval)
-			} else {
+			default:
 				g.listFailed.Store(false)
 				gap = interval / 30
 			}
@@ -112,8 +122,10 @@ func (g *gate) start(stop <-chan struct{}) {
 }
 
 // prefetch pages through the upstream's instance list once and fills the
-// instance caches, by provider ID and by node name.
-func (g *gate) prefetch(ctx context.Context) error {
+// instance caches, by provider ID and by node name. quotaShort: it failed
+// because the cloud throttled a page, or a page's token did not come in
+// time (not because the breaker was open).
+func (g *gate) prefetch(ctx context.Context) (quotaShort bool, err error) {
 	m := g.m.listInstances
 	token := ""
 	for {
@@ -122,13 +134,16 @@ func (g *gate) prefetch(ctx context.Context) error {
 			page []InstanceRecord
 			next string
 		}
+		called := false
 		p, err := invoke(callCtx, g, m, m.priority, func(ctx context.Context) (pageAnswer, error) {
+			called = true
 			page, next, err := g.lister.ListInstances(ctx, token)
 			return pageAnswer{page, next}, err
 		})
 		cancelCall()
 		if err != nil {
-			return err
+			throttled, _ := g.throttle.Classify(err)
+			return throttled || (!called && !limiter.IsOpen(err)), err
 		}
 		for i := range p.page {
 			rec := &p.page[i]
@@ -143,7 +158,7 @@ func (g *gate) prefetch(ctx context.Context) error {
 			}
 		}
 		if p.next == "" {
-			return nil
+			return false, nil
 		}
 		token = p.next
 	}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -61,13 +62,27 @@ type Options[In, Out any] struct {
 	// called for stays open while it blocks, if it was open: requests
 	// arriving meanwhile join it (up to MaxItems) and go with it, so a
 	// token is spent on as many requests as waited for it. Full and
-	// timed-out batches are closed, and admitted in their turn, first. One
-	// Admit runs at a time, on a goroutine of its own with a context no
-	// caller can cancel; pending is a copy of the batch's requests when it
-	// was called. It reports whether it admitted the batch (false: the
-	// executor must wait itself, e.g. Admit saw an open breaker and took
-	// no token) and its error, which BatchExecutor gets in Flush.Err.
+	// timed-out batches are closed, and admitted in their turn, first
+	// (unless a more urgent batch is due, see Priority). One
+	// Admit runs at a time, on a goroutine of its own; pending is a copy of
+	// the batch's requests when it was called. It reports whether it
+	// admitted the batch (false: the executor must wait itself, e.g. Admit
+	// saw an open breaker and took no token) and its error, which
+	// BatchExecutor gets in Flush.Err. With Priority, ctx is cancelled
+	// (cause ErrPreempted) when a more urgent batch is due: Admit should
+	// then give up without taking anything, and is called again for that
+	// batch; if it admits all the same, the admission goes to the most
+	// urgent batch due. No caller can cancel ctx.
 	Admit func(ctx context.Context, pending []In) (admitted bool, err error)
+	// Priority, when set with Admit, ranks requests: lower is more urgent,
+	// and a batch is as urgent as its most urgent request. The most urgent
+	// batch due is admitted first (the oldest among equals), and with
+	// SendAtOnce the open batch is due too while closed batches wait for
+	// Admit (it may be more urgent than they are). A batch that becomes
+	// more urgent than the one Admit runs for — a request joins it, or
+	// joins the batch being admitted — preempts that admission. nil: every
+	// batch is as urgent as any other (admitted oldest first).
+	Priority func(In) int
 	// Clock is the time source of the timeouts; nil is the real clock. A
 	// clock that cannot schedule functions (clock.WithDelayedExecution)
 	// uses the real clock's timers.
@@ -85,6 +100,10 @@ const (
 	// FlushReturned: sent when the batches in flight returned (SendAtOnce).
 	FlushReturned = "returned"
 )
+
+// ErrPreempted is the cause with which Admit's context is cancelled when a
+// more urgent batch is due (Options.Priority).
+var ErrPreempted = errors.New("batcher: a more urgent batch is due")
 
 // Flush is what BatchExecutor is told about its batch.
 type Flush struct {
@@ -107,10 +126,13 @@ type Batcher[In, Out any] struct {
 	open    *batch[In, Out]
 	sending int // batches being sent
 	// With Admit: closed batches waiting for it, oldest first, and
-	// whether the goroutine that calls it is running.
-	ready     []*batch[In, Out]
-	admitting bool
-	wg        sync.WaitGroup // batches being sent, and the Admit goroutine
+	// whether the goroutine that calls it is running; while Admit runs,
+	// the urgency of the batch it runs for and the cancel of its context.
+	ready      []*batch[In, Out]
+	admitting  bool
+	admitPrio  int
+	preemptFor context.CancelCauseFunc
+	wg         sync.WaitGroup // batches being sent, and the Admit goroutine
 }
 
 // batch is one batch being filled or sent.
@@ -119,6 +141,7 @@ type batch[In, Out any] struct {
 	// FlushReturned once it waited for the batches in flight.
 	reason string
 	items  []In
+	prio   int            // the most urgent of items' Priority
 	index  map[string]int // slot of each named request
 	last   time.Time      // when a request last joined (IdleTimeout)
 	// answered[i] is closed once results[i] is set (or the executor left
@@ -177,10 +200,12 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
 	}
 	if joined && b.opts.Merge != nil {
 		bt.items[slot] = b.opts.Merge(bt.items[slot], in)
+		b.rankLocked(bt, bt.items[slot])
 	}
 	if !joined {
 		slot = len(bt.items)
 		bt.items = append(bt.items, in)
+		b.rankLocked(bt, in)
 		bt.answered = append(bt.answered, make(chan struct{}))
 		if b.opts.RequestHasher != nil {
 			bt.index[b.opts.RequestHasher(in)] = slot
@@ -328,32 +353,56 @@ func (b *Batcher[In, Out]) sent() {
 	go b.send(bt, Flush{Reason: FlushReturned})
 }
 
-// nextLocked is the batch to admit next: the oldest closed one, else with
-// SendAtOnce the open one when none is in flight; nil if none is due. The
-// caller holds b.mu.
-func (b *Batcher[In, Out]) nextLocked() *batch[In, Out] {
-	switch {
-	case len(b.ready) > 0:
-		return b.ready[0]
-	case b.open != nil && b.opts.SendAtOnce && b.sending == 0:
-		return b.open
+// rankLocked makes bt as urgent as in, if in is more urgent; bt's first
+// request sets it. The caller holds b.mu.
+func (b *Batcher[In, Out]) rankLocked(bt *batch[In, Out], in In) {
+	if b.opts.Priority == nil {
+		return
 	}
-	return nil
+	if p := b.opts.Priority(in); len(bt.items) == 1 || p < bt.prio {
+		bt.prio = p
+	}
+}
+
+// nextLocked is the batch to admit next: the most urgent due one, the
+// oldest among equals. Closed batches are due; with SendAtOnce so is the
+// open one when none is in flight, or when closed ones wait (it goes
+// after them unless more urgent). nil if none is due. The caller holds
+// b.mu.
+func (b *Batcher[In, Out]) nextLocked() *batch[In, Out] {
+	var next *batch[In, Out]
+	for _, bt := range b.ready {
+		if next == nil || bt.prio < next.prio {
+			next = bt
+		}
+	}
+	if bt := b.open; bt != nil && b.opts.SendAtOnce && (b.sending == 0 || len(b.ready) > 0) &&
+		(next == nil || bt.prio < next.prio) {
+		next = bt
+	}
+	return next
 }
 
 // startAdmitLocked starts the Admit goroutine if a batch is due and it is
-// not running. The caller holds b.mu.
+// not running; if it is running for a less urgent batch than one due now,
+// it preempts it. The caller holds b.mu.
 func (b *Batcher[In, Out]) startAdmitLocked() {
-	if b.admitting || b.nextLocked() == nil {
-		return
+	next := b.nextLocked()
+	switch {
+	case next == nil:
+	case !b.admitting:
+		b.admitting = true
+		b.wg.Add(1)
+		go b.admitLoop()
+	case b.preemptFor != nil && next.prio < b.admitPrio:
+		b.preemptFor(ErrPreempted)
+		b.preemptFor = nil
 	}
-	b.admitting = true
-	b.wg.Add(1)
-	go b.admitLoop()
 }
 
-// admitLoop admits the due batches one at a time and sends each as soon
-// as Admit returns, with whatever joined it meanwhile.
+// admitLoop admits the due batches one at a time, the most urgent first,
+// and sends each as soon as Admit returns, with whatever joined it
+// meanwhile.
 func (b *Batcher[In, Out]) admitLoop() {
 	defer b.wg.Done()
 	for {
@@ -365,12 +414,21 @@ func (b *Batcher[In, Out]) admitLoop() {
 			return
 		}
 		pending := append([]In(nil), bt.items...)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		b.admitPrio, b.preemptFor = bt.prio, cancel
 		b.mu.Unlock()
-		admitted, err := b.opts.Admit(context.Background(), pending)
+		admitted, err := b.opts.Admit(ctx, pending)
 		b.mu.Lock()
+		preempted := context.Cause(ctx) == ErrPreempted
+		cancel(nil)
+		b.preemptFor = nil
+		if preempted && err != nil {
+			b.mu.Unlock()
+			continue // the more urgent batch is admitted first
+		}
 		// Nothing but this loop sends, so the batch admitted for is still
-		// due: the open one, or (full or timed out meanwhile) the ready one
-		// ahead of any other. Whatever is due now gets the admission.
+		// due: the open one, or (full or timed out meanwhile) a ready one.
+		// The most urgent one due now gets the admission.
 		if bt = b.nextLocked(); bt == nil && b.open != nil {
 			bt = b.open
 		}
@@ -379,8 +437,8 @@ func (b *Batcher[In, Out]) admitLoop() {
 			b.mu.Unlock()
 			return
 		}
-		if len(b.ready) > 0 && b.ready[0] == bt {
-			b.ready = b.ready[1:]
+		if i := slices.Index(b.ready, bt); i >= 0 {
+			b.ready = slices.Delete(b.ready, i, i+1)
 		} else {
 			b.open = nil
 		}

@@ -1,0 +1,158 @@
+package batcher
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// urgentRig is a SendAtOnce batcher with Priority ("!x" is more urgent
+// than "x") whose Admit waits for a token the test gives, or for its
+// context; it records every Admit call and how it ended.
+type urgentRig struct {
+	b      *Batcher[string, string]
+	rec    *recorder
+	tokens chan struct{}
+	mu     sync.Mutex
+	admits []string // each Admit call: its batch, and "preempted" or "admitted"
+}
+
+func newUrgentRig(t *testing.T, maxItems int) *urgentRig {
+	t.Helper()
+	r := &urgentRig{rec: &recorder{}, tokens: make(chan struct{}, 10)}
+	b, err := New(Options[string, string]{
+		Name: "urgent", MaxItems: maxItems, MaxTimeout: time.Hour, SendAtOnce: true,
+		RequestHasher: func(s string) string { return strings.TrimPrefix(s, "!") },
+		Merge: func(old, joining string) string {
+			if strings.HasPrefix(joining, "!") {
+				return joining
+			}
+			return old
+		},
+		Priority: func(s string) int {
+			if strings.HasPrefix(s, "!") {
+				return 0
+			}
+			return 1
+		},
+		Admit: func(ctx context.Context, pending []string) (bool, error) {
+			outcome := "admitted"
+			var err error
+			select {
+			case <-r.tokens:
+			case <-ctx.Done():
+				outcome, err = "preempted", context.Cause(ctx)
+			}
+			r.mu.Lock()
+			r.admits = append(r.admits, fmt.Sprint(pending, " ", outcome))
+			r.mu.Unlock()
+			return err == nil, err
+		},
+		BatchExecutor: r.rec.exec,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.b = b
+	return r
+}
+
+func (r *urgentRig) check(t *testing.T, admits []string, batches [][]string) {
+	t.Helper()
+	r.mu.Lock()
+	got := fmt.Sprint(r.admits)
+	r.mu.Unlock()
+	if got != fmt.Sprint(admits) {
+		t.Errorf("Admit calls %s, want %v", got, admits)
+	}
+	if bs, _ := r.rec.snapshot(); fmt.Sprint(bs) != fmt.Sprint(batches) {
+		t.Errorf("batches %v, want %v", bs, batches)
+	}
+}
+
+// A more urgent request joining the batch Admit waits for preempts that
+// wait: Admit is called again, for the batch as it is now.
+func TestPriorityJoinPreemptsAdmit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newUrgentRig(t, 100)
+		a := add(r.b, context.Background(), "a")
+		synctest.Wait()
+		c := add(r.b, context.Background(), "c") // as urgent: no preemption
+		synctest.Wait()
+		x := add(r.b, context.Background(), "!x")
+		synctest.Wait()
+		r.tokens <- struct{}{}
+		wait(t, a, c, x)
+		r.b.Wait()
+		r.check(t, []string{"[a] preempted", "[a c !x] admitted"}, [][]string{{"a", "c", "!x"}})
+	})
+}
+
+// The same through Merge: a request of the same name made more urgent.
+func TestPriorityMergePreemptsAdmit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newUrgentRig(t, 100)
+		var answers [2]string
+		var wg sync.WaitGroup
+		for i, in := range []string{"a", "!a"} {
+			wg.Go(func() { answers[i], _ = r.b.Add(context.Background(), in) })
+			synctest.Wait()
+		}
+		r.tokens <- struct{}{}
+		wg.Wait()
+		r.b.Wait()
+		if answers != [2]string{"answer !a", "answer !a"} {
+			t.Errorf("answers %q, want the merged request's", answers)
+		}
+		r.check(t, []string{"[a] preempted", "[!a] admitted"}, [][]string{{"!a"}})
+	})
+}
+
+// The most urgent due batch is admitted first: an urgent request behind a
+// full batch of less urgent ones goes ahead of it, taking over its wait;
+// the full batch is admitted after.
+func TestPriorityUrgentBatchAdmittedFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newUrgentRig(t, 2)
+		a := add(r.b, context.Background(), "a")
+		synctest.Wait()
+		b := add(r.b, context.Background(), "b") // a, b: full, waiting for Admit
+		synctest.Wait()
+		x := add(r.b, context.Background(), "!x")
+		synctest.Wait()
+		r.tokens <- struct{}{}
+		wait(t, x)
+		synctest.Wait()
+		if a2, b2 := len(a), len(b); a2+b2 != 0 {
+			t.Fatal("the full batch was sent with the urgent batch's admission")
+		}
+		r.tokens <- struct{}{}
+		wait(t, a, b)
+		r.b.Wait()
+		r.check(t, []string{"[a] preempted", "[!x] admitted", "[a b] admitted"}, [][]string{{"!x"}, {"a", "b"}})
+	})
+}
+
+// Without Priority nothing is preempted: the full batch is admitted
+// first, as before.
+func TestNoPriorityOldestFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newUrgentRig(t, 2)
+		r.b.opts.Priority = nil
+		a := add(r.b, context.Background(), "a")
+		synctest.Wait()
+		b := add(r.b, context.Background(), "b")
+		synctest.Wait()
+		x := add(r.b, context.Background(), "!x")
+		synctest.Wait()
+		r.tokens <- struct{}{}
+		r.tokens <- struct{}{}
+		wait(t, a, b, x)
+		r.b.Wait()
+		r.check(t, []string{"[a] admitted", "[!x] admitted"}, [][]string{{"a", "b"}, {"!x"}})
+	})
+}
