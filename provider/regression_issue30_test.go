@@ -454,7 +454,9 @@ func TestIssue30_MetadataCopyPerCaller(t *testing.T) {
 		up.metadataHook = func(*v1.Node) (*cloudprovider.InstanceMetadata, error) { return want(), nil }
 		c := mustNew(t, up, testConfig(newFakeClock()))
 		node := testNode("node-1", "fake://i-1")
-		check(t, func() (*cloudprovider.InstanceMetadata, error) { return v2(t, c).InstanceMetadata(context.Background(), node) })
+		check(t, func() (*cloudprovider.InstanceMetadata, error) {
+			return v2(t, c).InstanceMetadata(context.Background(), node)
+		})
 	})
 	t.Run("batch", func(t *testing.T) {
 		bc := &batchCloud{Cloud: &fakecloud.Cloud{Provider: "fake"}, missing: map[string]bool{}}
