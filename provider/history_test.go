@@ -187,31 +187,31 @@ type scriptNode struct {
 }
 
 type history struct {
-	t      *testing.T
-	seed   int64
-	rng    *rand.Rand
-	clk    *clocktesting.FakeClock
-	start  time.Time
-	seq    atomic.Int64
-	up     *simCloud
-	g      *gate
+	t     *testing.T
+	seed  int64
+	rng   *rand.Rand
+	clk   *clocktesting.FakeClock
+	start time.Time
+	seq   atomic.Int64
+	up    *simCloud
+	g     *gate
 	// opsByKey: the guarded ops (guarded) of each key, by start (check).
 	opsByKey map[string][]*opRec
-	cfg    *Config
-	v2     cloudprovider.InstancesV2
-	v1     cloudprovider.Instances
-	lbs    cloudprovider.LoadBalancer
-	zones  cloudprovider.Zones
-	rts    cloudprovider.Routes
-	stop   chan struct{}
-	stop2  chan struct{} // the stop channel of a second Initialize, if any
-	nodes  []*scriptNode
-	svcs   []*v1.Service
-	ops    []*opRec
-	active sync.WaitGroup
-	outst  atomic.Int64
-	mode   faultMode
-	left   int
+	cfg      *Config
+	v2       cloudprovider.InstancesV2
+	v1       cloudprovider.Instances
+	lbs      cloudprovider.LoadBalancer
+	zones    cloudprovider.Zones
+	rts      cloudprovider.Routes
+	stop     chan struct{}
+	stop2    chan struct{} // the stop channel of a second Initialize, if any
+	nodes    []*scriptNode
+	svcs     []*v1.Service
+	ops      []*opRec
+	active   sync.WaitGroup
+	outst    atomic.Int64
+	mode     faultMode
+	left     int
 
 	mu          sync.Mutex
 	transitions []breakerTransition
