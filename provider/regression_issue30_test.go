@@ -274,6 +274,11 @@ func (h *hookedBatchCloud) BatchInstanceStatus(ctx context.Context, nodes []*v1.
 // a live instance answered "not found" once is never reported missing.
 func TestIssue30_SlowRevisitsConfirm(t *testing.T) {
 	intervals := []time.Duration{5 * time.Second, 21 * time.Second, 45 * time.Second, 2 * time.Minute, 10 * time.Minute}
+	var liveChecks, removedChecks int
+	defer func() {
+		t.Logf("checks: live instance never missing on one answer=%d, removed instance missing at the first check confirmAfter after the first hold=%d (%d paths x %d revisit intervals)",
+			liveChecks, removedChecks, len(guardPaths()), len(intervals))
+	}()
 	for _, p := range guardPaths() {
 		for _, every := range intervals {
 			for _, live := range []bool{false, true} {
@@ -290,6 +295,11 @@ func TestIssue30_SlowRevisitsConfirm(t *testing.T) {
 						exists, err := ask()
 						got := answerKind(t, exists, err)
 						at := time.Duration(checks) * every
+						if live {
+							liveChecks++
+						} else if at >= confirm {
+							removedChecks++
+						}
 						switch {
 						case live && got == "missing":
 							t.Fatalf("at %s: a live instance answered \"not found\" once was reported missing", at)
