@@ -153,6 +153,8 @@ type Cache[K comparable, V any] struct {
 	// count is the number of entries over all shards, changed under the
 	// lock of the shard changed.
 	count atomic.Int64
+	// invalidations counts Invalidate calls over all shards (see Mark).
+	invalidations atomic.Uint64
 }
 
 // shard is one LRU with its lock, invalidation epoch and store count.
@@ -166,6 +168,9 @@ type shard[K comparable, V any] struct {
 	// before an invalidation must not store its (possibly pre-write)
 	// answer, and a Get that starts after one must not join its flight.
 	epoch uint64
+	// invalidated is the cache's invalidations count at the shard's latest
+	// Invalidate (see Mark, PutSince).
+	invalidated uint64
 	// stores counts the entries stored in the shard (written under mu,
 	// read without it); an entry's gen is its value when the entry was
 	// stored or last moved to the front.
@@ -173,7 +178,7 @@ type shard[K comparable, V any] struct {
 	// promoteAfter: an index hit moves its entry to the front once stores
 	// has grown by more than this since the entry's gen.
 	promoteAfter uint64
-	_            [24]byte // 64 bytes: shards' locks on separate cache lines
+	_            [16]byte // 64 bytes: shards' locks on separate cache lines
 }
 
 // maxShards bounds the shard count; minShardSize keeps small caches whole.
@@ -376,6 +381,43 @@ func (c *Cache[K, V]) Put(key K, value V) {
 	c.evicted(evicted)
 }
 
+// Mark is a moment in a cache's invalidations (see Cache.Mark).
+type Mark struct{ invalidations uint64 }
+
+// Mark returns the moment now: an answer read after it may be stored with
+// PutSince, which stores nothing if an Invalidate of its key (or of a key
+// sharing its shard) returned since — as Get's fetch stores nothing then.
+// A caller that fills the cache from a call answering many keys (a batch, a
+// list page) takes the Mark before sending the call.
+func (c *Cache[K, V]) Mark() Mark { return Mark{c.invalidations.Load()} }
+
+// PutSince is Put for an answer read after m: it stores nothing when key
+// may have been invalidated since m, so an answer read before the change
+// behind an invalidation never outlives it.
+func (c *Cache[K, V]) PutSince(key K, value V, m Mark) {
+	c.putSince(key, c.newEntry(key, c.clone(value), nil, c.now()), m)
+}
+
+// PutNegativeSince is PutNegative for an answer read after m (see
+// PutSince).
+func (c *Cache[K, V]) PutNegativeSince(key K, err error, m Mark) {
+	if err == nil {
+		return
+	}
+	c.putSince(key, c.newEntry(key, *new(V), err, c.now()), m)
+}
+
+func (c *Cache[K, V]) putSince(key K, e *entry[K, V], m Mark) {
+	s := c.shard(key)
+	s.mu.Lock()
+	evicted := false
+	if s.invalidated <= m.invalidations {
+		evicted = c.addLocked(s, key, e)
+	}
+	s.mu.Unlock()
+	c.evicted(evicted)
+}
+
 // PutAt stores an answer the upstream gave at `at`, in the past: a value
 // (err nil) as Put does, or a negative answer (IsNegative(err)) as
 // PutNegative does, but aged from `at`, so it is fresh until at+TTL
@@ -422,6 +464,7 @@ func (c *Cache[K, V]) Invalidate(key K) {
 	s := c.shard(key)
 	s.mu.Lock()
 	s.epoch++
+	s.invalidated = c.invalidations.Add(1)
 	if s.entries.Remove(key) {
 		c.count.Add(-1)
 	}

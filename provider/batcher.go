@@ -11,6 +11,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
+	"github.com/cloudgate/cloudgate/cache"
 	"github.com/cloudgate/cloudgate/internal/batcher"
 	"github.com/cloudgate/cloudgate/limiter"
 )
@@ -188,6 +189,7 @@ type batchCall struct {
 // off is the index of nodes[0] in the batch, for answer; admitted: its
 // token is taken already (admitBatch).
 func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int, admitted bool) ([]InstanceStatus, error) {
+	marks := b.g.fillMarks() // before the call: see fill
 	results, err := invokeAdmitted(ctx, b.g, b.g.m.batchInstanceStatus, prio, admitted, func(ctx context.Context) ([]InstanceStatus, error) {
 		ctx, cancel := b.g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
 		defer cancel()
@@ -198,7 +200,8 @@ func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Prio
 	}
 	if err == nil {
 		for i, node := range nodes {
-			b.g.fill(keyOfNode(node), results[i])
+			results[i].Err = bareNotFound(results[i].Err)
+			b.g.fill(keyOfNode(node), results[i], marks)
 			if b.answer != nil {
 				b.answer(off+i, results[i])
 			}
@@ -250,24 +253,36 @@ func failAll(n int, err error) []InstanceStatus {
 	return out
 }
 
+// fillMarks are the instance caches' marks (cache.Mark) taken before a
+// batch or list call is sent.
+type fillMarks struct{ exists, shutdown, metadata cache.Mark }
+
+func (g *gate) fillMarks() fillMarks {
+	return fillMarks{exists: mark(g.inst.exists), shutdown: mark(g.inst.shutdown), metadata: mark(g.inst.metadata)}
+}
+
 // fill stores one node's batch or list answer in the instance caches.
 // "Does not exist" in any form — InstanceNotFound, or an instance the cloud
 // still describes as terminated (Deleted) — is a negative answer: it lives
-// negativeTTL and is never served stale.
-func (g *gate) fill(key nodeKey, st InstanceStatus) {
+// negativeTTL and is never served stale. marks were taken before the call
+// was sent: an answer read before an invalidation of its key is not stored
+// after it (as a fetch of the cache's own is not), so the not-found guard's
+// re-read, which invalidates and asks again, can never be answered by a
+// batch that was on its way before it.
+func (g *gate) fill(key nodeKey, st InstanceStatus, marks fillMarks) {
 	switch {
-	case st.Err == cloudprovider.InstanceNotFound:
-		putNegative(g.inst.metadata, key, st.Err)
-		putNegative(g.inst.shutdown, key, st.Err)
-		put(g.inst.exists, key, false) // a negative value
+	case errors.Is(st.Err, cloudprovider.InstanceNotFound):
+		putNegativeSince(g.inst.metadata, key, cloudprovider.InstanceNotFound, marks.metadata)
+		putNegativeSince(g.inst.shutdown, key, cloudprovider.InstanceNotFound, marks.shutdown)
+		putSince(g.inst.exists, key, false, marks.exists) // a negative value
 	case st.Err != nil:
 		// A per-node failure is not an answer: nothing to remember.
 	default:
 		if st.Metadata != nil {
-			put(g.inst.metadata, key, st.Metadata)
+			putSince(g.inst.metadata, key, st.Metadata, marks.metadata)
 		}
-		put(g.inst.shutdown, key, st.Shutdown)
-		put(g.inst.exists, key, !st.Deleted)
+		putSince(g.inst.shutdown, key, st.Shutdown, marks.shutdown)
+		putSince(g.inst.exists, key, !st.Deleted, marks.exists)
 		if st.Deleted {
 			g.nf.markDeleted(key)
 		} else {

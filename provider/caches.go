@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,7 +28,7 @@ func (g *gate) buildCaches() (err error) {
 	}
 	g.inst.exists = newCache(g, &err, g.m.instanceExists, nk{keyString: nodeKeyString, negativeValue: notExists, shortLived: byName})
 	g.inst.shutdown = newCache(g, &err, g.m.instanceShutdown, nk{keyString: nodeKeyString, shortLived: byName})
-	g.inst.metadata = newCache(g, &err, g.m.instanceMetadata, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, shared: true, keyString: nodeKeyString, shortLived: byName})
+	g.inst.metadata = newCache(g, &err, g.m.instanceMetadata, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKeyString, shortLived: byName})
 	// NodeAddresses is keyed by node name: a re-created VM may reuse it.
 	g.inst.nodeAddresses = newCache(g, &err, g.m.nodeAddresses, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey, shortLived: always})
 	g.inst.nodeAddressesByProviderID = newCache(g, &err, g.m.nodeAddressesByProviderID, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
@@ -50,10 +51,24 @@ func (g *gate) buildCaches() (err error) {
 	return err
 }
 
-// put and putNegative fill a cache that may be off (nil).
-func put[K comparable, V any](c *cache.Cache[K, V], key K, v V) {
+// mark, putSince and putNegativeSince fill a cache that may be off (nil)
+// from a batch or list call (cache.Mark).
+func mark[K comparable, V any](c *cache.Cache[K, V]) cache.Mark {
+	if c == nil {
+		return cache.Mark{}
+	}
+	return c.Mark()
+}
+
+func putSince[K comparable, V any](c *cache.Cache[K, V], key K, v V, m cache.Mark) {
 	if c != nil {
-		c.Put(key, v)
+		c.PutSince(key, v, m)
+	}
+}
+
+func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err error, m cache.Mark) {
+	if c != nil {
+		c.PutNegativeSince(key, err, m)
 	}
 }
 
@@ -64,17 +79,10 @@ func invalidate[K comparable, V any](c *cache.Cache[K, V], key K) {
 	}
 }
 
-func putNegative[K comparable, V any](c *cache.Cache[K, V], key K, err error) {
-	if c != nil {
-		c.PutNegative(key, err)
-	}
-}
-
 // cacheOpts are the per-method parts of a cache's configuration.
 type cacheOpts[K comparable, V any] struct {
-	clone func(V) V
-	// shared: callers get the stored copy itself (see immutable_test.go).
-	shared    bool
+	// clone copies a value: what is stored, and what each caller gets.
+	clone     func(V) V
 	keyString func(K) string
 	// negativeValue: a value that says "does not exist" (InstanceExists
 	// false): negativeTTL, never stale.
@@ -98,11 +106,10 @@ func newCache[K comparable, V any](g *gate, errp *error, m *method, o cacheOpts[
 		TTL:           ttl,
 		NegativeTTL:   g.cfg.Cache.NegativeTTL.Duration,
 		StaleIfError:  g.cfg.Cache.StaleIfError.Duration,
-		IsNegative:    func(err error) bool { return err == cloudprovider.InstanceNotFound },
+		IsNegative:    func(err error) bool { return errors.Is(err, cloudprovider.InstanceNotFound) },
 		NegativeValue: o.negativeValue,
 		ShortLived:    o.shortLived,
 		Clone:         o.clone,
-		Shared:        o.shared,
 		KeyString:     o.keyString,
 		Hash:          keyHash[K](),
 		Clock:         g.clock,

@@ -97,6 +97,7 @@ func invokeAdmitted[T any](ctx context.Context, g *gate, m *method, prio limiter
 	}
 	start := g.clock.Now()
 	v, err := fn(ctx)
+	err = bareNotFound(err)
 	outcome := breakerOutcome(ctx, err)
 	done(outcome)
 	if g.answered(outcome) {
@@ -115,6 +116,19 @@ func invokeAdmitted[T any](ctx context.Context, g *gate, m *method, prio limiter
 	}
 	g.rec.UpstreamCall(m.family, m.name, g.result(m, err), g.clock.Since(start))
 	return v, err
+}
+
+// bareNotFound returns cloudprovider.InstanceNotFound itself for any error
+// that wraps it (errors.Is), and err otherwise. A provider may wrap the
+// sentinel (the AWS provider's InstanceMetadata does, with %w); the caches,
+// the not-found guard and the controllers all take the bare value, and
+// cloudprovider.GetInstanceProviderID, which the lifecycle and node
+// controllers call, compares InstanceID's error with ==.
+func bareNotFound(err error) error {
+	if err != nil && err != cloudprovider.InstanceNotFound && errors.Is(err, cloudprovider.InstanceNotFound) {
+		return cloudprovider.InstanceNotFound
+	}
+	return err
 }
 
 // breakerOpenError is a breaker's rejection as cloudgate returns it: the

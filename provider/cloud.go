@@ -110,4 +110,7 @@ type informerCloud struct {
 
 var _ cloudprovider.InformerUser = (*informerCloud)(nil)
 
-func (c *informerCloud) SetInformers(f informers.SharedInformerFactory) { c.informers.SetInformers(f) }
+func (c *informerCloud) SetInformers(f informers.SharedInformerFactory) {
+	c.g.useNodeInformer(f)
+	c.informers.SetInformers(f)
+}

@@ -56,6 +56,9 @@ type gate struct {
 
 	inst instanceCaches
 	nf   *notFoundGuard // nil when notFoundGuard.enabled is false, and in shadow mode
+	// nodes finds the Node of a v1 call (which carries none) for the
+	// guard's grace period; nil until the CCM hands over its informers.
+	nodes atomic.Pointer[nodeIndex]
 	// shadow is the model of mode: shadow (shadow.go); nil in enforce mode.
 	shadow *shadow
 	lb     lbCaches

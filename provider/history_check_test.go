@@ -170,6 +170,15 @@ func (h *history) check() (map[string]int, []violation) {
 		}
 	}
 
+	h.opsByKey = map[string][]*opRec{}
+	for _, op := range h.ops {
+		if guarded(op.method) && op.answered.Load() {
+			h.opsByKey[op.key] = append(h.opsByKey[op.key], op)
+		}
+	}
+	for _, ops := range h.opsByKey {
+		sort.Slice(ops, func(i, j int) bool { return ops[i].sseq < ops[j].sseq })
+	}
 	for _, op := range h.ops {
 		// Own copy: the hostname this caller appended is still there.
 		if a := op.appended; a != nil {
@@ -249,10 +258,21 @@ func (h *history) check() (map[string]int, []violation) {
 			}
 			return nil
 		}
-		if op.neg && op.err == nil && (op.method == "InstanceExists" || op.method == "InstanceExistsByProviderID") {
+		if op.neg && guarded(op.method) && (op.err == nil || op.method == "InstanceID") {
 			counts[invOneAnswer]++
-			if msg := h.oneAnswer(op); msg != "" {
+			msg, path := h.oneAnswer(op)
+			counts["info:one-answer:"+path]++
+			if msg != "" {
 				bad(invOneAnswer, op, "%s", msg)
+			}
+		}
+		if guarded(op.method) && heldByGuard(op.err) {
+			counts["info:held"]++
+			if first := h.firstHold(op); first != nil {
+				counts[invRemoved]++
+				if msg := h.removedHeld(op, first); msg != "" {
+					bad(invRemoved, op, "%s", msg)
+				}
 			}
 		}
 		switch {
@@ -344,18 +364,69 @@ func (h *history) check() (map[string]int, []violation) {
 	return counts, vs
 }
 
+// guarded: the methods the lifecycle controller deletes a Node on.
+func guarded(method string) bool {
+	return method == "InstanceExists" || method == "InstanceExistsByProviderID" || method == "InstanceID"
+}
+
+// heldByGuard: err is the not-found guard's hold.
+func heldByGuard(err error) bool {
+	var re *api.RetryError
+	return errors.As(err, &re) && strings.Contains(err.Error(), "(notFoundGuard)")
+}
+
+// oneAnswerPaths are the paths the not-on-one-answer checks are counted by:
+// the method's version and key, and how the deciding answer came (a call of
+// its own, a batch, a list).
+var oneAnswerPaths = []string{"v2-by-provider-id", "v2-by-name", "v1-by-provider-id", "v1-by-name", "batch", "list"}
+
 // oneAnswer checks the not-found guard's promise for an InstanceExists*
-// false: since the upstream last said the instance exists (either method),
-// it said "does not exist" at least twice, confirmAfter apart, or described
-// it as terminated. s.mu is held.
-func (h *history) oneAnswer(op *opRec) string {
-	if h.cfg.NotFoundGuard.Enabled != nil && !*h.cfg.NotFoundGuard.Enabled {
-		return ""
+// false or an InstanceID InstanceNotFound: since the upstream last said the
+// instance exists (any of the three methods, a batch or a list), it said
+// "does not exist" at least twice, confirmAfter apart, or described it as
+// terminated. path is the op's path (oneAnswerPaths). s.mu is held.
+func (h *history) oneAnswer(op *opRec) (msg, path string) {
+	negs := h.negsSinceExists(op.key, op.eseq)
+	switch {
+	case len(negs) > 0 && negs[len(negs)-1].via == "BatchInstanceStatus":
+		path = "batch"
+	case len(negs) > 0 && negs[len(negs)-1].via == "ListInstances":
+		path = "list"
+	case op.method == "InstanceID":
+		path = "v1-by-name"
+	case op.method == "InstanceExistsByProviderID":
+		path = "v1-by-provider-id"
+	case strings.HasPrefix(op.key, "pid:"):
+		path = "v2-by-provider-id"
+	default:
+		path = "v2-by-name"
 	}
+	if h.cfg.NotFoundGuard.Enabled != nil && !*h.cfg.NotFoundGuard.Enabled {
+		return "", path
+	}
+	if len(negs) == 0 {
+		return "\"does not exist\" but the upstream never said so since it last said the instance exists", path
+	}
+	for _, f := range negs {
+		if f.val == factTerminated {
+			return "", path
+		}
+	}
+	span := negs[len(negs)-1].at.Sub(negs[0].at)
+	if ca := h.cfg.NotFoundGuard.ConfirmAfter.Duration; span < ca {
+		return fmt.Sprintf("\"does not exist\" passed on after %d upstream answers spanning %s; confirmAfter is %s", len(negs), span, ca), path
+	}
+	return "", path
+}
+
+// negsSinceExists are the upstream's "does not exist" answers for key (by
+// any guarded method, a batch or a list) up to seq, since it last said the
+// instance exists. s.mu is held.
+func (h *history) negsSinceExists(key string, seq int64) []fact {
 	var facts []fact
-	for _, m := range []string{"InstanceExists", "InstanceExistsByProviderID"} {
-		for _, f := range h.up.facts[[2]string{m, op.key}] {
-			if f.seq <= op.eseq {
+	for _, m := range []string{"InstanceExists", "InstanceExistsByProviderID", "InstanceID"} {
+		for _, f := range h.up.facts[[2]string{m, key}] {
+			if f.seq <= seq {
 				facts = append(facts, f)
 			}
 		}
@@ -370,19 +441,52 @@ func (h *history) oneAnswer(op *opRec) string {
 			negs = append(negs, f)
 		}
 	}
+	return negs
+}
+
+// firstHold is the earliest op on op's key held by the guard that ended at
+// least confirmAfter before op started, with the upstream saying "does not
+// exist" (and never "exists") from before that op to the end of op: a
+// removed instance, held once long enough ago. nil: none.
+func (h *history) firstHold(op *opRec) *opRec {
+	ca := h.cfg.NotFoundGuard.ConfirmAfter.Duration
+	negs := h.negsSinceExists(op.key, op.eseq)
 	if len(negs) == 0 {
-		return "\"does not exist\" but the upstream never said so since it last said the instance exists"
+		return nil
 	}
-	for _, f := range negs {
-		if f.val == factTerminated {
-			return ""
+	ops := h.opsByKey[op.key]
+	// A "does not exist" passed on (confirmed) ends the hold; the next one
+	// starts anew: only holds after every such answer that may have come
+	// before op's own count — also one whose caller had gone when it came
+	// (its context ended: the confirmation was the guard's, the answer
+	// recorded is the context's).
+	after := int64(0)
+	for _, o := range ops {
+		if o.sseq < op.eseq && (o.neg || o.ctxEnded.Load()) {
+			after = max(after, o.eseq)
 		}
 	}
-	span := negs[len(negs)-1].at.Sub(negs[0].at)
-	if ca := h.cfg.NotFoundGuard.ConfirmAfter.Duration; span < ca {
-		return fmt.Sprintf("\"does not exist\" passed on after %d upstream answers spanning %s; confirmAfter is %s", len(negs), span, ca)
+	for _, o := range ops {
+		if o.sseq >= op.sseq || op.s.Sub(o.e) < ca {
+			break
+		}
+		if o.sseq > after && heldByGuard(o.err) && negs[0].seq < o.sseq {
+			return o
+		}
 	}
-	return ""
+	return nil
+}
+
+// removedHeld checks op, held although an earlier op (first) was held at
+// least confirmAfter before it and the upstream said "does not exist"
+// throughout: the guard's re-read is due then, and only a failed re-read
+// (an error, not a hold) or an "exists" answer may keep it from passing
+// "does not exist" on — however long ago first was (issue 30: a hold
+// restarted when checks were more than 2·confirmAfter+1 s apart, so a Node
+// revisited every 45 s was never deleted). s.mu is held.
+func (h *history) removedHeld(op, first *opRec) string {
+	return fmt.Sprintf("held again %s after a hold at %s (op #%d) while the upstream said \"does not exist\" throughout; confirmAfter is %s",
+		op.s.Sub(first.e), h.rel(first.s), first.id, h.cfg.NotFoundGuard.ConfirmAfter.Duration)
 }
 
 // lastAnswer describes the upstream's last answer for op's method and key

@@ -21,8 +21,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// TestControllersTreatMetadataAsReadOnly is the proof behind handing every
-// caller the one cached *InstanceMetadata (cache.Config.Shared): the real
+// TestControllersTreatMetadataAsReadOnly was the proof behind handing every
+// caller the one cached *InstanceMetadata (cache.Config.Shared); callers now
+// get a copy each (issue 30, TestIssue30_MetadataCopyPerCaller), and it
+// still shows the cache is never changed through an answer: the real
 // cloud-node and cloud-node-lifecycle controllers run over cloudgate through
 // every path that reads InstanceMetadata — initialising tainted nodes,
 // address updates with and without a hostname from the cloud, with a

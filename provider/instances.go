@@ -2,7 +2,7 @@ package provider
 
 import (
 	"context"
-	"time"
+	"errors"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -48,10 +48,36 @@ func (i *instances) NodeAddressesByProviderID(ctx context.Context, providerID st
 	})
 }
 
+// InstanceID is guarded as InstanceExistsByProviderID is: for a Node
+// without a provider ID (every new Node until it is initialised) the
+// lifecycle controller asks it through cloudprovider.GetInstanceProviderID
+// and deletes the Node on InstanceNotFound.
 func (i *instances) InstanceID(ctx context.Context, nodeName types.NodeName) (string, error) {
-	return cachedRead(ctx, i.g, i.g.m.instanceID, keyed(i.g.inst.instanceID, string(nodeName)), string(nodeName), func(ctx context.Context) (string, error) {
-		return i.up.InstanceID(ctx, nodeName)
+	read := func() (string, error) {
+		return cachedRead(ctx, i.g, i.g.m.instanceID, keyed(i.g.inst.instanceID, string(nodeName)), string(nodeName), func(ctx context.Context) (string, error) {
+			return i.up.InstanceID(ctx, nodeName)
+		})
+	}
+	id, err := read()
+	if i.g.nf == nil || (err != nil && !errors.Is(err, cloudprovider.InstanceNotFound)) {
+		return id, err
+	}
+	key := nodeKey{id: string(nodeName)}
+	exists, err := i.g.nf.check(key, i.g.nodeCreated(key), err == nil, nil, func() (bool, error) {
+		invalidate(i.g.inst.instanceID, string(nodeName))
+		id, err = read()
+		if errors.Is(err, cloudprovider.InstanceNotFound) {
+			return false, nil
+		}
+		return err == nil, err
 	})
+	switch {
+	case err != nil:
+		return "", err
+	case !exists:
+		return "", cloudprovider.InstanceNotFound
+	}
+	return id, nil
 }
 
 func (i *instances) InstanceType(ctx context.Context, name types.NodeName) (string, error) {
@@ -86,10 +112,15 @@ func (i *instances) InstanceExistsByProviderID(ctx context.Context, providerID s
 	}
 	exists, err := read()
 	if exists || err != nil || i.g.nf == nil {
+		if exists {
+			i.g.nf.refute(nodeKey{byProviderID: true, id: providerID}) // an "exists" answer ends a hold
+		}
 		return exists, err
 	}
-	// v1 calls carry no Node: no creation time, so no grace period.
-	return i.g.nf.check(nodeKey{byProviderID: true, id: providerID}, time.Time{}, exists, err, func() (bool, error) {
+	// v1 calls carry no Node: its creation time (the grace period) comes
+	// from the node informer, when the CCM handed it over.
+	key := nodeKey{byProviderID: true, id: providerID}
+	return i.g.nf.check(key, i.g.nodeCreated(key), exists, err, func() (bool, error) {
 		invalidate(i.g.inst.existsByProviderID, providerID)
 		return read()
 	})

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,6 +53,9 @@ var _ cloudprovider.InstancesV2 = (*instancesV2)(nil)
 func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	exists, err := nodeRead(ctx, i, i.g.m.instanceExists, i.g.inst.exists, node, existsOf, cloudprovider.InstancesV2.InstanceExists)
 	if exists || err != nil || i.g.nf == nil {
+		if exists {
+			i.g.nf.refute(keyOfNode(node)) // an "exists" answer ends a hold
+		}
 		return exists, err
 	}
 	key := keyOfNode(node)
@@ -111,7 +115,7 @@ func nodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *cache.Ca
 // node's batched InstanceStatus as the upstream's own method would.
 func existsOf(st InstanceStatus) (bool, error) {
 	switch {
-	case st.Err == cloudprovider.InstanceNotFound:
+	case errors.Is(st.Err, cloudprovider.InstanceNotFound):
 		return false, nil
 	case st.Err != nil:
 		return false, st.Err
@@ -121,6 +125,8 @@ func existsOf(st InstanceStatus) (bool, error) {
 
 func shutdownOf(st InstanceStatus) (bool, error) { return st.Shutdown, st.Err }
 
+// metadataOf copies: callers that joined one batch slot share st, and each
+// must get an InstanceMetadata of its own.
 func metadataOf(st InstanceStatus) (*cloudprovider.InstanceMetadata, error) {
-	return st.Metadata, st.Err
+	return cloneMetadata(st.Metadata), st.Err
 }

@@ -33,7 +33,8 @@ import (
 // guard drops the cached answer and asks again at once (reread), and
 // passes the false only if that fresh answer — given at least confirmAfter
 // after the first — agrees. So the Node of a removed instance goes at the
-// first lifecycle check after confirmAfter. A list refresh that omits an
+// first lifecycle check after confirmAfter, whatever the time between
+// checks. A list refresh that omits an
 // instance fills nothing (the read then goes upstream), and one that
 // describes it fills one answer: either way one answer, not two.
 type notFoundGuard struct {
@@ -94,8 +95,9 @@ func (n *notFoundGuard) markExists(key nodeKey) {
 }
 
 // check passes on an exists answer, or holds a false one (see
-// notFoundGuard). created is the Node's creation time (zero: unknown, v1
-// calls carry no Node); reread drops the key's cached answer and asks again
+// notFoundGuard). created is the Node's creation time (zero: unknown; the
+// v1 calls carry no Node, and find it in the node informer, see
+// gate.nodeCreated); reread drops the key's cached answer and asks again
 // (upstream, or in a batch); it is called without the guard's lock.
 func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err error, reread func() (bool, error)) (bool, error) {
 	if n == nil || err != nil || key.id == "" {
@@ -137,6 +139,17 @@ func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err e
 	return false, nil
 }
 
+// refute records an "exists" answer for key (InstanceExists*,
+// InstanceID): a held "does not exist" is refuted.
+func (n *notFoundGuard) refute(key nodeKey) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.refuteLocked(key)
+	n.mu.Unlock()
+}
+
 // refuteLocked records an "exists" answer: a held "does not exist" is
 // refuted. n.mu is held.
 func (n *notFoundGuard) refuteLocked(key nodeKey) {
@@ -160,12 +173,14 @@ func (n *notFoundGuard) hold(key nodeKey, created time.Time) (pass, due bool, he
 		return true, false, nil
 	}
 	now := n.clock.Now()
+	// A hold is never restarted for age: however long ago the last check
+	// was (the lifecycle controller revisits a Node every 45 s or 2 min
+	// when hundreds are NotReady, as in a zone outage), the next check is
+	// due and its fresh answer decides. Any "exists" answer in between
+	// (InstanceExists*, InstanceID, a batch or list answer) refuted the
+	// hold already, so an old hold means every answer since said "does not
+	// exist", and a confirmation still needs a fresh one that agrees.
 	p, ok := n.pending[key]
-	if ok && now.Sub(p.last) > 2*n.confirmAfter+time.Second {
-		// Nobody asked for a while: answers in between (a list refresh that
-		// found it, a re-created instance) went unseen, so start over.
-		ok = false
-	}
 	if !ok {
 		p = &heldNotFound{first: now}
 		n.pending[key] = p

@@ -74,7 +74,7 @@ func TestNotFoundGuard(t *testing.T) {
 				node.CreationTimestamp = metav1.NewTime(start.Add(-tc.age))
 			}
 			if tc.deleted {
-				g.fill(nodeKey{byProviderID: true, id: "fake://i-1"}, InstanceStatus{Deleted: true})
+				g.fill(nodeKey{byProviderID: true, id: "fake://i-1"}, InstanceStatus{Deleted: true}, g.fillMarks())
 				g.inst.exists.Invalidate(nodeKey{byProviderID: true, id: "fake://i-1"}) // the read itself asks upstream
 			}
 			for _, s := range tc.steps {

@@ -129,6 +129,7 @@ func (g *gate) prefetch(ctx context.Context) (quotaShort bool, err error) {
 	m := g.m.listInstances
 	token := ""
 	for {
+		marks := g.fillMarks() // before the call: see fill
 		callCtx, cancelCall := g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
 		type pageAnswer struct {
 			page []InstanceRecord
@@ -149,12 +150,12 @@ func (g *gate) prefetch(ctx context.Context) (quotaShort bool, err error) {
 			rec := &p.page[i]
 			st := InstanceStatus{Metadata: &rec.Metadata, Shutdown: rec.Shutdown, Deleted: rec.Deleted}
 			if rec.Metadata.ProviderID != "" {
-				g.fill(nodeKey{byProviderID: true, id: rec.Metadata.ProviderID}, st)
+				g.fill(nodeKey{byProviderID: true, id: rec.Metadata.ProviderID}, st, marks)
 			}
 			// A Deleted record does not answer by name: its name may
 			// already belong to a re-created instance (see InstanceRecord).
 			if rec.NodeName != "" && !rec.Deleted {
-				g.fill(nodeKey{id: rec.NodeName}, st)
+				g.fill(nodeKey{id: rec.NodeName}, st, marks)
 			}
 		}
 		if p.next == "" {

@@ -95,6 +95,9 @@ type lazyCloud struct {
 	cloud  *cloud
 	err    error
 	closed bool
+	// informers: the CCM's, for the not-found guard's node lookups
+	// (gate.useNodeInformer), handed to the gate when it is built.
+	informers informers.SharedInformerFactory
 }
 
 var (
@@ -135,6 +138,9 @@ func (l *lazyCloud) buildAs(member string) (*cloud, error) {
 		return nil, err
 	}
 	l.cloud = &cloud{g}
+	if l.informers != nil {
+		g.useNodeInformer(l.informers)
+	}
 	return l.cloud, nil
 }
 
@@ -212,8 +218,17 @@ func (l *lazyCloud) Close() error {
 	return nil
 }
 
-// SetInformers forwards to the upstream when it takes informers.
+// SetInformers forwards to the upstream when it takes informers, and gives
+// cloudgate the node informer (the not-found guard's grace period on the
+// v1 calls, which carry no Node).
 func (l *lazyCloud) SetInformers(f informers.SharedInformerFactory) {
+	l.mu.Lock()
+	l.informers = f
+	c := l.cloud
+	l.mu.Unlock()
+	if c != nil {
+		c.g.useNodeInformer(f)
+	}
 	if iu, ok := l.getUpstream().(cloudprovider.InformerUser); ok {
 		iu.SetInformers(f)
 	}

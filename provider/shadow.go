@@ -292,7 +292,7 @@ func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *ca
 				if diverges(cached, cerr, v, err) {
 					m.shadow.rec.Diverged()
 				}
-			case err == nil || err == cloudprovider.InstanceNotFound:
+			case err == nil || errors.Is(err, cloudprovider.InstanceNotFound):
 				// The first live answer stands for the batch's (unseen),
 				// aged from the batch: later hits are compared with it.
 				c.PutAt(key, v, err, fill.at)
@@ -401,7 +401,7 @@ func (sh *shadow) leave(b *shadowBatch, ctx context.Context, err error) {
 // answer (a per-node failure); positive is false for "does not exist".
 func (sh *shadow) fillOf(m *method, v any, err error) (mark, positive bool) {
 	switch {
-	case err == cloudprovider.InstanceNotFound:
+	case errors.Is(err, cloudprovider.InstanceNotFound):
 		return true, false
 	case err != nil:
 		return false, false
@@ -420,7 +420,7 @@ func storeAnswer[K comparable, V any](c *cache.Cache[K, V], key K, v V, err erro
 	case c == nil:
 	case err == nil:
 		c.Put(key, v)
-	case err == cloudprovider.InstanceNotFound:
+	case errors.Is(err, cloudprovider.InstanceNotFound):
 		c.PutNegative(key, err)
 	}
 }

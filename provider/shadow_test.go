@@ -617,8 +617,10 @@ func sum(m map[string]float64) float64 {
 
 // TestShadowHitAllocatesNothing: in shadow mode a would-be hit of
 // InstanceMetadata (the hot path: a live call, a lookup, a comparison)
-// allocates nothing beyond what the upstream does (here nothing), as in
-// enforce mode.
+// allocates nothing beyond what the upstream does (here nothing) and one
+// copy of the cached answer, as in enforce mode, where the one allocation
+// is the caller's own copy (issue 30 item 4: metadata and up to 4 addresses
+// in one block; was 0 while callers shared the cached object).
 func TestShadowHitAllocatesNothing(t *testing.T) {
 	for _, mode := range []string{ModeEnforce, ModeShadow} {
 		up := newCountingCloud()
@@ -631,8 +633,8 @@ func TestShadowHitAllocatesNothing(t *testing.T) {
 		if _, err := i.InstanceMetadata(context.Background(), n); err != nil {
 			t.Fatal(err)
 		}
-		if a := testing.AllocsPerRun(200, func() { _, _ = i.InstanceMetadata(context.Background(), n) }); a != 0 {
-			t.Errorf("%s: %.1f allocations per hit, want 0", mode, a)
+		if a := testing.AllocsPerRun(200, func() { _, _ = i.InstanceMetadata(context.Background(), n) }); a > 1 {
+			t.Errorf("%s: %.1f allocations per hit, want at most 1 (the copy)", mode, a)
 		}
 	}
 }

@@ -1,0 +1,486 @@
+package provider
+
+// Issue 30, items 2 and 4: the not-found guard on every path, and a copy of
+// every cached answer per caller.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/cloud-provider/controllers/nodelifecycle"
+	fakecloud "k8s.io/cloud-provider/fake"
+	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
+)
+
+// answerKind classifies a guarded answer: "exists", "missing" (the caller
+// is told the instance does not exist) or "retry" (held).
+func answerKind(t *testing.T, exists bool, err error) string {
+	t.Helper()
+	var re *cloudproviderapi.RetryError
+	switch {
+	case errors.As(err, &re):
+		return "retry"
+	case errors.Is(err, cloudprovider.InstanceNotFound):
+		if err != cloudprovider.InstanceNotFound {
+			t.Errorf("InstanceNotFound came back wrapped (%v), not as the bare sentinel", err)
+		}
+		return "missing"
+	case err != nil:
+		t.Fatalf("unexpected error %v", err)
+	case !exists:
+		return "missing"
+	}
+	return "exists"
+}
+
+// v1Node is a NotReady Node for the lifecycle controller.
+func v1Node(name, providerID string, created time.Time) *v1.Node {
+	n := testNode(name, providerID)
+	n.CreationTimestamp = metav1.NewTime(created)
+	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse}}
+	return n
+}
+
+// TestIssue30_V1ByNameGuarded runs the real CloudNodeLifecycleController
+// over cloudgate in front of an upstream with only v1 Instances: a NotReady
+// Node without a provider ID goes through GetInstanceProviderID →
+// Instances.InstanceID(name). One InstanceNotFound for a live instance must
+// not delete it (on 760e41f it did, at the first pass); a removed instance's
+// Node goes at the first pass at least confirmAfter after the first hold.
+func TestIssue30_V1ByNameGuarded(t *testing.T) {
+	clk := newFakeClock()
+	up := newCountingCloud()
+	up.EnableInstancesV2 = false
+	up.ExtIDErr = map[types.NodeName]error{}
+	cfg := testConfig(clk)
+	cg := mustNew(t, up, cfg)
+	if _, ok := cg.InstancesV2(); ok {
+		t.Fatal("the upstream must offer v1 Instances only")
+	}
+	node := v1Node("node-1", "", clk.Now().Add(-10*time.Second))
+	client := fake.NewClientset(node)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lc, err := nodelifecycle.NewCloudNodeLifecycleController(factory.Core().V1().Nodes(), client, cg, time.Hour, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait(); factory.Shutdown() }()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	present := func() bool {
+		_, err := client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+		return err == nil
+	}
+
+	// One "not found" for a live instance: held, then refuted. Run sets the
+	// controller's event recorder and makes its first pass (the next one an
+	// hour later, in real time); the test makes the others.
+	up.ExtIDErr["node-1"] = cloudprovider.InstanceNotFound
+	wg.Go(func() { lc.Run(ctx, controllersmetrics.NewControllerManagerMetrics("test")) })
+	waitUntil(t, "the first lifecycle pass", func() bool { return up.Calls("InstanceID") > 0 })
+	lc.MonitorNodes(ctx)
+	if !present() {
+		t.Fatal("the Node of a live instance was deleted on one InstanceID answer (the v1 by-name path is unguarded)")
+	}
+	delete(up.ExtIDErr, "node-1")
+	for range 5 {
+		clk.Step(10 * time.Second)
+		lc.MonitorNodes(ctx)
+		if !present() {
+			t.Fatal("the Node of a live instance was deleted after its hold was refuted")
+		}
+	}
+	if up.Calls("InstanceID") < 2 {
+		t.Fatalf("InstanceID asked %d times: the hold was never re-read", up.Calls("InstanceID"))
+	}
+
+	// The instance is removed: the Node goes once a second answer at least
+	// confirmAfter after the first agrees, here at a 45 s revisit.
+	up.ExtIDErr["node-1"] = cloudprovider.InstanceNotFound
+	clk.Step(time.Minute) // past every cached answer
+	lc.MonitorNodes(ctx)
+	if !present() {
+		t.Fatal("deleted on the first answer after the removal")
+	}
+	clk.Step(45 * time.Second)
+	lc.MonitorNodes(ctx)
+	if present() {
+		t.Fatal("the Node of a removed instance was not deleted at the first pass at least confirmAfter after the first hold")
+	}
+}
+
+// TestIssue30_V1GracePeriod is the verdict on "v1 InstanceExistsByProviderID
+// has no grace period": confirmed on 760e41f (the v1 calls carry no Node, so
+// the guard saw no creation time). The CCM hands cloudgate its informers
+// (SetInformers, after Initialize); the guard now finds the Node in the node
+// informer, by provider ID for InstanceExistsByProviderID and by name for
+// InstanceID, and holds a young Node's "does not exist" through gracePeriod.
+func TestIssue30_V1GracePeriod(t *testing.T) {
+	for _, byName := range []bool{false, true} {
+		t.Run(fmt.Sprintf("byName=%v", byName), func(t *testing.T) {
+			clk := newFakeClock()
+			start := clk.Now()
+			up := newCountingCloud()
+			up.EnableInstancesV2 = false
+			up.ExistsByProviderID = false
+			up.ExtIDErr = map[types.NodeName]error{"node-1": cloudprovider.InstanceNotFound}
+			cfg := testConfig(clk)
+			// The registered factory's cloud, as the CCM builds it.
+			l := &lazyCloud{cfg: cfg}
+			l.upOnce.Do(func() { l.up = up })
+			defer l.Close()
+			pid := "fake://i-1"
+			if byName {
+				pid = ""
+			}
+			client := fake.NewClientset(v1Node("node-1", pid, start.Add(-10*time.Second)))
+			factory := informers.NewSharedInformerFactory(client, 0)
+			l.Initialize(nil, nil)
+			l.SetInformers(factory)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer func() { cancel(); factory.Shutdown() }()
+			factory.Start(ctx.Done())
+			factory.WaitForCacheSync(ctx.Done())
+			inst, _ := l.Instances()
+			ask := func() string {
+				if byName {
+					_, err := inst.InstanceID(ctx, "node-1")
+					return answerKind(t, false, err)
+				}
+				exists, err := inst.InstanceExistsByProviderID(ctx, "fake://i-1")
+				return answerKind(t, exists, err)
+			}
+			// gracePeriod 2 m from the Node's creation (10 s before start):
+			// held through 110 s, whatever confirmAfter says.
+			for _, at := range []time.Duration{0, 25 * time.Second, 60 * time.Second, 105 * time.Second} {
+				clk.SetTime(start.Add(at))
+				if got := ask(); got != "retry" {
+					t.Fatalf("at %s (Node %s old): %s, want the answer held through gracePeriod (%s)", at, at+10*time.Second, got, cfg.NotFoundGuard.GracePeriod)
+				}
+			}
+			clk.SetTime(start.Add(115 * time.Second))
+			if got := ask(); got != "missing" {
+				t.Fatalf("at 115 s (Node 125 s old): %s, want missing", got)
+			}
+		})
+	}
+}
+
+// guardPath is one way a caller asks whether an instance exists.
+type guardPath struct {
+	name string
+	// setup builds cloudgate over an upstream whose instance i-1 (node-1)
+	// is missing while *missing is true; ask asks once.
+	setup func(t *testing.T, cfg *Config, missing func() bool) (ask func() (bool, error))
+}
+
+func guardPaths() []guardPath {
+	v2Exists := func(providerID string) func(t *testing.T, cfg *Config, missing func() bool) func() (bool, error) {
+		return func(t *testing.T, cfg *Config, missing func() bool) func() (bool, error) {
+			up := newCountingCloud()
+			up.existsHook = func(*v1.Node) (bool, error) { return !missing(), nil }
+			c := mustNew(t, up, cfg)
+			node := testNode("node-1", providerID)
+			node.CreationTimestamp = metav1.NewTime(time.Unix(0, 0))
+			return func() (bool, error) { return v2(t, c).InstanceExists(context.Background(), node) }
+		}
+	}
+	return []guardPath{
+		{"v2 by provider ID", v2Exists("fake://i-1")},
+		{"v2 by name", v2Exists("")},
+		{"v1 by provider ID", func(t *testing.T, cfg *Config, missing func() bool) func() (bool, error) {
+			up := &v1Hooked{countingCloud: newCountingCloud(), missing: missing}
+			up.EnableInstancesV2 = false
+			c := mustNew(t, up, cfg)
+			inst, _ := c.Instances()
+			return func() (bool, error) { return inst.InstanceExistsByProviderID(context.Background(), "fake://i-1") }
+		}},
+		{"v1 by name (InstanceID)", func(t *testing.T, cfg *Config, missing func() bool) func() (bool, error) {
+			up := &v1Hooked{countingCloud: newCountingCloud(), missing: missing}
+			up.EnableInstancesV2 = false
+			c := mustNew(t, up, cfg)
+			inst, _ := c.Instances()
+			return func() (bool, error) {
+				id, err := inst.InstanceID(context.Background(), "node-1")
+				return err == nil && id != "", err
+			}
+		}},
+		{"batch", func(t *testing.T, cfg *Config, missing func() bool) func() (bool, error) {
+			up := &hookedBatchCloud{batchCloud: &batchCloud{Cloud: &fakecloud.Cloud{Provider: "fake"}, missing: map[string]bool{}}, missing: missing}
+			c := mustNew(t, up, cfg)
+			node := testNode("node-1", "fake://i-1")
+			node.CreationTimestamp = metav1.NewTime(time.Unix(0, 0))
+			return func() (bool, error) { return v2(t, c).InstanceExists(context.Background(), node) }
+		}},
+	}
+}
+
+// v1Hooked answers InstanceID and InstanceExistsByProviderID from missing.
+type v1Hooked struct {
+	*countingCloud
+	missing func() bool
+}
+
+func (v *v1Hooked) Instances() (cloudprovider.Instances, bool) { return v, true }
+
+func (v *v1Hooked) InstanceID(_ context.Context, _ types.NodeName) (string, error) {
+	v.count("InstanceID")
+	if v.missing() {
+		return "", fmt.Errorf("describe node-1: %w", cloudprovider.InstanceNotFound) // wrapped, as providers do
+	}
+	return "i-1", nil
+}
+
+func (v *v1Hooked) InstanceExistsByProviderID(context.Context, string) (bool, error) {
+	v.count("InstanceExistsByProviderID")
+	return !v.missing(), nil
+}
+
+// hookedBatchCloud answers its batches from missing.
+type hookedBatchCloud struct {
+	*batchCloud
+	missing func() bool
+}
+
+func (h *hookedBatchCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return h, true }
+
+func (h *hookedBatchCloud) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) ([]InstanceStatus, error) {
+	m := h.missing()
+	h.mu.Lock()
+	for _, n := range nodes {
+		h.batchCloud.missing[n.Name] = m
+	}
+	h.mu.Unlock()
+	return h.batchCloud.BatchInstanceStatus(ctx, nodes)
+}
+
+// TestIssue30_SlowRevisitsConfirm: on every path, checks every 5 s to 10
+// min: a removed instance is reported missing at the first check at least
+// confirmAfter after the first hold (on 760e41f never at 45 s or slower: the
+// hold restarted when the previous check was older than 2·confirmAfter+1 s);
+// a live instance answered "not found" once is never reported missing.
+func TestIssue30_SlowRevisitsConfirm(t *testing.T) {
+	intervals := []time.Duration{5 * time.Second, 21 * time.Second, 45 * time.Second, 2 * time.Minute, 10 * time.Minute}
+	var liveChecks, removedChecks int
+	defer func() {
+		t.Logf("checks: live instance never missing on one answer=%d, removed instance missing at the first check confirmAfter after the first hold=%d (%d paths x %d revisit intervals)",
+			liveChecks, removedChecks, len(guardPaths()), len(intervals))
+	}()
+	for _, p := range guardPaths() {
+		for _, every := range intervals {
+			for _, live := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/every %s/live=%v", p.name, every, live), func(t *testing.T) {
+					clk := newFakeClock()
+					cfg := testConfig(clk)
+					cfg.Batch.SendAtOnce = boolp(true)
+					confirm := cfg.NotFoundGuard.ConfirmAfter.Duration
+					checks := 0
+					ask := p.setup(t, cfg, func() bool { return !live || checks == 0 })
+					first := clk.Now()
+					for checks = 0; checks*int(every/time.Second) <= int((confirm+3*every)/time.Second); checks++ {
+						clk.SetTime(first.Add(time.Duration(checks) * every))
+						exists, err := ask()
+						got := answerKind(t, exists, err)
+						at := time.Duration(checks) * every
+						if live {
+							liveChecks++
+						} else if at >= confirm {
+							removedChecks++
+						}
+						switch {
+						case live && got == "missing":
+							t.Fatalf("at %s: a live instance answered \"not found\" once was reported missing", at)
+						case live:
+						case checks == 0 && got != "retry":
+							t.Fatalf("first answer: %s, want it held", got)
+						case at < confirm && got != "retry":
+							t.Fatalf("at %s: %s, want held (confirmAfter %s)", at, got, confirm)
+						case at >= confirm && got != "missing":
+							t.Fatalf("at %s (first check at least confirmAfter after the first hold): %s, want missing", at, got)
+						case got == "missing":
+							return
+						}
+					}
+					if !live {
+						t.Fatal("never reported missing")
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestIssue30_BatchFillAfterInvalidation is the verdict on "a batch answer
+// can confirm after an invalidation": confirmed on 760e41f. A batch sent
+// before the guard's re-read (here 1 s after the first hold, answering the
+// same one-off "not found") returns between the re-read's invalidation and
+// its read; fill stored it with cache.Put, skipping the epoch check, so the
+// re-read was answered from it and the live instance was reported missing
+// on two answers 1 s apart. fill now stores with PutSince (marks taken
+// before the batch was sent): the re-read goes upstream.
+func TestIssue30_BatchFillAfterInvalidation(t *testing.T) {
+	clk := newFakeClock()
+	cfg := testConfig(clk)
+	missing := true
+	up := &hookedBatchCloud{batchCloud: &batchCloud{Cloud: &fakecloud.Cloud{Provider: "fake"}, missing: map[string]bool{}}, missing: func() bool { return missing }}
+	c := mustNew(t, up, cfg)
+	g := c.(*cloud).g
+	i := v2(t, c).(*instancesV2)
+	node := testNode("node-1", "fake://i-1")
+	node.CreationTimestamp = metav1.NewTime(time.Unix(0, 0))
+	key := keyOfNode(node)
+	ctx := context.Background()
+
+	if exists, err := i.InstanceExists(ctx, node); answerKind(t, exists, err) != "retry" {
+		got := answerKind(t, exists, err)
+		t.Fatalf("first answer %s, want held", got)
+	}
+	clk.Step(time.Second)
+	late := g.fillMarks() // a batch sent now, answering the same one-off "not found"
+	missing = false       // the instance exists: the cloud answers so from now on
+	clk.Step(cfg.NotFoundGuard.ConfirmAfter.Duration)
+	// The hold is due: the guard's re-read, as InstanceExists builds it,
+	// with the late batch landing between its invalidation and its read.
+	exists, err := g.nf.check(key, node.CreationTimestamp.Time, false, nil, func() (bool, error) {
+		invalidate(g.inst.exists, key)
+		g.fill(key, InstanceStatus{Err: cloudprovider.InstanceNotFound}, late)
+		return nodeRead(ctx, i, g.m.instanceExists, g.inst.exists, node, existsOf, cloudprovider.InstancesV2.InstanceExists)
+	})
+	if got := answerKind(t, exists, err); got != "exists" {
+		t.Fatalf("re-read answered %s: a batch sent before the re-read confirmed the hold", got)
+	}
+}
+
+// TestIssue30_WrappedNotFound: a provider that wraps InstanceNotFound (the
+// AWS provider's InstanceMetadata does, with %w) — per call or per node of a
+// batch — still gets negative caching and the guard, and controllers get
+// the bare sentinel, comparable with == (cloudprovider.GetInstanceProviderID
+// compares InstanceID's error so). On 760e41f the wrapped error was neither
+// cached nor guarded, and a batch's wrapped per-node error reached
+// InstanceExists callers as an error instead of "does not exist".
+func TestIssue30_WrappedNotFound(t *testing.T) {
+	wrapped := fmt.Errorf("InvalidInstanceID.NotFound: %w", cloudprovider.InstanceNotFound)
+	t.Run("per call", func(t *testing.T) {
+		clk := newFakeClock()
+		up := newCountingCloud()
+		up.metadataHook = func(*v1.Node) (*cloudprovider.InstanceMetadata, error) { return nil, wrapped }
+		c := mustNew(t, up, testConfig(clk))
+		node := testNode("node-1", "fake://i-1")
+		for range 2 {
+			_, err := v2(t, c).InstanceMetadata(context.Background(), node)
+			if err != cloudprovider.InstanceNotFound {
+				t.Fatalf("InstanceMetadata error %v, want the bare cloudprovider.InstanceNotFound", err)
+			}
+		}
+		if n := up.Calls("InstanceMetadata"); n != 1 {
+			t.Errorf("upstream asked %d times; a wrapped InstanceNotFound must be cached as a negative answer", n)
+		}
+	})
+	t.Run("batch", func(t *testing.T) {
+		clk := newFakeClock()
+		bc := &wrappingBatchCloud{batchCloud: &batchCloud{Cloud: &fakecloud.Cloud{Provider: "fake"}, missing: map[string]bool{"node-1": true}}, err: wrapped}
+		c := mustNew(t, bc, testConfig(clk))
+		node := testNode("node-1", "fake://i-1")
+		node.CreationTimestamp = metav1.NewTime(time.Unix(0, 0))
+		exists, err := v2(t, c).InstanceExists(context.Background(), node)
+		if got := answerKind(t, exists, err); got != "retry" {
+			t.Fatalf("first wrapped not-found from a batch: %s, want held", got)
+		}
+		clk.Step(time.Minute)
+		exists, err = v2(t, c).InstanceExists(context.Background(), node)
+		if got := answerKind(t, exists, err); got != "missing" {
+			t.Fatalf("a removed instance, wrapped not-found: %s, want missing", got)
+		}
+		_, err = v2(t, c).InstanceMetadata(context.Background(), node)
+		if err != cloudprovider.InstanceNotFound {
+			t.Fatalf("InstanceMetadata from a batch: %v, want the bare sentinel", err)
+		}
+	})
+}
+
+// wrappingBatchCloud answers a missing node with a wrapped InstanceNotFound.
+type wrappingBatchCloud struct {
+	*batchCloud
+	err error
+}
+
+func (w *wrappingBatchCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return w, true }
+
+func (w *wrappingBatchCloud) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) ([]InstanceStatus, error) {
+	out, err := w.batchCloud.BatchInstanceStatus(ctx, nodes)
+	for i := range out {
+		if out[i].Err == cloudprovider.InstanceNotFound {
+			out[i].Err = w.err
+		}
+	}
+	return out, err
+}
+
+// TestIssue30_MetadataCopyPerCaller: a caller that changes its
+// InstanceMetadata (InstanceType, an address, a label — the cloud node
+// controller itself writes ProviderID into it when the cloud left it empty)
+// changes nothing another caller gets: from the cache, from a batch, and on
+// a miss. On 760e41f every caller shared the cached object.
+func TestIssue30_MetadataCopyPerCaller(t *testing.T) {
+	want := func() *cloudprovider.InstanceMetadata {
+		return &cloudprovider.InstanceMetadata{ProviderID: "fake://i-1", InstanceType: "m5.large", Zone: "zone-a",
+			NodeAddresses:    []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}},
+			AdditionalLabels: map[string]string{"pool": "a"}}
+	}
+	mutate := func(md *cloudprovider.InstanceMetadata) {
+		md.InstanceType = "changed"
+		md.NodeAddresses[0].Address = "192.0.2.66"
+		md.AdditionalLabels["pool"] = "changed"
+	}
+	check := func(t *testing.T, ask func() (*cloudprovider.InstanceMetadata, error)) {
+		t.Helper()
+		for k := range 3 {
+			md, err := ask()
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := want()
+			if md.InstanceType != w.InstanceType || md.NodeAddresses[0] != w.NodeAddresses[0] || md.AdditionalLabels["pool"] != "a" {
+				t.Fatalf("caller %d got %+v: an earlier caller's change reached it", k, md)
+			}
+			mutate(md)
+		}
+	}
+	t.Run("per call", func(t *testing.T) {
+		up := newCountingCloud()
+		up.metadataHook = func(*v1.Node) (*cloudprovider.InstanceMetadata, error) { return want(), nil }
+		c := mustNew(t, up, testConfig(newFakeClock()))
+		node := testNode("node-1", "fake://i-1")
+		check(t, func() (*cloudprovider.InstanceMetadata, error) {
+			return v2(t, c).InstanceMetadata(context.Background(), node)
+		})
+	})
+	t.Run("batch", func(t *testing.T) {
+		bc := &batchCloud{Cloud: &fakecloud.Cloud{Provider: "fake"}, missing: map[string]bool{}}
+		c := mustNew(t, bc, testConfig(newFakeClock()))
+		node := testNode("node-1", "fake://i-1")
+		for k := range 3 {
+			md, err := v2(t, c).InstanceMetadata(context.Background(), node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if md.Zone != "zone-a" || md.ProviderID != "fake://node-1" {
+				t.Fatalf("caller %d got %+v: an earlier caller's change reached it", k, md)
+			}
+			md.Zone, md.ProviderID = "changed", "changed"
+		}
+	})
+}
