@@ -138,25 +138,18 @@ func TestStockValueKeys(t *testing.T) {
 // the top level and inside the chart's own objects; cloudgate's own section is checked by
 // cloudgate's loader instead (TestRender).
 func TestSchemaRejectsUnknownKeys(t *testing.T) {
-	for _, vals := range []map[string]any{
-		{"replica": 3},
-		{"image": map[string]any{"tagg": "v1"}},
-		{"redis": map[string]any{"tls": map[string]any{"enable": true}}},
-		{"metrics": map[string]any{"serviceMonitor": map[string]any{"label": map[string]any{"release": "x"}}}},
-		{"serviceAccount": map[string]any{"create": true}},
+	for _, tc := range []struct {
+		vals map[string]any
+		key  string
+	}{
+		{map[string]any{"replica": 3}, "replica"},
+		{map[string]any{"image": map[string]any{"tagg": "v1"}}, "tagg"},
+		{map[string]any{"redis": map[string]any{"tls": map[string]any{"enable": true}}}, "enable"},
+		{map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"label": map[string]any{"release": "x"}}}}, "label"},
+		{map[string]any{"serviceAccount": map[string]any{"create": true}}, "create"},
 	} {
-		_, err := Render(chartDir, vals, nil)
-		key := ""
-		for k, v := range vals {
-			key = k
-			for m, ok := v.(map[string]any); ok; m, ok = v.(map[string]any) {
-				for k2, v2 := range m {
-					key, v = k2, v2
-				}
-			}
-		}
-		if err == nil || !strings.Contains(err.Error(), key) {
-			t.Errorf("values %v: error %v, want a schema error naming %q", vals, err, key)
+		if _, err := Render(chartDir, tc.vals, nil); err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("values %v: error %v, want a schema error naming %q", tc.vals, err, tc.key)
 		}
 	}
 	if _, err := Render(chartDir, map[string]any{"dnsPolicy": "ClusterFirstWithHostNet", "cloudgate": map[string]any{"cache": map[string]any{"ttl": "30s"}}}, nil); err != nil {
