@@ -131,7 +131,7 @@ test-image: image
 # and the cut-over from the stock AWS chart and back (TestE2ECutover: it builds both AWS CCM
 # binaries with -race, linking what providers/aws's race tests compiled just before).
 test-chart: control-plane
-	cd charts/test && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -count=1 -timeout 25m ./...
+	cd charts/test && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -count=1 -timeout 30m ./...
 
 # The chart can only read files inside it: refresh its copy of the alerts (a test checks it).
 chart-sync:

@@ -89,7 +89,7 @@ func TestE2ECutover(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 28*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	began := time.Now()
@@ -273,7 +273,7 @@ SigningName = ec2
 func goBuildRace(ctx context.Context, t *testing.T, dir, out, pkg string) <-chan error {
 	t.Helper()
 	built, done := make(chan error, 1), make(chan struct{})
-	bctx, bcancel := context.WithTimeout(ctx, 15*time.Minute)
+	bctx, bcancel := context.WithTimeout(ctx, 22*time.Minute)
 	go func() {
 		defer close(done)
 		cmd := exec.CommandContext(bctx, "go", "build", "-race", "-o", out, pkg)
