@@ -158,7 +158,9 @@ SigningName = ec2
 		t.Fatal(err)
 	}
 	stockValues := map[string]any{
-		"args":              []any{"--v=2", "--cloud-provider=aws", "--cloud-config=/etc/aws/cloud.conf"},
+		// --configure-cloud-routes=false as AWS's examples: with the default (true) the route
+		// controller needs --cluster-cidr, or the CCM exits at start.
+		"args":              []any{"--v=2", "--cloud-provider=aws", "--cloud-config=/etc/aws/cloud.conf", "--configure-cloud-routes=false"},
 		"extraVolumes":      []any{map[string]any{"name": "aws-cloud-config", "configMap": map[string]any{"name": "aws-cloud-config"}}},
 		"extraVolumeMounts": []any{map[string]any{"name": "aws-cloud-config", "mountPath": "/etc/aws", "readOnly": true}},
 	}
