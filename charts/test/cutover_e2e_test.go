@@ -241,13 +241,20 @@ SigningName = ec2
 		t.Fatalf("the Lease went from cloudgate (%q) to %q while cloudgate ran", cgLeader, h)
 	}
 	phase("rollback: stock reinstalled, healthy and waiting")
-	helm.uninstall(t, cloudgateRelease)
+	// cloudgate's workload first (kubectl delete deployment), so that its Pods release the
+	// Lease on SIGTERM while their ServiceAccount and RBAC still exist; `helm uninstall`
+	// alone deletes those with the workload, and the release is refused (the Lease is then
+	// waited out). Then helm uninstall removes the rest.
+	if err := cp.Admin.AppsV1().Deployments("kube-system").Delete(ctx, workloadName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	stopped = k.stop(ctx, t, cg, "Deployment", workloadName)
 	for _, p := range cg {
 		if err := p.proc.WaitExit(10 * time.Second); err != nil {
 			t.Errorf("%s after SIGTERM: %v (want exit status 0)", p.name, err)
 		}
 	}
+	helm.uninstall(t, cloudgateRelease)
 	stockLeader2 := lw.waitHolder(ctx, t, "the stock CCM leads again", func(h string) bool { return h != "" && h != cgLeader })
 	if isCloudgate(t, cg, stockLeader2) {
 		t.Fatalf("the Lease holder %q after cloudgate went is a cloudgate replica", stockLeader2)
@@ -743,10 +750,16 @@ func (n nodeSet) waitInitialized(ctx context.Context, t *testing.T, name string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range by {
-		if len(grep(t, p, `Successfully initialized node `+regexp.QuoteMeta(name))) > 0 {
-			return
+	// The controller logs the initialisation right after its update: poll the logs briefly.
+	err = e2e.Poll(ctx, "node "+name+" initialised by "+by[0].name, 100*time.Millisecond, 10*time.Second, func() (bool, error) {
+		for _, p := range by {
+			if len(grep(t, p, `Successfully initialized node `+regexp.QuoteMeta(name))) > 0 {
+				return true, nil
+			}
 		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("node %s initialised, but not by %s: %v", name, by[0].name, err)
 	}
-	t.Errorf("node %s initialised, but not by %s", name, by[0].name)
 }
