@@ -126,10 +126,12 @@ test-image: image
 	cd deploy/image && CLOUDGATE_IMAGE_DIR=$(CURDIR)/$(OUT_DIR) CLOUDGATE_IMAGE_VERSION=$(VERSION) $(GO) test -count=1 -timeout 10m ./...
 
 # The Helm chart's tests (charts/test, a nested module so Helm stays out of the core module):
-# helm lint rules, every values combination, cloudgate.yaml through provider.LoadConfig, and a
-# server-side apply (dry-run) to the real kube-apiserver with and without the monitoring CRDs.
+# helm lint rules, every values combination, cloudgate.yaml through provider.LoadConfig, a
+# server-side apply (dry-run) to the real kube-apiserver with and without the monitoring CRDs,
+# and the cut-over from the stock AWS chart and back (TestE2ECutover: it builds both AWS CCM
+# binaries with -race, linking what providers/aws's race tests compiled just before).
 test-chart: control-plane
-	cd charts/test && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -count=1 -timeout 10m ./...
+	cd charts/test && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -count=1 -timeout 30m ./...
 
 # The chart can only read files inside it: refresh its copy of the alerts (a test checks it).
 chart-sync:

@@ -24,6 +24,13 @@ import (
 
 const chartDir = "../cloudgate"
 
+// workloadName is the chart's default workload and ServiceAccount name; stockServiceAccount
+// the stock AWS chart's ServiceAccount, which cloudgate's must not be.
+const (
+	workloadName        = "cloudgate-cloud-controller-manager"
+	stockServiceAccount = "cloud-controller-manager"
+)
+
 // combo is one combination of the values that change which objects render and how.
 type combo struct {
 	kind       string // Deployment, DaemonSet
@@ -119,13 +126,19 @@ func TestLint(t *testing.T) {
 func TestRender(t *testing.T) {
 	for _, c := range combos() {
 		objs := render(t, c.values(), capabilities(c.monitoring))
-		w := find(objs, c.kind, "cloud-controller-manager")
+		w := find(objs, c.kind, workloadName)
 		if w == nil {
-			t.Fatalf("%v: no %s cloud-controller-manager", c, c.kind)
+			t.Fatalf("%v: no %s %s", c, c.kind, workloadName)
 		}
 		spec, _, _ := unstructured.NestedMap(w.Object, "spec", "template", "spec")
-		if got := spec["dnsPolicy"]; got != "ClusterFirstWithHostNet" {
-			t.Errorf("%v: dnsPolicy = %v, want ClusterFirstWithHostNet with hostNetwork", c, got)
+		if got := spec["dnsPolicy"]; got != "Default" {
+			t.Errorf("%v: dnsPolicy = %v, want Default (the stock chart's: no dependency on CoreDNS)", c, got)
+		}
+		if got := spec["serviceAccountName"]; got != workloadName || got == stockServiceAccount {
+			t.Errorf("%v: serviceAccountName = %v, want %s (not the stock chart's %s)", c, got, workloadName, stockServiceAccount)
+		}
+		if ns, _, _ := unstructured.NestedStringMap(spec, "nodeSelector"); ns["node-role.kubernetes.io/control-plane"] != "" || len(ns) != 1 {
+			t.Errorf("%v: nodeSelector = %v, want control-plane nodes only (the stock chart's)", c, ns)
 		}
 		ctr := spec["containers"].([]any)[0].(map[string]any)
 		args := strings.Trim(fmt.Sprint(ctr["args"]), "[]") + " "
@@ -138,7 +151,7 @@ func TestRender(t *testing.T) {
 		if cpu, _, _ := unstructured.NestedString(ctr, "resources", "requests", "cpu"); cpu != "200m" {
 			t.Errorf("%v: cpu request %q, want 200m (the AWS chart's)", c, cpu)
 		}
-		if spec["priorityClassName"] != "system-cluster-critical" {
+		if spec["priorityClassName"] != "system-node-critical" {
 			t.Errorf("%v: priorityClassName = %v", c, spec["priorityClassName"])
 		}
 		if c.kind == "Deployment" {
@@ -148,8 +161,6 @@ func TestRender(t *testing.T) {
 			if _, ok, _ := unstructured.NestedMap(spec, "affinity", "podAntiAffinity"); !ok {
 				t.Errorf("%v: no pod anti-affinity", c)
 			}
-		} else if ns, _, _ := unstructured.NestedStringMap(spec, "nodeSelector"); ns["node-role.kubernetes.io/control-plane"] != "" || len(ns) != 1 {
-			t.Errorf("%v: DaemonSet nodeSelector = %v, want control-plane nodes", c, ns)
 		}
 		if find(objs, "PodDisruptionBudget", "") == nil {
 			t.Errorf("%v: no PodDisruptionBudget", c)
@@ -160,7 +171,7 @@ func TestRender(t *testing.T) {
 			}
 		}
 		// cloudgate.yaml: cloudgate's own loader accepts it, with the upstream and Redis asked.
-		cm := find(objs, "ConfigMap", "cloud-controller-manager-cloudgate")
+		cm := find(objs, "ConfigMap", workloadName+"-cloudgate")
 		text, _, _ := unstructured.NestedString(cm.Object, "data", "cloudgate.yaml")
 		cfg, err := provider.LoadConfig(strings.NewReader(text))
 		if err != nil {
@@ -179,7 +190,7 @@ func TestRender(t *testing.T) {
 			t.Errorf("%v: the Redis password is in the ConfigMap", c)
 		}
 		// RBAC: with service-account credentials each controller's account is bound.
-		crb := find(objs, "ClusterRoleBinding", "cloudgate:cloud-controller-manager")
+		crb := find(objs, "ClusterRoleBinding", "cloudgate:"+workloadName)
 		subjects := fmt.Sprint(crb.Object["subjects"])
 		for _, sa := range saClients {
 			if got := strings.Contains(subjects, "name:"+sa+" "); got != c.saCreds {
@@ -238,7 +249,7 @@ func TestTagging(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		w := find(objs, "Deployment", "cloud-controller-manager")
+		w := find(objs, "Deployment", workloadName)
 		ctr := w.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 		args := strings.Trim(fmt.Sprint(ctr["args"]), "[]") + " "
 		for _, want := range tc.want {

@@ -80,9 +80,9 @@ func TestKustomize(t *testing.T) {
 		}
 	}
 	for name, objs := range map[string][]*unstructured.Unstructured{"base": base, "aws": aws} {
-		d := find(objs, "Deployment", "cloud-controller-manager")
+		d := find(objs, "Deployment", "cloudgate-cloud-controller-manager")
 		spec, _, _ := unstructured.NestedMap(d.Object, "spec", "template", "spec")
-		if spec["dnsPolicy"] != "ClusterFirstWithHostNet" {
+		if spec["dnsPolicy"] != "Default" {
 			t.Errorf("%s: dnsPolicy = %v", name, spec["dnsPolicy"])
 		}
 		ctr := spec["containers"].([]any)[0].(map[string]any)
@@ -90,7 +90,7 @@ func TestKustomize(t *testing.T) {
 			t.Errorf("%s: cpu request %q, want 200m", name, cpu)
 		}
 	}
-	d := find(aws, "Deployment", "cloud-controller-manager")
+	d := find(aws, "Deployment", "cloudgate-cloud-controller-manager")
 	ctr := d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 	cmd := fmt.Sprint(ctr["command"])
 	for _, want := range []string{"--use-service-account-credentials=true", "--controllers=*", "--configure-cloud-routes=false", "--cloud-provider=cloudgate"} {

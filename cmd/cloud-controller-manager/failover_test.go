@@ -332,6 +332,10 @@ batch: {listPrefetch: true}
 	}
 	checks["takeover within bound"]++
 
+	// A third replica joins as the standby; at the end ccm-b gets SIGTERM (a
+	// rolling update) and must hand the Lease over (released, not waited out).
+	c := start("ccm-c")
+
 	waitInitialized(more, "nodes created after the kill initialized")
 	t.Logf("%d nodes created after the kill initialized %.1fs after the new leader acquired the lease (%.1fs after the kill)",
 		len(more), time.Since(acquired).Seconds(), time.Since(killed).Seconds())
@@ -394,6 +398,49 @@ batch: {listPrefetch: true}
 	if done, err := b.proc.Exited(); done {
 		t.Errorf("the new leader exited: %v", err)
 	}
+
+	// SIGTERM to the leader, as a rolling update or `helm uninstall` does:
+	// cloudgate's election (internal/ccm/lease.go) releases the Lease, so the
+	// standby takes it at its next poll (retry period × up to 2.2), not after
+	// the lease duration. Without the release it could not lead before the
+	// leader's last renewal + the lease duration (>= leaseDuration -
+	// retryPeriod after the signal).
+	if h, _ := holder(); h != leaderB {
+		t.Fatalf("lease holder %q before the SIGTERM, want ccm-b's %q", h, leaderB)
+	}
+	termed := time.Now()
+	b.proc.Terminate(t)
+	var leaderC string
+	var acquiredC time.Time
+	if err := e2e.Poll(ctx, "ccm-c holds the lease after SIGTERM to ccm-b", 20*time.Millisecond, time.Minute, func() (bool, error) {
+		leaderC, acquiredC = holder()
+		return leaderC != "" && leaderC != leaderB, fmt.Errorf("holder %q", leaderC)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	handover := acquiredC.Sub(termed)
+	const handoverBound = 5 * time.Second
+	expiryFloor := leaseDuration - retryPeriod
+	t.Logf("SIGTERM handover: ccm-c acquired the lease %.2fs after SIGTERM to the leader ccm-b (bound %v, and < %v: a lease waited out takes at least that; lease %v, retry %v)",
+		handover.Seconds(), handoverBound, expiryFloor, leaseDuration, retryPeriod)
+	if handover > handoverBound || handover >= expiryFloor {
+		t.Errorf("SIGTERM handover took %v: want < %v and < %v (the Lease was not released?)", handover, handoverBound, expiryFloor)
+	}
+	checks["SIGTERM handover < 5s"]++
+	if err := b.proc.WaitExit(10 * time.Second); err != nil {
+		t.Errorf("ccm-b after SIGTERM: %v (want exit status 0)", err)
+	}
+	checks["SIGTERM exit 0"]++
+	last, err := sim.AddInstances(1, "fo-term")
+	if err != nil {
+		t.Fatal(err)
+	}
+	createNodes(last)
+	waitInitialized(last, "a node created after the SIGTERM initialized (by ccm-c)")
+	if done, err := c.proc.Exited(); done {
+		t.Errorf("the newest leader exited: %v", err)
+	}
+
 	var ks2 []string
 	for k, n := range checks {
 		ks2 = append(ks2, fmt.Sprintf("%s=%d", k, n))

@@ -55,7 +55,8 @@ type Controller struct {
 }
 
 // New returns the cloud-controller-manager command; it runs until stopCh is
-// closed.
+// closed. With --leader-elect (the default) the election is cloudgate's own,
+// which releases the Lease when the process gets SIGTERM (lease.go).
 func New(stopCh <-chan struct{}, o Options) (*cobra.Command, error) {
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
@@ -103,5 +104,5 @@ func (o Options) cloudInitializer(c *config.CompletedConfig) cloudprovider.Inter
 		}
 		klog.InfoS("Cloud provider reports no cluster ID; running untagged (--allow-untagged-cloud)", "provider", name)
 	}
-	return cloud
+	return handOver(c, cloud) // leader election that releases the Lease on SIGTERM (lease.go)
 }

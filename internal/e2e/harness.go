@@ -207,7 +207,7 @@ func RandomToken(t *testing.T) string {
 
 // CCMUser is the identity the CCM runs as: deploy/rbac.yaml's ServiceAccount. A static token
 // for it in --token-auth-file lets the test run the CCM with exactly that RBAC.
-const CCMUser = "system:serviceaccount:kube-system:cloud-controller-manager"
+const CCMUser = "system:serviceaccount:kube-system:cloudgate-cloud-controller-manager"
 
 // ControlPlane is a running etcd + kube-apiserver.
 type ControlPlane struct {
@@ -441,5 +441,25 @@ func (p *Process) Kill(t *testing.T) {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("%s did not exit within 10s of SIGKILL", p.name)
+	}
+}
+
+// Terminate sends SIGTERM to the process's group, as the kubelet does to a
+// Pod's containers when it is deleted; it does not wait (see WaitExit).
+func (p *Process) Terminate(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(-p.pid, syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM to %s: %v", p.name, err)
+	}
+}
+
+// WaitExit waits up to timeout for the process to exit and returns how it
+// exited (nil: status 0), or an error if it is still running.
+func (p *Process) WaitExit(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		return fmt.Errorf("%s still running %v after the signal", p.name, timeout)
 	}
 }

@@ -1,6 +1,6 @@
-{{/* The workload's name: nameOverride (default cloud-controller-manager). */}}
+{{/* The workload's name: nameOverride (default cloudgate-cloud-controller-manager). */}}
 {{- define "cloudgate.name" -}}
-{{- default "cloud-controller-manager" .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- default "cloudgate-cloud-controller-manager" .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "cloudgate.labels" -}}
@@ -63,4 +63,35 @@ node-controller service-controller route-controller tagging-controller aws-cloud
 {{- $pairs = append $pairs (printf "%s=%s" $k $v) -}}
 {{- end -}}
 {{- join "," $pairs -}}
+{{- end -}}
+
+
+{{/*
+The stock AWS chart's (aws-cloud-controller-manager) value keys this chart does not take,
+refused at render time with what to do instead; values.schema.json lets exactly these
+through to here so that the message is this one. Its other keys work here as there
+(hostNetworking is translated to hostNetwork). Stock args that would replace cloudgate's
+--cloud-provider or --cloud-config are refused too: appended last they would win, and the
+CCM would read cloudgate.yaml as the AWS provider's config and exit.
+*/}}
+{{- define "cloudgate.refuseStockValues" -}}
+{{- $rbacNames := "the chart names its RBAC objects after nameOverride (cloudgate:<name>...), apart from the stock release's; remove it" -}}
+{{- $refused := dict
+  "serviceAccountName" "cloudgate's ServiceAccount is serviceAccount.name (default cloudgate-cloud-controller-manager); do not reuse the stock release's: two releases cannot own one ServiceAccount, and uninstalling one would delete it under the other; remove it"
+  "clusterRoleName" $rbacNames
+  "roleBindingName" $rbacNames
+  "roleName" $rbacNames
+  "clusterRoleRules" "cloudgate's RBAC is the least-privilege set its e2e tests run with (templates/rbac.yaml) and is not configurable; remove it"
+  "securityContext" "the chart sets a hardened container security context (non-root 65532, read-only root filesystem, no capabilities) and does not take one; remove it"
+  "podSecurityContext" "the chart sets the Pod's security context (runAsNonRoot, 65532, RuntimeDefault seccomp) and does not take one; remove it" -}}
+{{- range $key, $why := $refused -}}
+{{- if hasKey $.Values $key -}}
+{{- fail (printf "%s is a value of the stock aws-cloud-controller-manager chart: %s (docs/install-aws.md)" $key $why) -}}
+{{- end -}}
+{{- end -}}
+{{- range .Values.args -}}
+{{- if regexMatch "^--?cloud-(provider|config)([= ]|$)" (toString .) -}}
+{{- fail (printf "args: %q: the chart sets --cloud-provider=cloudgate and --cloud-config (cloudgate.yaml); the provider cloudgate runs is upstream.name (aws-batch or aws) with upstream.cloudConfig as its config. Remove it: appended last it would win, and the CCM would exit (docs/install-aws.md)" (toString .)) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
