@@ -136,7 +136,7 @@ func (i Info) String() string {
 		detail = append(detail, c)
 	}
 	if i.BuildDate != "" {
-		detail = append(detail, "built from a commit of "+i.BuildDate)
+		detail = append(detail, "build date "+i.BuildDate)
 	}
 	detail = append(detail, i.GoVersion, i.Platform)
 	fmt.Fprintf(&b, " (%s)\n", strings.Join(detail, ", "))

@@ -62,7 +62,7 @@ func TestStamped(t *testing.T) {
 	}
 	s := i.String()
 	for _, line := range []string{
-		"cloudgate v0.3.0 (commit feedface (clean), built from a commit of 2026-11-25T20:00:00Z, go1.26.7, linux/amd64)\n",
+		"cloudgate v0.3.0 (commit feedface (clean), build date 2026-11-25T20:00:00Z, go1.26.7, linux/amd64)\n",
 		"\n  k8s.io/cloud-provider-aws v1.37.1\n",
 		"\n  k8s.io/client-go v0.37.2\n",
 		"\n  supported control planes: Kubernetes 1.36–1.38",
