@@ -3,6 +3,10 @@
 # k8s.io/kubernetes@v1.37.2) and etcd (go.etcd.io/etcd/server/v3 v3.7.0) — from the
 # separate tools module .ci/k8s-tools, so the main module never depends on k8s.io/kubernetes.
 #
+# CLOUDGATE_K8S_TOOLS=DIR builds from another tools module instead (make test-skew:
+# .ci/k8s-tools-prev, the previous minor); the Kubernetes version stamped in is the
+# k8s.io/kubernetes version that module requires. Each module has its own cache key.
+#
 # The binaries are cached under $CLOUDGATE_CACHE_DIR/bin/<key>/, where <key> is the sha256
 # of the tools module's go.sum (+ go.mod) and `go version`: a second run (or a second clone)
 # skips the ~5-7 min cold build. Concurrent runs wait for each other on a lock file.
@@ -13,13 +17,15 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-tools=$root/.ci/k8s-tools
+tools=$(cd "${CLOUDGATE_K8S_TOOLS:-$root/.ci/k8s-tools}" && pwd)
 cache=${CLOUDGATE_CACHE_DIR:-$HOME/.cache/cloudgate}
 GO=${GO:-go}
 # The tools module stands alone, outside any workspace.
 export GOWORK=off
 
-k8s_version=v1.37.2
+k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ {print $2; exit}' "$tools/go.mod")
+[ -n "$k8s_version" ] || { echo "control-plane: no k8s.io/kubernetes version in $tools/go.mod" >&2; exit 1; }
+k8s_minor=$(echo "$k8s_version" | cut -d. -f2)
 log() { printf 'control-plane: %s\n' "$*" >&2; }
 
 # What the binaries depend on: the tools module's go.sum (and its go.mod, whose replaces
@@ -62,7 +68,7 @@ vpkg=k8s.io/component-base/version
 cpkg=k8s.io/client-go/pkg/version
 ldflags=""
 for p in $vpkg $cpkg; do
-  ldflags+=" -X $p.gitVersion=$k8s_version -X $p.gitMajor=1 -X $p.gitMinor=37"
+  ldflags+=" -X $p.gitVersion=$k8s_version -X $p.gitMajor=1 -X $p.gitMinor=$k8s_minor"
   ldflags+=" -X $p.gitTreeState=clean"
 done
 

@@ -74,8 +74,12 @@ $GO build -o /dev/null .
 echo "release-check: a scratch module builds against $AWS@$VERSION and $CORE@$VERSION without replace"
 $GO build -o /dev/null $CORE/cmd/cloud-controller-manager
 GOBIN=$WORK/bin $GO install $AWS/cmd/cloud-controller-manager@$VERSION
-"$WORK/bin/cloud-controller-manager" --version
-echo "release-check: go install $AWS/cmd/cloud-controller-manager@$VERSION works"
+ver=$("$WORK/bin/cloud-controller-manager" --version)
+echo "$ver"
+# Unstamped (go install), --version falls back to the module version Go recorded.
+grep -q "^cloudgate $VERSION " <<<"$ver" || { echo "release-check: --version does not name cloudgate $VERSION" >&2; exit 1; }
+grep -q "^  k8s.io/cloud-provider-aws v" <<<"$ver" || { echo "release-check: --version does not name the AWS provider's version" >&2; exit 1; }
+echo "release-check: go install $AWS/cmd/cloud-controller-manager@$VERSION works; --version names $VERSION"
 echo "release-check OK. Release: in providers/aws run"
 echo "  go mod edit -dropreplace=$CORE -require=$CORE@$VERSION && go mod tidy"
 echo "commit, then tag $VERSION and providers/aws/$VERSION on that commit."

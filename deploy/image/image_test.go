@@ -2,11 +2,15 @@ package main
 
 import (
 	"archive/tar"
+	"bytes"
+	"debug/elf"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,79 +20,231 @@ import (
 )
 
 // TestImages checks the OCI layout tarballs `make image` wrote (CLOUDGATE_IMAGE_DIR, with
-// the version it stamped in CLOUDGATE_IMAGE_VERSION): each loads as an OCI image whose
-// config runs /cloud-controller-manager as 65532:65532 with the org.opencontainers.image.*
-// labels; its filesystem holds /etc/passwd with the nonroot user and the CA bundle; and the
-// binary extracted from it runs --version printing the stamped version.
+// the version and commit it stamped in CLOUDGATE_IMAGE_VERSION and CLOUDGATE_IMAGE_COMMIT):
+// each holds an image index with one linux image per architecture of CLOUDGATE_IMAGE_ARCHS
+// (default "amd64 arm64"); each image's config runs /cloud-controller-manager as
+// 65532:65532 with the org.opencontainers.image.* labels; its filesystem holds /etc/passwd
+// with the nonroot user and the CA bundle; its binary is a static ELF for that architecture;
+// and the binary of this machine's architecture runs --version printing the stamped version
+// and commit and the linked module versions of its go.mod.
 func TestImages(t *testing.T) {
-	dir, version := os.Getenv("CLOUDGATE_IMAGE_DIR"), os.Getenv("CLOUDGATE_IMAGE_VERSION")
-	if dir == "" || version == "" {
-		msg := "CLOUDGATE_IMAGE_DIR and CLOUDGATE_IMAGE_VERSION are not set: run `make test-image`, which builds the images first"
+	dir, version, commit := os.Getenv("CLOUDGATE_IMAGE_DIR"), os.Getenv("CLOUDGATE_IMAGE_VERSION"), os.Getenv("CLOUDGATE_IMAGE_COMMIT")
+	if dir == "" || version == "" || commit == "" {
+		msg := "CLOUDGATE_IMAGE_DIR, CLOUDGATE_IMAGE_VERSION and CLOUDGATE_IMAGE_COMMIT are not set: run `make test-image`, which builds the images first"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	archs := strings.Fields(os.Getenv("CLOUDGATE_IMAGE_ARCHS"))
+	if len(archs) == 0 {
+		archs = []string{"amd64", "arm64"}
+	}
+	ranHost := false
+	for _, tc := range []struct{ name, gomod string }{
+		{"cloudgate-ccm", "../../go.mod"},
+		{"cloudgate-aws-ccm", "../../providers/aws/go.mod"},
+	} {
+		imgs := images(t, filepath.Join(dir, tc.name+".oci.tar"))
+		if len(imgs) != len(archs) {
+			t.Errorf("%s: index has %d images, want %d (%v)", tc.name, len(imgs), len(archs), archs)
+		}
+		for _, arch := range archs {
+			t.Run(tc.name+"/"+arch, func(t *testing.T) {
+				img, ok := imgs[arch]
+				if !ok {
+					t.Fatalf("no linux/%s image in the index", arch)
+				}
+				cf, err := img.ConfigFile()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cf.Config.User != "65532:65532" {
+					t.Errorf("user = %q, want 65532:65532 (non-root)", cf.Config.User)
+				}
+				if got := strings.Join(cf.Config.Entrypoint, " "); got != Entrypoint {
+					t.Errorf("entrypoint = %q, want %q", got, Entrypoint)
+				}
+				if cf.OS != "linux" || cf.Architecture != arch {
+					t.Errorf("platform = %s/%s, want linux/%s", cf.OS, cf.Architecture, arch)
+				}
+				for _, k := range []string{"title", "version", "revision", "created", "source", "licenses"} {
+					if cf.Config.Labels["org.opencontainers.image."+k] == "" {
+						t.Errorf("label org.opencontainers.image.%s is missing", k)
+					}
+				}
+				if got := cf.Config.Labels["org.opencontainers.image.version"]; got != version {
+					t.Errorf("version label = %q, want %q", got, version)
+				}
+				files := extract(t, img)
+				if !strings.Contains(string(files["etc/passwd"].data), "nonroot:x:65532:65532:") {
+					t.Errorf("/etc/passwd lacks the nonroot user 65532: %q", files["etc/passwd"].data)
+				}
+				if !strings.Contains(string(files["etc/ssl/certs/ca-certificates.crt"].data), "BEGIN CERTIFICATE") {
+					t.Error("/etc/ssl/certs/ca-certificates.crt holds no certificate")
+				}
+				bin, ok := files[strings.TrimPrefix(Entrypoint, "/")]
+				if !ok {
+					t.Fatalf("%s is not in the image", Entrypoint)
+				}
+				if bin.mode&0o111 == 0 {
+					t.Errorf("%s mode %o is not executable", Entrypoint, bin.mode)
+				}
+				checkELF(t, bin.data, arch)
+				if arch != runtime.GOARCH {
+					return
+				}
+				ranHost = true
+				path := filepath.Join(t.TempDir(), "ccm")
+				if err := os.WriteFile(path, bin.data, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				out, err := exec.Command(path, "--version").CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s --version: %v\n%s", Entrypoint, err, out)
+				}
+				checkVersion(t, string(out), version, commit, tc.gomod, tc.name == "cloudgate-aws-ccm")
+			})
+		}
+	}
+	if !ranHost && slices.Contains(archs, runtime.GOARCH) {
+		t.Errorf("no binary for this machine (%s) was run", runtime.GOARCH)
+	}
+}
+
+// checkELF: a static (no ELF interpreter: a dynamically linked binary would not start on a
+// base image without libc) Linux executable for arch.
+func checkELF(t *testing.T, data []byte, arch string) {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("not an ELF binary: %v", err)
+	}
+	want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]
+	if f.Machine != want {
+		t.Errorf("ELF machine %v, want %v for %s", f.Machine, want, arch)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("the binary is dynamically linked; build with CGO_ENABLED=0")
+		}
+	}
+}
+
+// checkVersion: --version names cloudgate's stamped version and commit and the module
+// versions the binary's go.mod requires (the AWS provider's too for the AWS binary), and the
+// control planes client-go supports.
+func checkVersion(t *testing.T, out, version, commit, gomod string, aws bool) {
+	t.Helper()
+	if want := "cloudgate " + version + " (commit " + commit; !strings.HasPrefix(out, want) {
+		t.Errorf("--version starts %q, want %q", strings.SplitN(out, "\n", 2)[0], want)
+	}
+	mods := []string{"k8s.io/cloud-provider", "k8s.io/client-go", "k8s.io/component-base"}
+	if aws {
+		mods = append(mods, "k8s.io/cloud-provider-aws")
+	} else if strings.Contains(out, "cloud-provider-aws") {
+		t.Errorf("--version of a binary without the AWS provider names it:\n%s", out)
+	}
+	for _, m := range mods {
+		if line := "\n  " + m + " " + required(t, gomod, m) + "\n"; !strings.Contains(out, line) {
+			t.Errorf("--version lacks %q:\n%s", strings.TrimSpace(line), out)
+		}
+	}
+	if !strings.Contains(out, "\n  supported control planes: Kubernetes 1.") {
+		t.Errorf("--version lacks the supported control planes:\n%s", out)
+	}
+}
+
+// required returns the version gomod requires of module.
+func required(t *testing.T, gomod, module string) string {
+	t.Helper()
+	b, err := os.ReadFile(gomod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == module {
+			return f[1]
+		}
+	}
+	t.Fatalf("%s does not require %s", gomod, module)
+	return ""
+}
+
+// TestRebuildSameDigest: a second `make image` of the same commit
+// (CLOUDGATE_IMAGE_REBUILD_DIR; make test-image runs it) wrote the same index digest, and the
+// same bytes, for each image.
+func TestRebuildSameDigest(t *testing.T) {
+	dir, again := os.Getenv("CLOUDGATE_IMAGE_DIR"), os.Getenv("CLOUDGATE_IMAGE_REBUILD_DIR")
+	if dir == "" || again == "" {
+		msg := "CLOUDGATE_IMAGE_DIR and CLOUDGATE_IMAGE_REBUILD_DIR are not set: run `make test-image`, which builds the images twice"
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
 	for _, name := range []string{"cloudgate-ccm", "cloudgate-aws-ccm"} {
-		t.Run(name, func(t *testing.T) {
-			img := loadLayoutTar(t, filepath.Join(dir, name+".oci.tar"))
-			cf, err := img.ConfigFile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cf.Config.User != "65532:65532" {
-				t.Errorf("user = %q, want 65532:65532 (non-root)", cf.Config.User)
-			}
-			if got := strings.Join(cf.Config.Entrypoint, " "); got != Entrypoint {
-				t.Errorf("entrypoint = %q, want %q", got, Entrypoint)
-			}
-			if cf.OS != "linux" || cf.Architecture == "" {
-				t.Errorf("platform = %s/%s, want linux/ARCH", cf.OS, cf.Architecture)
-			}
-			for _, k := range []string{"title", "version", "revision", "created", "source", "licenses"} {
-				if cf.Config.Labels["org.opencontainers.image."+k] == "" {
-					t.Errorf("label org.opencontainers.image.%s is missing", k)
-				}
-			}
-			if got := cf.Config.Labels["org.opencontainers.image.version"]; got != version {
-				t.Errorf("version label = %q, want %q", got, version)
-			}
-			files := extract(t, img)
-			if !strings.Contains(string(files["etc/passwd"].data), "nonroot:x:65532:65532:") {
-				t.Errorf("/etc/passwd lacks the nonroot user 65532: %q", files["etc/passwd"].data)
-			}
-			if !strings.Contains(string(files["etc/ssl/certs/ca-certificates.crt"].data), "BEGIN CERTIFICATE") {
-				t.Error("/etc/ssl/certs/ca-certificates.crt holds no certificate")
-			}
-			bin, ok := files[strings.TrimPrefix(Entrypoint, "/")]
-			if !ok {
-				t.Fatalf("%s is not in the image", Entrypoint)
-			}
-			if bin.mode&0o111 == 0 {
-				t.Errorf("%s mode %o is not executable", Entrypoint, bin.mode)
-			}
-			path := filepath.Join(t.TempDir(), "ccm")
-			if err := os.WriteFile(path, bin.data, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			out, err := exec.Command(path, "--version").CombinedOutput()
-			if err != nil {
-				t.Fatalf("%s --version: %v\n%s", Entrypoint, err, out)
-			}
-			if want := "Kubernetes " + version; strings.TrimSpace(string(out)) != want {
-				t.Errorf("--version printed %q, want %q", strings.TrimSpace(string(out)), want)
-			}
-			// Static: no ELF interpreter (a dynamically linked binary would not start on a
-			// base image without libc).
-			if strings.Contains(string(bin.data[:min(len(bin.data), 4096)]), "/lib64/ld-linux") {
-				t.Error("the binary is dynamically linked; build with CGO_ENABLED=0")
-			}
-		})
+		a, b := filepath.Join(dir, name+".oci.tar"), filepath.Join(again, name+".oci.tar")
+		da, db := indexDigest(t, a), indexDigest(t, b)
+		t.Logf("%s: index digest %s (first build), %s (second build)", name, da, db)
+		if da != db {
+			t.Errorf("%s: two builds of one commit gave the index digests %s and %s", name, da, db)
+		}
+		ab, err := os.ReadFile(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bb, err := os.ReadFile(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(ab, bb) {
+			t.Errorf("%s: the two tarballs differ", name)
+		}
 	}
 }
 
-// loadLayoutTar unpacks an OCI layout tarball and returns its one image.
-func loadLayoutTar(t *testing.T, path string) v1.Image {
+// indexDigest returns the digest of the image index the layout tarball at path names.
+func indexDigest(t *testing.T, path string) v1.Hash {
+	t.Helper()
+	m, _ := loadLayoutTar(t, path)
+	return m.Digest
+}
+
+// images returns the images of the layout tarball's index by architecture.
+func images(t *testing.T, path string) map[string]v1.Image {
+	t.Helper()
+	d, idx := loadLayoutTar(t, path)
+	ii, err := idx.ImageIndex(d.Digest)
+	if err != nil {
+		t.Fatalf("%s: the layout's entry is not an image index: %v", path, err)
+	}
+	m, err := ii.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs := map[string]v1.Image{}
+	for _, desc := range m.Manifests {
+		if desc.Platform == nil || desc.Platform.OS != "linux" {
+			t.Errorf("%s: index entry %s has platform %v, want linux/ARCH", path, desc.Digest, desc.Platform)
+			continue
+		}
+		if _, dup := imgs[desc.Platform.Architecture]; dup {
+			t.Errorf("%s: two images for %s", path, desc.Platform.Architecture)
+		}
+		img, err := ii.Image(desc.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		imgs[desc.Platform.Architecture] = img
+	}
+	return imgs
+}
+
+// loadLayoutTar unpacks an OCI layout tarball and returns its one entry (an image index
+// with a ref name) and the layout.
+func loadLayoutTar(t *testing.T, path string) (v1.Descriptor, v1.ImageIndex) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -140,11 +296,7 @@ func loadLayoutTar(t *testing.T, path string) v1.Image {
 	if m.Manifests[0].Annotations["org.opencontainers.image.ref.name"] == "" {
 		t.Errorf("%s: index entry has no org.opencontainers.image.ref.name", path)
 	}
-	img, err := idx.Image(m.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
+	return m.Manifests[0], idx
 }
 
 type entry struct {

@@ -6,7 +6,9 @@
 package ccm
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 	cloudprovider "k8s.io/cloud-provider"
@@ -20,6 +22,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric on /metrics
 	"k8s.io/klog/v2"
 
+	"github.com/cloudgate/cloudgate/internal/version"
 	_ "github.com/cloudgate/cloudgate/provider" // registers provider "cloudgate"
 )
 
@@ -81,9 +84,47 @@ func New(stopCh <-chan struct{}, o Options) (*cobra.Command, error) {
 			app.ControllersDisabledByDefault.Insert(c.Name)
 		}
 	}
-	return app.NewCloudControllerManagerCommand(opts, o.cloudInitializer,
-		constructors, aliases, o.Flags, stopCh), nil
+	cmd := app.NewCloudControllerManagerCommand(opts, o.cloudInitializer,
+		constructors, aliases, o.Flags, stopCh)
+	printVersion(cmd)
+	return cmd, nil
 }
+
+// exit ends the process after --version (tests replace it).
+var exit = os.Exit
+
+// printVersion makes --version print cloudgate's version, commit and linked module versions
+// (package version) instead of the upstream's one line "Kubernetes vX": a PreRunE, so it
+// runs before the command's RunE however that is wrapped. --version=raw prints them as JSON;
+// --version=vX.Y.Z (set the reported version) is left to the upstream.
+func printVersion(cmd *cobra.Command) {
+	pre := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if f := c.Flags().Lookup("version"); f != nil {
+			switch f.Value.String() {
+			case "true":
+				fmt.Fprint(c.OutOrStdout(), version.Get())
+				exit(0)
+				return errVersionPrinted
+			case "raw":
+				b, err := json.MarshalIndent(version.Get(), "", "  ")
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.OutOrStdout(), "%s\n", b)
+				exit(0)
+				return errVersionPrinted
+			}
+		}
+		if pre != nil {
+			return pre(c, args)
+		}
+		return nil
+	}
+}
+
+// errVersionPrinted stops the command after --version when exit did not end the process.
+var errVersionPrinted = fmt.Errorf("--version printed")
 
 // cloudInitializer builds the provider named by --cloud-provider from
 // --cloud-config. The app's signature has no error result, so a provider

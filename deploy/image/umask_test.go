@@ -1,0 +1,5 @@
+package main
+
+import "syscall"
+
+func setUmask(m int) int { return syscall.Umask(m) }
