@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench bench-results bench-results-aws bench-scale bench-hotpath run lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check bench-real
+.PHONY: all build test bench bench-results bench-results-aws bench-scale bench-hotpath run lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check bench-real bench-plan
 
 all: lint build test
 
@@ -153,3 +153,8 @@ bench-real: deps control-plane
 	env $$(cat $(CACHE_DIR)/control-plane.env) CLOUDGATE_BENCH_REAL=1 CLOUDGATE_BENCH_REAL_NODES=$(BENCH_REAL_NODES) \
 	  CLOUDGATE_CCM=$(CACHE_DIR)/bench-real/cloud-controller-manager CLOUDGATE_BENCH_REAL_OUT=$(CURDIR)/bench/RESULTS.real.md \
 	  $(GO) test -count=1 -timeout 150m -v -run '^TestBenchReal$$' ./bench/real/
+
+# TestPlanPredictsRun at 1,000, 5,000 and 20,000 Nodes (make test checks 1,000 and
+# 5,000; 20,000 costs minutes of CPU).
+bench-plan: deps
+	CLOUDGATE_PLAN_NODES=1000,5000,20000 $(GO) test -count=1 -timeout 60m -v -run '^TestPlanPredictsRun$$' ./bench/
