@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench bench-results bench-results-aws bench-scale bench-hotpath run lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check test-skew
+.PHONY: all build test bench bench-results bench-results-aws bench-scale bench-hotpath run lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check test-skew bench-real bench-plan
 
 all: lint build test
 
@@ -162,3 +162,22 @@ chart-sync:
 # the repo, from a local file:// module proxy (docs/releasing: CHANGELOG.md).
 release-check:
 	GO=$(GO) VERSION=$(VERSION) bash .ci/release-check.sh
+
+# The simulator checked against reality (issue 32): the real CCM binary on the
+# real etcd + kube-apiserver, against simcloud over HTTP, bare and the default
+# cloudgate column side by side (in parallel, one control plane each), at
+# BENCH_REAL_NODES Nodes, next to the virtual-time simulator's figure for the
+# same settings; writes bench/RESULTS.real.md. Real time: ~20 min per size.
+# Not part of make test.
+BENCH_REAL_NODES ?= 1000
+bench-real: deps control-plane
+	@mkdir -p $(CACHE_DIR)/bench-real
+	$(GO) build -o $(CACHE_DIR)/bench-real/cloud-controller-manager ./cmd/cloud-controller-manager
+	env $$(cat $(CACHE_DIR)/control-plane.env) CLOUDGATE_BENCH_REAL=1 CLOUDGATE_BENCH_REAL_NODES=$(BENCH_REAL_NODES) \
+	  CLOUDGATE_CCM=$(CACHE_DIR)/bench-real/cloud-controller-manager CLOUDGATE_BENCH_REAL_OUT=$(CURDIR)/bench/RESULTS.real.md \
+	  $(GO) test -count=1 -timeout 150m -v -run '^TestBenchReal$$' ./bench/real/
+
+# TestPlanPredictsRun at 1,000, 5,000 and 20,000 Nodes (make test checks 1,000 and
+# 5,000; 20,000 costs minutes of CPU).
+bench-plan: deps
+	CLOUDGATE_PLAN_NODES=1000,5000,20000 $(GO) test -count=1 -timeout 60m -v -run '^TestPlanPredictsRun$$' ./bench/

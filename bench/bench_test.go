@@ -209,22 +209,3 @@ func assertJSONKeys(t *testing.T, rep *Report, columns []string) {
 		}
 	}
 }
-
-// TestRunsOut: the planner's quota exhaustion point, measured or
-// extrapolated (and said so).
-func TestRunsOut(t *testing.T) {
-	reads := func(p PlanPoint) float64 { return p.ReadsPerMin }
-	pts := []PlanPoint{{Nodes: 1000, ReadsPerMin: 100}, {Nodes: 2000, ReadsPerMin: 200}}
-	n, extra := runsOut(pts, reads, 1200, true) // 95% of 1200 = 1140 reads/min
-	if n == nil || *n != 11400 || !extra {
-		t.Errorf("extrapolated: %v %v, want 11400 true", n, extra)
-	}
-	pts = append(pts, PlanPoint{Nodes: 5000, ReadsPerMin: 300, Throttled: 1})
-	if n, extra = runsOut(pts, reads, 1200, true); n == nil || *n != 5000 || extra {
-		t.Errorf("measured (throttled): %v %v, want 5000 false", n, extra)
-	}
-	flat := []PlanPoint{{Nodes: 1000, ReadsPerMin: 10}, {Nodes: 2000, ReadsPerMin: 10}}
-	if n, _ = runsOut(flat, reads, 1200, true); n != nil {
-		t.Errorf("flat demand runs out at %d, want never", *n)
-	}
-}

@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"slices"
 	"text/tabwriter"
@@ -32,14 +31,37 @@ type Plan struct {
 	// refresh costs ceil(nodes/ListPage) calls.
 	ListPage int         `json:"list_page"`
 	Points   []PlanPoint `json:"points"`
-	// ReadRunsOutAt is the node count where reads reach the read quota
-	// (95 %), throttling starts or controllers see errors: measured, or
-	// extrapolated linearly from the last two points (Extrapolated), or
-	// null when the sweep's reads do not grow.
-	ReadRunsOutAt  *int `json:"read_runs_out_at"`
-	Extrapolated   bool `json:"extrapolated"`
-	WriteRunsOutAt *int `json:"write_runs_out_at"`
+	// ReadRunsOutAt is the first simulated node count where reads reach
+	// the read quota (95 %), throttling starts or controllers see errors;
+	// null when no simulated count does. Never extrapolated: a straight
+	// line through two points overstated reads by 50-70 % (the status
+	// loop's round grows with the sweep, the cache's with its TTL).
+	ReadRunsOutAt  *int    `json:"read_runs_out_at"`
+	WriteRunsOutAt *int    `json:"write_runs_out_at"`
+	KubeQPS        float64 `json:"kube_qps"`
+	NodeWorkers    int     `json:"node_workers"`
 }
+
+// The limits that can bind a plan point (PlanPoint.Binding).
+const (
+	// LimitQuota: the reads reach the read quota (95 %), or the cloud
+	// throttles, or the controllers see errors.
+	LimitQuota = "read quota"
+	// LimitWorkers: the status loop's sweep (N lookups over
+	// --concurrent-node-syncs workers) takes at least the status period,
+	// so more nodes lengthen the round instead of adding reads in
+	// proportion.
+	LimitWorkers = "node workers"
+	// LimitList: ListInstances refreshes make most reads (one refresh per
+	// listInterval, ceil(N/page) pages each).
+	LimitList = "list refresh"
+	// LimitTTL: most status lookups are cache hits; each Node is read once
+	// per InstanceMetadata TTL, not once per status round.
+	LimitTTL = "cache TTL"
+	// LimitPeriod: every status round reads every Node
+	// (--node-status-update-frequency sets the reads).
+	LimitPeriod = "status period"
+)
 
 // PlanPoint is one node count's steady state.
 type PlanPoint struct {
@@ -51,6 +73,35 @@ type PlanPoint struct {
 	WriteHeadroom    float64            `json:"write_headroom"`
 	Throttled        int64              `json:"throttled"`
 	ControllerErrors int64              `json:"controller_errors"`
+	// The status loop's pace (simulated): rounds per hour, mean sweep, and
+	// the controllers' InstanceMetadata calls per minute.
+	StatusRoundsPerHour *float64 `json:"status_rounds_per_hour"`
+	SweepSeconds        *float64 `json:"sweep_seconds"`
+	StatusCallsPerMin   float64  `json:"status_calls_per_min"`
+	CacheHitRatio       *float64 `json:"cache_hit_ratio"`
+	// Binding is the limit that sets the reads at this count (Limit*),
+	// Why the simulated figures that show it.
+	Binding string `json:"binding"`
+	Why     string `json:"why"`
+}
+
+// binding names the limit that sets pt's reads, from its simulated
+// figures: the quota first, then the node workers, then what spares the
+// cloud the status loop's lookups (list refreshes, the cache's TTL), else
+// the status period itself.
+func binding(pt *PlanPoint, readQPS float64) (string, string) {
+	quota := readQPS * 60
+	switch {
+	case pt.Throttled > 0 || pt.ControllerErrors > 0 || pt.ReadsPerMin >= 0.95*quota:
+		return LimitQuota, fmt.Sprintf("reads %.0f/min = %.0f %% of the quota, %d throttled, %d controller errors", pt.ReadsPerMin, 100*pt.ReadsPerMin/quota, pt.Throttled, pt.ControllerErrors)
+	case pt.SweepSeconds != nil && *pt.SweepSeconds >= nodeStatusUpdateFrequency.Seconds():
+		return LimitWorkers, fmt.Sprintf("a status sweep takes %.0f s >= the %v period", *pt.SweepSeconds, nodeStatusUpdateFrequency)
+	case pt.ReadsPerMin > 0 && pt.CallsPerMin[simcloud.MethodListInstances] >= 0.5*pt.ReadsPerMin:
+		return LimitList, fmt.Sprintf("ListInstances makes %.0f %% of the reads", 100*pt.CallsPerMin[simcloud.MethodListInstances]/pt.ReadsPerMin)
+	case pt.CacheHitRatio != nil && *pt.CacheHitRatio >= 0.5:
+		return LimitTTL, fmt.Sprintf("%.0f %% of the lookups are cache hits", 100**pt.CacheHitRatio)
+	}
+	return LimitPeriod, fmt.Sprintf("%.0f InstanceMetadata lookups/min, each a cloud read", pt.StatusCallsPerMin)
 }
 
 // planColumn is the column a plan measures.
@@ -96,75 +147,27 @@ func RunPlan(ctx context.Context, o *Options, nodes []int, progress io.Writer) (
 		pt.ReadsPerMin, pt.WritesPerMin = x.Steady.ReadsPerHour/60, x.Steady.WritesPerHour/60
 		pt.ReadHeadroom = 1 - pt.ReadsPerMin/(o.ReadQPS*60)
 		pt.WriteHeadroom = 1 - pt.WritesPerMin/(o.WriteQPS*60)
+		pt.StatusRoundsPerHour, pt.SweepSeconds, pt.CacheHitRatio = x.StatusRoundsPerHour, x.SweepSeconds, x.Steady.CacheHitRatio
+		pt.StatusCallsPerMin = x.Steady.StatusCallsPerHour / 60
+		pt.Binding, pt.Why = binding(&pt, o.ReadQPS)
 		p.Points = append(p.Points, pt)
 	}
-	p.ReadRunsOutAt, p.Extrapolated = runsOut(p.Points, func(pt PlanPoint) float64 { return pt.ReadsPerMin }, o.ReadQPS*60, true)
-	p.WriteRunsOutAt, _ = runsOut(p.Points, func(pt PlanPoint) float64 { return pt.WritesPerMin }, o.WriteQPS*60, false)
+	p.KubeQPS, p.NodeWorkers = o.KubeQPS, o.NodeWorkers
+	p.ReadRunsOutAt = runsOut(p.Points, func(pt PlanPoint) float64 { return pt.ReadsPerMin }, o.ReadQPS*60, true)
+	p.WriteRunsOutAt = runsOut(p.Points, func(pt PlanPoint) float64 { return pt.WritesPerMin }, o.WriteQPS*60, false)
 	return p, nil
 }
 
-// runsOut finds the first measured count at 95 % of the quota (or, for
-// reads, with throttling or controller errors), else extrapolates from
-// the last two points.
-func runsOut(pts []PlanPoint, get func(PlanPoint) float64, quotaPerMin float64, reads bool) (*int, bool) {
+// runsOut is the first simulated count at 95 % of the quota (or, for
+// reads, with throttling or controller errors); nil when none is.
+func runsOut(pts []PlanPoint, get func(PlanPoint) float64, quotaPerMin float64, reads bool) *int {
 	for _, pt := range pts {
 		if get(pt) >= 0.95*quotaPerMin || reads && (pt.Throttled > 0 || pt.ControllerErrors > 0) {
 			n := pt.Nodes
-			return &n, false
+			return &n
 		}
 	}
-	if len(pts) < 2 {
-		return nil, false
-	}
-	a, b := pts[len(pts)-2], pts[len(pts)-1]
-	slope := (get(b) - get(a)) / float64(b.Nodes-a.Nodes)
-	if slope <= 0 {
-		return nil, false
-	}
-	n := b.Nodes + int(math.Ceil((0.95*quotaPerMin-get(b))/slope))
-	return &n, true
-}
-
-// ReadsPerMinAt is the plan's prediction of the steady reads per minute at
-// n nodes: the measured point at n, else per method the line through the
-// two measured points nearest below n (extrapolated beyond the last), as
-// runsOut extrapolates — except ListInstances, whose calls are refreshes
-// times pages: its refreshes per minute do not depend on the node count
-// (their mean over the points is taken) and a refresh costs
-// ceil(n/ListPage) calls, a step a line through two points of one page
-// would miss. ok is false with fewer than two points.
-func (p *Plan) ReadsPerMinAt(n int) (v float64, ok bool) {
-	pts := slices.Clone(p.Points)
-	slices.SortFunc(pts, func(a, b PlanPoint) int { return a.Nodes - b.Nodes })
-	for _, pt := range pts {
-		if pt.Nodes == n {
-			return pt.ReadsPerMin, true
-		}
-	}
-	if len(pts) < 2 {
-		return 0, false
-	}
-	i := len(pts) - 2
-	for i > 0 && pts[i+1].Nodes > n {
-		i--
-	}
-	a, b := pts[i], pts[i+1]
-	line := func(get func(PlanPoint) float64) float64 {
-		slope := (get(b) - get(a)) / float64(b.Nodes-a.Nodes)
-		return get(b) + slope*float64(n-b.Nodes)
-	}
-	list := func(pt PlanPoint) float64 { return pt.CallsPerMin[simcloud.MethodListInstances] }
-	v = line(func(pt PlanPoint) float64 { return pt.ReadsPerMin })
-	if p.ListPage > 0 && list(b) > 0 {
-		pages := func(nodes int) float64 { return math.Ceil(float64(nodes) / float64(p.ListPage)) }
-		var refreshes float64
-		for _, pt := range pts {
-			refreshes += list(pt) / pages(pt.Nodes)
-		}
-		refreshes /= float64(len(pts))
-		v += refreshes*pages(n) - line(list)
-	}
-	return v, true
+	return nil
 }
 
 // WriteTable prints the plan.
@@ -185,27 +188,38 @@ func (p *Plan) WriteTable(w io.Writer) {
 	for _, m := range ms {
 		fmt.Fprintf(tw, "%s\t", m)
 	}
-	fmt.Fprintln(tw, "reads/min\tread headroom\twrites/min\twrite headroom\tthrottled\tcontroller errors\t")
+	fmt.Fprintln(tw, "reads/min\tread headroom\twrites/min\twrite headroom\tthrottled\tcontroller errors\tstatus rounds/h\tsweep s\tbinding limit\t")
 	for _, pt := range p.Points {
 		fmt.Fprintf(tw, "%d\t", pt.Nodes)
 		for _, m := range ms {
 			fmt.Fprintf(tw, "%.1f\t", pt.CallsPerMin[m])
 		}
-		fmt.Fprintf(tw, "%.1f\t%.0f%%\t%.1f\t%.0f%%\t%d\t%d\t\n", pt.ReadsPerMin, pt.ReadHeadroom*100, pt.WritesPerMin, pt.WriteHeadroom*100, pt.Throttled, pt.ControllerErrors)
+		fmt.Fprintf(tw, "%.1f\t%.0f%%\t%.1f\t%.0f%%\t%d\t%d\t%s\t%s\t%s\t\n", pt.ReadsPerMin, pt.ReadHeadroom*100, pt.WritesPerMin, pt.WriteHeadroom*100,
+			pt.Throttled, pt.ControllerErrors, optFloat(pt.StatusRoundsPerHour, "%.2f"), optFloat(pt.SweepSeconds, "%.0f"), pt.Binding)
 	}
 	tw.Flush()
-	say := func(kind string, n *int, extra bool) {
-		switch {
-		case n == nil:
-			fmt.Fprintf(w, "%s quota: does not run out within the sweep (its calls do not grow with the node count)\n", kind)
-		case extra:
-			fmt.Fprintf(w, "%s quota: runs out near %d nodes (extrapolated linearly from the last two points: measure there before you rely on it)\n", kind, *n)
-		default:
-			fmt.Fprintf(w, "%s quota: runs out at %d nodes (measured)\n", kind, *n)
-		}
+	fmt.Fprintln(w, "binding limit at each count (from the simulated figures):")
+	for _, pt := range p.Points {
+		fmt.Fprintf(w, "  %d nodes: %s (%s)\n", pt.Nodes, pt.Binding, pt.Why)
 	}
-	say("read", p.ReadRunsOutAt, p.Extrapolated)
-	say("write", p.WriteRunsOutAt, p.WriteRunsOutAt != nil && *p.WriteRunsOutAt > p.Points[len(p.Points)-1].Nodes)
+	fmt.Fprintf(w, "kube client (%g QPS per controller): the steady status loop writes no Node that did not change; it binds scale-ups (3 requests per new node: at least 3K/%g s for K nodes)\n", p.KubeQPS, p.KubeQPS)
+	last := p.Points[len(p.Points)-1]
+	say := func(kind string, n *int, share float64) {
+		if n != nil {
+			fmt.Fprintf(w, "%s quota: runs out at %d nodes (simulated)\n", kind, *n)
+			return
+		}
+		fmt.Fprintf(w, "%s quota: holds at every simulated count (at %d nodes: %.0f %% of it); larger counts are not predicted: simulate them with --nodes\n", kind, last.Nodes, share*100)
+	}
+	say("read", p.ReadRunsOutAt, 1-last.ReadHeadroom)
+	say("write", p.WriteRunsOutAt, 1-last.WriteHeadroom)
+}
+
+func optFloat(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
 }
 
 // WriteHTML writes the plan as one self-contained page: calls per minute

@@ -7,8 +7,13 @@
 //
 // A bubble needs a *testing.T: Test runs one from a test, Main from a
 // command (it hosts the bubble with testing.Main). Both watch the bubble
-// from outside: when its clock stops advancing for Options.Stall of real
-// time, they write every goroutine's stack (runtime/pprof, debug=2) to a
+// from outside for a stall: its clock has not advanced for Options.Stall
+// of real time, no goroutine of the bubble is runnable or running, and the
+// process used (almost) no CPU meanwhile. A slow run is not a stall: a
+// bubble computing for minutes without advancing its clock (the service
+// controller comparing N×M nodes costs no virtual time), or one starved
+// of CPU by other processes, keeps running however long it takes. On a
+// stall they write every goroutine's stack (runtime/pprof, debug=2) to a
 // file and end the process with its name. In that dump a bubble's
 // goroutine that is durably blocked is marked "(durable)" (or waits in
 // "synctest.Wait"/"synctest.Run"); one without the mark is the blocker:
@@ -17,12 +22,15 @@
 package virtual
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -30,8 +38,10 @@ import (
 
 // Options tune the watchdog.
 type Options struct {
-	// Stall is how long (real time) the virtual clock may stand still
-	// before the goroutines are dumped and the process ends; default 2 min.
+	// Stall is how long (real time) the virtual clock may stand still,
+	// with nothing in the bubble runnable and no CPU progress, before the
+	// goroutines are dumped and the process ends; default 2 min. While the
+	// bubble computes, it is checked again every Stall.
 	Stall time.Duration
 	// DumpDir receives the dump (default os.TempDir()).
 	DumpDir string
@@ -117,10 +127,13 @@ var realNow atomic.Int64
 // bubble, where time.Now is virtual.
 func RealNow() time.Time { return time.Unix(0, realNow.Load()) }
 
-// watch ends the process with a goroutine dump when clock stands still for
-// o.Stall of real time.
+// watch ends the process with a goroutine dump when the bubble stalls:
+// clock stands still for o.Stall of real time while the process made no
+// CPU progress and no goroutine of a bubble is runnable. Wall-clock time
+// alone never ends a run: a still clock with CPU progress or a runnable
+// bubble goroutine starts a new window of o.Stall.
 func watch(o Options, clock *atomic.Int64, done <-chan struct{}) {
-	last, since := clock.Load(), time.Now()
+	last, since, cpu := clock.Load(), time.Now(), processCPU()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -131,10 +144,18 @@ func watch(o Options, clock *atomic.Int64, done <-chan struct{}) {
 		}
 		realNow.Store(time.Now().UnixNano())
 		if v := clock.Load(); v != last {
-			last, since = v, time.Now()
+			last, since, cpu = v, time.Now(), processCPU()
 			continue
 		}
-		if time.Since(since) < o.Stall {
+		window := time.Since(since)
+		if window < o.Stall {
+			continue
+		}
+		used := processCPU() - cpu
+		busy := bubbleBusy()
+		if busy || cpuProgress(used, window) {
+			// Slow, not stalled: look again after another window.
+			since, cpu = time.Now(), processCPU()
 			continue
 		}
 		path := filepath.Join(o.DumpDir, fmt.Sprintf("virtual-stall-%d.txt", os.Getpid()))
@@ -142,10 +163,66 @@ func watch(o Options, clock *atomic.Int64, done <-chan struct{}) {
 			_ = pprof.Lookup("goroutine").WriteTo(f, 2)
 			_ = f.Close()
 		}
-		fmt.Fprintf(os.Stderr, "virtual: the virtual clock stood still for %v of real time: a goroutine in the bubble is blocked on something not durable; "+
-			"every goroutine's stack is in %s (the blocker lacks \"(durable)\")\n", o.Stall, path)
+		fmt.Fprintf(os.Stderr, "virtual: stall: the virtual clock stood still for %v of real time with no goroutine of the bubble runnable and %v of CPU used: "+
+			"a goroutine in the bubble is blocked on something not durable; every goroutine's stack is in %s (the blocker lacks \"(durable)\")\n", window.Round(time.Second), used, path)
 		os.Exit(3)
 	}
+}
+
+// cpuProgress reports whether the process used enough CPU in window to be
+// computing rather than idle: 2 % of one core (at least 100 ms). An idle
+// process (a ticker, the runtime's background work) uses well under that;
+// a computing one, even on a machine busy with other work, well over.
+func cpuProgress(used, window time.Duration) bool {
+	return used >= max(100*time.Millisecond, window/50)
+}
+
+// processCPU is the CPU time (user + system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		// Unknown: count it as progress, so that a missing figure never
+		// ends a run (a bubble with nothing runnable still stalls: see
+		// bubbleBusy).
+		return time.Duration(time.Now().UnixNano())
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// bubbleBusy reports whether a goroutine of a synctest bubble is runnable
+// or running: its header in a full stack dump reads
+// "goroutine N [runnable, synctest bubble M]:" (or running, preempted,
+// copystack: states of a goroutine that has work to do).
+func bubbleBusy() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	return stackBusy(buf)
+}
+
+// stackBusy is bubbleBusy on a dump in runtime.Stack's format.
+func stackBusy(dump []byte) bool {
+	for line := range bytes.Lines(dump) {
+		if !bytes.HasPrefix(line, []byte("goroutine ")) || !bytes.Contains(line, []byte("synctest bubble")) {
+			continue
+		}
+		open := bytes.IndexByte(line, '[')
+		if open < 0 {
+			continue
+		}
+		state, _, _ := bytes.Cut(line[open+1:], []byte(","))
+		switch string(bytes.TrimSuffix(state, []byte("]:\n"))) {
+		case "runnable", "running", "preempted", "copystack":
+			return true
+		}
+	}
+	return false
 }
 
 // Main runs fn(ctx) inside a synctest bubble from a command's main (not a
