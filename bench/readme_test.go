@@ -101,7 +101,12 @@ func TestReadmeMeasuredFromResults(t *testing.T) {
 // rowRE finds a quoted table row in README prose: "Row `steady reads / h`:"
 // (or "row `...`"); the numbers after it, up to the next row mention, a
 // header mention, a semicolon or the bullet's end, belong to that row.
-var rowRE = regexp.MustCompile("[Rr]ows? `([^`]+)`")
+var rowRE = regexp.MustCompile("[Rr]ows?\\s+`([^`]+)`")
+
+var (
+	parenRE    = regexp.MustCompile(`\([^()]*\)`)
+	sentenceRE = regexp.MustCompile("\\.\\s+[A-Z`]")
+)
 
 // rowQuotes splits a README section into (row label, text quoting it).
 func rowQuotes(section string) [][2]string {
@@ -114,12 +119,18 @@ func rowQuotes(section string) [][2]string {
 				end = locs[i+1][0]
 			}
 			text := bullet[l[1]:end]
-			for _, stop := range []string{";", "header `", "(bound", "against the header"} {
+			for _, stop := range []string{";", "header `", "(bound", "against the header", "within", "(docs/"} {
 				if j := strings.Index(text, stop); j >= 0 {
 					text = text[:j]
 				}
 			}
-			out = append(out, [2]string{bullet[l[2]:l[3]], text})
+			// An aside in parentheses is prose about other rows (the
+			// whole-file check covers it); a sentence ends the quote.
+			text = parenRE.ReplaceAllString(text, " ")
+			if j := sentenceRE.FindStringIndex(text); j != nil {
+				text = text[:j[0]+1]
+			}
+			out = append(out, [2]string{strings.Join(strings.Fields(bullet[l[2]:l[3]]), " "), text})
 		}
 	}
 	return out
@@ -130,7 +141,7 @@ func rowQuotes(section string) [][2]string {
 func rowLines(results, label string) string {
 	var b strings.Builder
 	for _, line := range strings.Split(results, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), label) {
+		if strings.HasPrefix(strings.TrimLeft(line, " |"), label) {
 			b.WriteString(line + "\n")
 		}
 	}
