@@ -3,9 +3,11 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
 )
 
@@ -51,5 +53,40 @@ func TestLifecyclePeersShareBatches(t *testing.T) {
 			}
 			t.Logf("%d batch calls for %d NotReady Nodes over %v (sizes %v)", calls, n, window, sizes)
 		}
+	}
+}
+
+// TestListPrefetchOnByDefault (issue 32): DefaultConfig in front of an
+// upstream that lists turns list prefetch on (the default install is what
+// the benchmark's headline measured); listPrefetch: false turns it off, and
+// an upstream that does not list gets none.
+func TestListPrefetchOnByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		yaml  string
+		lists bool
+		want  bool
+	}{
+		{"default, upstream lists", "upstream: {name: x}\n", true, true},
+		{"listPrefetch false", "upstream: {name: x}\nbatch: {listPrefetch: false}\n", true, false},
+		{"default, upstream does not list", "upstream: {name: x}\n", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := LoadConfig(strings.NewReader(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Upstream = UpstreamConfig{}
+			cfg.Clock = newFakeClock()
+			var up cloudprovider.Interface = &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}}
+			if tc.lists {
+				up = &listingBatchCloud{batchCloud: up.(*batchCloud), release: make(chan struct{})}
+			}
+			g := mustNew(t, up, cfg).(*cloud).g
+			g.batcher()
+			if got := g.lister != nil; got != tc.want {
+				t.Fatalf("list prefetch on = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
