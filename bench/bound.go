@@ -39,10 +39,25 @@ func initBound(o *Options, k int) *Bound {
 	return b
 }
 
-// InitBound is initBound for another simulated cloud: o's ReadQPS,
-// ReadBurst, CloudMaxBatch and Latency describe its read quota, largest
-// batch and round trip, KubeQPS and KubeBurst the CCM's client.
-func InitBound(o *Options, k int) *Bound { return initBound(o, k) }
+// InitBound is the init bound for another simulated cloud driven by this
+// package's cluster: o's ReadQPS, ReadBurst, CloudMaxBatch and Latency
+// describe its read quota, largest batch and round trip, KubeQPS and
+// KubeBurst the CCM's client, NodeWorkers its --concurrent-node-syncs (0:
+// 1). The kube side counts the three requests per Node the simulator
+// counts on the node controller's client (ClusterRequestsPerNode), as the
+// load benchmark's scale-up bound does (issue 32: it used 2).
+func InitBound(o *Options, k int) *Bound {
+	return initBoundMeasured(o, k, max(1, o.NodeWorkers), ClusterRequestsPerNode())
+}
+
+// ClusterRequestsPerNode are the node controller's kube requests per new
+// Node that the load benchmark's scale-ups count (perNodeRequests, printed
+// in each scale-up's bound): the Node update that removes the taint, the
+// status patch with its addresses, and the "Synced" Event, which shares the
+// client's limiter.
+func ClusterRequestsPerNode() map[string]int {
+	return map[string]int{"update nodes": 1, "patch nodes/status": 1, "create events": 1}
+}
 
 // quiesceBound adds the writes quiescence needs to the init bound: a
 // CreateRoute per new node and at least one load balancer update per

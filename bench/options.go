@@ -182,12 +182,15 @@ type Options struct {
 // latency; the CCM's defaults; one seed.
 func DefaultOptions() *Options {
 	return &Options{
-		Scenarios:        slices.Clone(DefaultScenarios),
-		Columns:          slices.Clone(AllColumns),
-		Seeds:            1,
-		Seed:             1,
-		Nodes:            2000,
-		Services:         20,
+		Scenarios: slices.Clone(DefaultScenarios),
+		Columns:   slices.Clone(AllColumns),
+		Seeds:     1,
+		Seed:      1,
+		Nodes:     2000,
+		Services:  20,
+		// 1 % NotReady: the lifecycle controller's 5 s checks of NotReady
+		// Nodes are part of every real cluster's steady load (issue 32).
+		NotReadyPct:      1,
 		SteadyWindow:     time.Hour,
 		ScaleupNodes:     1000,
 		StressWorkers:    100,

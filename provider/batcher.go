@@ -87,7 +87,7 @@ func (g *gate) buildBatcher(final bool) {
 			// and MaxBatchSize is used only when positive.
 			klog.ErrorS(err, "cloudgate: batching off")
 		} else {
-			g.batch = b
+			g.batch, g.batchSize = b, size
 		}
 	}
 	g.batchDecided.Store(true) // publishes g.batch and g.lister
@@ -143,7 +143,7 @@ func batchPriority(reqs []nodeRequest) limiter.Priority {
 // sendBatch answers one batch of nodes with a BatchInstanceStatus call
 // (bisected on failure, see isolate); each call that answers fills the
 // instance caches. f.Admitted: the first call's token is taken already.
-func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) []InstanceStatus {
+func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) (results []InstanceStatus) {
 	nodes := make([]*v1.Node, len(reqs))
 	for i, r := range reqs {
 		nodes[i] = r.node
@@ -152,6 +152,19 @@ func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush,
 	g.rec.Batch(len(nodes), f.Reason)
 	if f.Err != nil { // no token within the wait: nothing was sent
 		return failAll(len(nodes), f.Err)
+	}
+	// The lifecycle controller's other NotReady Nodes ride along (peers.go);
+	// their answers fill the caches, no caller waits on them.
+	if nodes = g.withPeers(nodes, g.batchSize); len(nodes) > len(reqs) {
+		callers := len(reqs)
+		if toCaller := answer; toCaller != nil {
+			answer = func(i int, st InstanceStatus) {
+				if i < callers {
+					toCaller(i, st)
+				}
+			}
+		}
+		defer func() { results = results[:callers] }()
 	}
 	// A batch outlives the callers that left it, so it cannot use their
 	// contexts: its own timeout counts as a hung cloud (errCallTimeout). It
@@ -166,7 +179,8 @@ func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush,
 	}
 	defer cancel()
 	b := batchCall{g: g, up: up, answer: answer}
-	results, err := b.call(ctx, nodes, prio, 0, f.Admitted)
+	var err error
+	results, err = b.call(ctx, nodes, prio, 0, f.Admitted)
 	if err != nil {
 		results = b.isolate(ctx, nodes, prio, err, 0)
 	}

@@ -73,6 +73,10 @@ type gate struct {
 	batchDecided atomic.Bool
 	batch        *nodeBatcher   // nil without batching
 	lister       InstanceLister // nil without list prefetch
+	batchSize    int            // the batches' largest size (0 without batching)
+	// peers are the Nodes the lifecycle controller checks, refreshed
+	// together by batch calls (peers.go).
+	peers lifecyclePeers
 
 	// The list prefetch loop: one at a time (see start).
 	loopMu        sync.Mutex

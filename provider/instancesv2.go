@@ -51,6 +51,7 @@ type instancesV2 struct {
 var _ cloudprovider.InstancesV2 = (*instancesV2)(nil)
 
 func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+	i.g.notePeer(node) // only the lifecycle controller asks (NotReady Nodes): peers.go
 	exists, err := nodeRead(ctx, i, i.g.m.instanceExists, i.g.inst.exists, node, existsOf, cloudprovider.InstancesV2.InstanceExists)
 	if exists || err != nil || i.g.nf == nil {
 		if exists {
@@ -66,6 +67,7 @@ func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, 
 }
 
 func (i *instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	i.g.notePeer(node)
 	return nodeRead(ctx, i, i.g.m.instanceShutdown, i.g.inst.shutdown, node, shutdownOf, cloudprovider.InstancesV2.InstanceShutdown)
 }
 

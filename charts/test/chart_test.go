@@ -180,6 +180,12 @@ func TestRender(t *testing.T) {
 		if cfg.Upstream.Name != c.upstream {
 			t.Errorf("%v: upstream %q", c, cfg.Upstream.Name)
 		}
+		// The default install is what the benchmark's headline measured:
+		// list prefetch on (it takes effect behind an upstream that lists,
+		// aws-batch; issue 32).
+		if !cfg.Batch.ListPrefetch {
+			t.Errorf("%v: the chart's default cloudgate.yaml has batch.listPrefetch off\n%s", c, text)
+		}
 		if (cfg.Limits.Shared != nil) != (c.redis != "") {
 			t.Errorf("%v: limits.shared = %+v", c, cfg.Limits.Shared)
 		}

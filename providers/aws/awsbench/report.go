@@ -175,12 +175,13 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "EC2: ec2sim, DescribeInstances bucket %d tokens refilled at %g/s (%.0f calls/h), HTTP 503 RequestLimitExceeded when empty. "+
 		"CCM: cloud-node (--concurrent-node-syncs=1, --node-status-update-frequency=5m) and cloud-node-lifecycle (5 s) controllers, "+
 		"kube client %g QPS / burst %d, routes off, no LoadBalancer services. cloudgate: DefaultConfig, limits.read %g/s burst %d; "+
-		"aws+cloudgate batching off; adapter: awsbatch, batching on, batch.listPrefetch (listInterval %v).\n\n",
+		"aws+cloudgate batching off; adapter: awsbatch, batching on, batch.listPrefetch (on by default; listInterval %v).\n\n",
 		o.Bucket.Size, o.Bucket.Refill, r.BucketPerHour(), kubeQPS, kubeBurst, o.Bucket.Refill, o.Bucket.Size, listInterval())
 
 	switch {
 	case len(r.sortedSizes()) > 0 && o.Cycles > 0:
 		r.writeMeasured(w)
+		r.writePerRound(w)
 		if o.Hour > 0 {
 			r.writeHour(w)
 		}
