@@ -19,7 +19,7 @@ const clusterMemberTimeout = 10 * time.Second
 // cluster, not per process, is what makes failover cheap: the new leader's
 // first heartbeat renews the dead leader's registration, so the account
 // never counts the dead process as a fallen member whose share it must
-// hold back until it is forgotten (limits.shared: 120 heartbeats). Leader
+// hold back until it is forgotten (limits.shared.forgetAfter: 600 heartbeats). Leader
 // election keeps two replicas from using the name at once, apart from the
 // renew deadline's overlap, during which both draw from the one shared
 // budget in Redis (only their local fallback shares would add up).
