@@ -2,79 +2,305 @@ package provider
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
+
+	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/internal/batcher"
+	"github.com/cloudgate/cloudgate/limiter"
 )
 
-// BatchInstances is an optional interface that an upstream's InstancesV2
-// implementation may satisfy to answer many nodes in one cloud call (AWS
-// DescribeInstances with many IDs, a GCE aggregatedList filter, an Azure VMSS
-// list). When the upstream's InstancesV2 value implements it, cloudgate
-// coalesces concurrent InstanceMetadata, InstanceExists and InstanceShutdown
-// calls into BatchInstanceStatus calls.
-//
-// A provider author adds it with one method on the type that already
-// implements cloudprovider.InstancesV2, plus MaxBatchSize.
-type BatchInstances interface {
-	// MaxBatchSize is the largest number of nodes one BatchInstanceStatus call
-	// accepts. cloudgate never sends more. It is read once, after the
-	// upstream's Initialize (or at first use, if that comes first); <= 0
-	// turns batching off (per-node calls).
-	MaxBatchSize() int
-	// BatchInstanceStatus looks up every node in one call. On success it
-	// returns exactly one result per input node, in the same order. A node
-	// whose instance does not exist gets Err == cloudprovider.InstanceNotFound
-	// (per node, never for the whole batch). A returned error fails the whole
-	// batch: throttling, a hung call or an open breaker is reported to every
-	// caller; any other error makes cloudgate bisect the batch (at most
-	// 2*ceil(log2(size)) more calls, stopping when both halves fail) so that a node
-	// the cloud rejects fails alone.
-	BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) ([]InstanceStatus, error)
+// batchCallTimeout bounds one batch call (its token wait is bounded by the
+// family's waitTimeout instead), or one list call, token wait included. A
+// variable for tests.
+var batchCallTimeout = time.Minute
+
+// nodeBatcher coalesces concurrent per-node lookups into BatchInstanceStatus
+// calls (internal/batcher): with batch.sendAtOnce (the default) a lookup is
+// sent at once when no batch call is in flight and the read bucket has a
+// token; lookups arriving while a call is in flight, or while the batch
+// waits for its token, go together when it returns or the token comes. A
+// batch is sent at the latest when it holds batch.maxSize nodes or
+// batch.maxWait after its first node joined, and costs one token. Every caller gets exactly its own node's
+// answer; a caller whose context ends leaves the batch, which goes on for
+// the others. Answers fill the InstanceMetadata, InstanceExists and
+// InstanceShutdown caches of every node in the batch.
+type nodeBatcher = batcher.Batcher[nodeRequest, InstanceStatus]
+
+// nodeRequest is one node's lookup in a batch, at the priority its caller
+// asked; the batch goes at the highest priority among them.
+type nodeRequest struct {
+	node *v1.Node
+	prio limiter.Priority
 }
 
-// InstanceStatus is the answer for one node of a BatchInstanceStatus call.
-type InstanceStatus struct {
-	// Metadata is the node's instance metadata; nil when Err is set.
-	Metadata *cloudprovider.InstanceMetadata
-	// Shutdown reports whether the instance is shut down (it still exists).
-	Shutdown bool
-	// Deleted reports that the instance no longer exists although the cloud
-	// still describes it (an AWS instance in state "terminated"): the
-	// upstream's InstanceExists answers false while its InstanceMetadata still
-	// answers Metadata. The zero value keeps the original contract: a node
-	// with Err == nil exists.
-	Deleted bool
-	// Err is this node's own error: cloudprovider.InstanceNotFound when the
-	// instance does not exist, or any other per-node failure.
-	Err error
+// buildBatcher sets up batching (the upstream's InstancesV2 implements
+// BatchInstances) and list prefetch (it implements InstanceLister), each
+// independently, from the upstream's InstancesV2 as it is now. Until the
+// upstream offers InstancesV2 the decision is left open: providers that
+// build their clients in Initialize are looked at again then (final) and
+// on first use.
+func (g *gate) buildBatcher(final bool) {
+	g.batchMu.Lock()
+	defer g.batchMu.Unlock()
+	if g.batchDecided.Load() {
+		return
+	}
+	v2, ok := g.upstream.InstancesV2()
+	if !ok || v2 == nil {
+		if final {
+			g.batchDecided.Store(true)
+		}
+		return
+	}
+	if l, ok := v2.(InstanceLister); ok && g.cfg.Batch.ListPrefetch {
+		g.lister = l
+	}
+	// MaxBatchSize is read now (at Initialize, or first use): <= 0 means
+	// the upstream takes no batches.
+	if up, ok := v2.(BatchInstances); ok && (g.cfg.Batch.Enabled == nil || *g.cfg.Batch.Enabled) && up.MaxBatchSize() > 0 {
+		size := min(g.cfg.Batch.MaxSize, up.MaxBatchSize())
+		b, err := batcher.New(batcher.Options[nodeRequest, InstanceStatus]{
+			Name:          "BatchInstanceStatus",
+			MaxTimeout:    g.cfg.Batch.MaxWait.Duration,
+			MaxItems:      size,
+			SendAtOnce:    g.cfg.Batch.SendAtOnce == nil || *g.cfg.Batch.SendAtOnce,
+			Admit:         g.admitBatch,
+			Priority:      func(r nodeRequest) int { return int(r.prio) }, // see admitBatch
+			RequestHasher: func(r nodeRequest) string { return keyOfNode(r.node).String() },
+			// A caller joining another's lookup of the same node raises
+			// its priority: a critical lookup never rides a background one.
+			Merge: func(r, joining nodeRequest) nodeRequest { r.prio = min(r.prio, joining.prio); return r },
+			BatchExecutor: func(_ context.Context, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) []InstanceStatus {
+				return g.sendBatch(up, reqs, f, answer)
+			},
+			Clock: g.clock,
+		})
+		if err != nil {
+			// Not reached: Config.Validate checked maxSize and maxWait,
+			// and MaxBatchSize is used only when positive.
+			klog.ErrorS(err, "cloudgate: batching off")
+		} else {
+			g.batch, g.batchSize = b, size
+		}
+	}
+	g.batchDecided.Store(true) // publishes g.batch and g.lister
 }
 
-// InstanceLister is an optional interface an upstream's InstancesV2
-// implementation may satisfy to list all instances in pages. With list
-// prefetch enabled, cloudgate refreshes its whole instance cache from it on a
-// schedule, so steady-state per-node reads never reach the cloud.
-type InstanceLister interface {
-	// ListInstances returns one page of instances starting at pageToken
-	// ("" for the first page) and the token of the next page ("" after the
-	// last one).
-	ListInstances(ctx context.Context, pageToken string) (page []InstanceRecord, nextPageToken string, err error)
+// batcher returns the batcher, nil without batching.
+func (g *gate) batcher() *nodeBatcher {
+	if !g.batchDecided.Load() {
+		g.buildBatcher(false)
+		if !g.batchDecided.Load() {
+			return nil
+		}
+	}
+	return g.batch
 }
 
-// InstanceRecord is one instance as listed by InstanceLister.
-type InstanceRecord struct {
-	// NodeName is the name the instance's Node has (or will have) in the
-	// cluster; used to answer nodes that do not have a provider ID yet.
-	NodeName string
-	// Metadata carries the instance's metadata; Metadata.ProviderID must be set.
-	Metadata cloudprovider.InstanceMetadata
-	// Shutdown reports whether the instance is shut down.
-	Shutdown bool
-	// Deleted reports that the instance no longer exists although it is still
-	// listed (see InstanceStatus.Deleted). A Deleted record answers reads by
-	// its provider ID only, never by NodeName: a VM re-created under the same
-	// name lists a live record and a Deleted one with one NodeName, and the
-	// by-name answer (InstanceExists of a node without a provider ID) must be
-	// the live one whatever the records' order.
-	Deleted bool
+// admitBatch takes the token of a batch's first call while the batch is
+// still open (internal/batcher's Admit): lookups arriving during the wait
+// join it, so one token answers every lookup that waited for it. The wait
+// is at the batch's priority, bounded by the family's waitTimeout (an
+// *api.RetryError), or with none by batchCallTimeout; the batcher ends it
+// (ctx) when a more urgent batch takes it over. Only a closed breaker lets
+// a batch take its token first: an open one would refuse the call, and a
+// half-open one may (its probes in flight), so the batch goes on to
+// sendBatch without a token, where the breaker is asked first, as for any
+// other call.
+func (g *gate) admitBatch(ctx context.Context, reqs []nodeRequest) (bool, error) {
+	m := g.m.batchInstanceStatus
+	opened := m.breaker.Opened() // before the check: an opening in between ends the wait at once
+	if m.breaker.State() != limiter.StateClosed {
+		return false, nil
+	}
+	cancel := func() {}
+	if m.waitTimeout <= 0 {
+		ctx, cancel = g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
+	}
+	defer cancel()
+	if err := g.wait(ctx, m, batchPriority(reqs), opened); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// batchPriority is the highest priority among a batch's lookups.
+func batchPriority(reqs []nodeRequest) limiter.Priority {
+	prio := reqs[0].prio
+	for _, r := range reqs {
+		prio = min(prio, r.prio)
+	}
+	return prio
+}
+
+// sendBatch answers one batch of nodes with a BatchInstanceStatus call
+// (bisected on failure, see isolate); each call that answers fills the
+// instance caches. f.Admitted: the first call's token is taken already.
+func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) (results []InstanceStatus) {
+	nodes := make([]*v1.Node, len(reqs))
+	for i, r := range reqs {
+		nodes[i] = r.node
+	}
+	prio := batchPriority(reqs)
+	g.rec.Batch(len(nodes), f.Reason)
+	if f.Err != nil { // no token within the wait: nothing was sent
+		return failAll(len(nodes), f.Err)
+	}
+	// The lifecycle controller's other NotReady Nodes ride along (peers.go);
+	// their answers fill the caches, no caller waits on them.
+	if nodes = g.withPeers(nodes, g.batchSize); len(nodes) > len(reqs) {
+		callers := len(reqs)
+		if toCaller := answer; toCaller != nil {
+			answer = func(i int, st InstanceStatus) {
+				if i < callers {
+					toCaller(i, st)
+				}
+			}
+		}
+		defer func() { results = results[:callers] }()
+	}
+	// A batch outlives the callers that left it, so it cannot use their
+	// contexts: its own timeout counts as a hung cloud (errCallTimeout). It
+	// bounds each call, not the token waits, which the family's waitTimeout
+	// bounds and answers with an *api.RetryError as for a call of its own
+	// (with no waitTimeout: the first token's wait by itself, see
+	// admitBatch, then the calls with the bisection's waits).
+	ctx, cancel := g.withCallTimeout(context.Background(), batchCallTimeout, errCallTimeout)
+	if g.m.batchInstanceStatus.waitTimeout > 0 {
+		cancel()
+		ctx, cancel = context.WithCancel(context.Background())
+	}
+	defer cancel()
+	b := batchCall{g: g, up: up, answer: answer}
+	var err error
+	results, err = b.call(ctx, nodes, prio, 0, f.Admitted)
+	if err != nil {
+		results = b.isolate(ctx, nodes, prio, err, 0)
+	}
+	return results
+}
+
+// batchCall sends BatchInstanceStatus calls for one batch.
+type batchCall struct {
+	g  *gate
+	up BatchInstances
+	// answer hands the batch's request i its answer at once (nil: at the
+	// end), so a caller does not wait, holding an aging answer, while the
+	// rest of a failed batch is bisected.
+	answer func(i int, st InstanceStatus)
+}
+
+// call sends one BatchInstanceStatus call and, when it answers, fills the
+// instance caches with its nodes' answers at once: an answer's age runs from
+// when the cloud gave it, even while bisection goes on with other nodes;
+// off is the index of nodes[0] in the batch, for answer; admitted: its
+// token is taken already (admitBatch).
+func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int, admitted bool) ([]InstanceStatus, error) {
+	marks := b.g.fillMarks() // before the call: see fill
+	results, err := invokeAdmitted(ctx, b.g, b.g.m.batchInstanceStatus, prio, admitted, func(ctx context.Context) ([]InstanceStatus, error) {
+		ctx, cancel := b.g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
+		defer cancel()
+		return b.up.BatchInstanceStatus(ctx, nodes)
+	})
+	if err == nil && len(results) != len(nodes) {
+		err = fmt.Errorf("cloudgate: upstream BatchInstanceStatus returned %d results for %d nodes", len(results), len(nodes))
+	}
+	if err == nil {
+		for i, node := range nodes {
+			results[i].Err = bareNotFound(results[i].Err)
+			b.g.fill(keyOfNode(node), results[i], marks)
+			if b.answer != nil {
+				b.answer(off+i, results[i])
+			}
+		}
+	}
+	return results, err
+}
+
+// isolate answers nodes after their batch failed as a whole with err: a
+// node the cloud rejects (a malformed ID) must not fail the others. It
+// bisects — two calls per level — and stops as soon as both halves fail
+// (the cloud is failing, not a node), so at most 2*ceil(log2(len(nodes)))
+// more calls. It does not split at all when err says the cloud is throttling,
+// the breaker is open, a wait ran out or the call hung: more calls would
+// not help.
+func (b batchCall) isolate(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, err error, off int) []InstanceStatus {
+	if len(nodes) == 1 || !b.isolatable(ctx, err) {
+		return failAll(len(nodes), err)
+	}
+	h := len(nodes) / 2
+	left, lerr := b.call(ctx, nodes[:h], prio, off, false)
+	right, rerr := b.call(ctx, nodes[h:], prio, off+h, false)
+	switch {
+	case lerr != nil && rerr != nil:
+		return append(failAll(h, lerr), failAll(len(nodes)-h, rerr)...)
+	case lerr != nil:
+		left = b.isolate(ctx, nodes[:h], prio, lerr, off)
+	case rerr != nil:
+		right = b.isolate(ctx, nodes[h:], prio, rerr, off+h)
+	}
+	return append(left, right...)
+}
+
+func (b batchCall) isolatable(ctx context.Context, err error) bool {
+	var retry *cloudproviderapi.RetryError
+	if ctx.Err() != nil || limiter.IsOpen(err) || errors.As(err, &retry) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	throttled, _ := b.g.throttle.Classify(err)
+	return !throttled
+}
+
+func failAll(n int, err error) []InstanceStatus {
+	out := make([]InstanceStatus, n)
+	for i := range out {
+		out[i].Err = err
+	}
+	return out
+}
+
+// fillMarks are the instance caches' marks (cache.Mark) taken before a
+// batch or list call is sent.
+type fillMarks struct{ exists, shutdown, metadata cache.Mark }
+
+func (g *gate) fillMarks() fillMarks {
+	return fillMarks{exists: mark(g.inst.exists), shutdown: mark(g.inst.shutdown), metadata: mark(g.inst.metadata)}
+}
+
+// fill stores one node's batch or list answer in the instance caches.
+// "Does not exist" in any form — InstanceNotFound, or an instance the cloud
+// still describes as terminated (Deleted) — is a negative answer: it lives
+// negativeTTL and is never served stale. marks were taken before the call
+// was sent: an answer read before an invalidation of its key is not stored
+// after it (as a fetch of the cache's own is not), so the not-found guard's
+// re-read, which invalidates and asks again, can never be answered by a
+// batch that was on its way before it.
+func (g *gate) fill(key nodeKey, st InstanceStatus, marks fillMarks) {
+	switch {
+	case errors.Is(st.Err, cloudprovider.InstanceNotFound):
+		putNegativeSince(g.inst.metadata, key, cloudprovider.InstanceNotFound, marks.metadata)
+		putNegativeSince(g.inst.shutdown, key, cloudprovider.InstanceNotFound, marks.shutdown)
+		putSince(g.inst.exists, key, false, marks.exists) // a negative value
+	case st.Err != nil:
+		// A per-node failure is not an answer: nothing to remember.
+	default:
+		if st.Metadata != nil {
+			putSince(g.inst.metadata, key, st.Metadata, marks.metadata)
+		}
+		putSince(g.inst.shutdown, key, st.Shutdown, marks.shutdown)
+		putSince(g.inst.exists, key, !st.Deleted, marks.exists)
+		if st.Deleted {
+			g.nf.markDeleted(key)
+		} else {
+			g.nf.markExists(key)
+		}
+	}
 }

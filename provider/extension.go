@@ -1,0 +1,80 @@
+package provider
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+)
+
+// BatchInstances is an optional interface that an upstream's InstancesV2
+// implementation may satisfy to answer many nodes in one cloud call (AWS
+// DescribeInstances with many IDs, a GCE aggregatedList filter, an Azure VMSS
+// list). When the upstream's InstancesV2 value implements it, cloudgate
+// coalesces concurrent InstanceMetadata, InstanceExists and InstanceShutdown
+// calls into BatchInstanceStatus calls.
+//
+// A provider author adds it with one method on the type that already
+// implements cloudprovider.InstancesV2, plus MaxBatchSize.
+type BatchInstances interface {
+	// MaxBatchSize is the largest number of nodes one BatchInstanceStatus call
+	// accepts. cloudgate never sends more. It is read once, after the
+	// upstream's Initialize (or at first use, if that comes first); <= 0
+	// turns batching off (per-node calls).
+	MaxBatchSize() int
+	// BatchInstanceStatus looks up every node in one call. On success it
+	// returns exactly one result per input node, in the same order. A node
+	// whose instance does not exist gets Err == cloudprovider.InstanceNotFound
+	// (per node, never for the whole batch). A returned error fails the whole
+	// batch: throttling, a hung call or an open breaker is reported to every
+	// caller; any other error makes cloudgate bisect the batch (at most
+	// 2*ceil(log2(size)) more calls, stopping when both halves fail) so that a node
+	// the cloud rejects fails alone.
+	BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) ([]InstanceStatus, error)
+}
+
+// InstanceStatus is the answer for one node of a BatchInstanceStatus call.
+type InstanceStatus struct {
+	// Metadata is the node's instance metadata; nil when Err is set.
+	Metadata *cloudprovider.InstanceMetadata
+	// Shutdown reports whether the instance is shut down (it still exists).
+	Shutdown bool
+	// Deleted reports that the instance no longer exists although the cloud
+	// still describes it (an AWS instance in state "terminated"): the
+	// upstream's InstanceExists answers false while its InstanceMetadata still
+	// answers Metadata. The zero value keeps the original contract: a node
+	// with Err == nil exists.
+	Deleted bool
+	// Err is this node's own error: cloudprovider.InstanceNotFound when the
+	// instance does not exist, or any other per-node failure.
+	Err error
+}
+
+// InstanceLister is an optional interface an upstream's InstancesV2
+// implementation may satisfy to list all instances in pages. With list
+// prefetch enabled, cloudgate refreshes its whole instance cache from it on a
+// schedule, so steady-state per-node reads never reach the cloud.
+type InstanceLister interface {
+	// ListInstances returns one page of instances starting at pageToken
+	// ("" for the first page) and the token of the next page ("" after the
+	// last one).
+	ListInstances(ctx context.Context, pageToken string) (page []InstanceRecord, nextPageToken string, err error)
+}
+
+// InstanceRecord is one instance as listed by InstanceLister.
+type InstanceRecord struct {
+	// NodeName is the name the instance's Node has (or will have) in the
+	// cluster; used to answer nodes that do not have a provider ID yet.
+	NodeName string
+	// Metadata carries the instance's metadata; Metadata.ProviderID must be set.
+	Metadata cloudprovider.InstanceMetadata
+	// Shutdown reports whether the instance is shut down.
+	Shutdown bool
+	// Deleted reports that the instance no longer exists although it is still
+	// listed (see InstanceStatus.Deleted). A Deleted record answers reads by
+	// its provider ID only, never by NodeName: a VM re-created under the same
+	// name lists a live record and a Deleted one with one NodeName, and the
+	// by-name answer (InstanceExists of a node without a provider ID) must be
+	// the live one whatever the records' order.
+	Deleted bool
+}
