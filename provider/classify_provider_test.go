@@ -30,12 +30,12 @@ func TestGateUsesProviderClassifier(t *testing.T) {
 		{"HTTP 429", true, true},
 		{"not found", false, false},
 	}
-	plain, err := newGate(newCountingCloud(), testConfig(nil))
+	plain, err := newGate(newCountingCloud(), testConfig(nil), gateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer plain.close()
-	cl, err := newGate(classifyingCloud{newCountingCloud()}, testConfig(nil))
+	cl, err := newGate(classifyingCloud{newCountingCloud()}, testConfig(nil), gateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,11 +64,11 @@ func TestNotFoundGuard(t *testing.T) {
 			if tc.disabled {
 				cfg.NotFoundGuard.Enabled = boolp(false)
 			}
-			g, err := newGate(up, cfg)
+			g, err := newGate(up, cfg, gateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &cloud{g}
+			c := &cloud{g: g, w: enforce{g}}
 			node := testNode("node-1", "fake://i-1")
 			if tc.age > 0 {
 				node.CreationTimestamp = metav1.NewTime(start.Add(-tc.age))

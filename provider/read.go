@@ -16,9 +16,6 @@ import (
 // error — after waiting for the breaker's next probe (whileOpen). Negative
 // answers are never served stale.
 func read[K comparable, V any](ctx context.Context, g *gate, m *method, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
-	if g.shadow != nil {
-		return shadowRead(ctx, g, m, c, key, fetch)
-	}
 	if c == nil {
 		v, err := whileOpen(ctx, g, m, func() (V, error) { return fetch(ctx) })
 		m.requests.Observe(err)
@@ -50,23 +47,6 @@ func fresh[K comparable, V any](m *method, c *cache.Cache[K, V], key K) (V, erro
 		m.requests.Observe(err)
 	}
 	return v, err, ok
-}
-
-// write sends a write upstream: never cached, never de-duplicated, always
-// sent or answered with an error. invalidate runs after the call whatever
-// its outcome (a failed write may have changed state too).
-func write(ctx context.Context, g *gate, m *method, fn func(context.Context) error, invalidate func()) error {
-	if g.shadow != nil {
-		return shadowWrite(ctx, g, m, fn, invalidate)
-	}
-	_, err := invoke(ctx, g, m, m.priority, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, fn(ctx)
-	})
-	if invalidate != nil {
-		invalidate()
-	}
-	m.requests.Observe(err)
-	return err
 }
 
 // cachedRead is the common shape of the Instances reads: one key, one call.
