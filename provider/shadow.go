@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"slices"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
