@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
+	"k8s.io/utils/clock"
 )
 
 // batchCloud answers per node and in batches from a fixed set of instances.
@@ -233,5 +236,301 @@ func TestNoBatchInterfaceFallsBackToPerNodeCalls(t *testing.T) {
 	}
 	if up.Calls("InstanceMetadata") != 1 {
 		t.Fatal("per-node call not made")
+	}
+}
+
+// Item 3: never more than MaxBatchSize nodes in a batch; flush never
+// deadlocks with a fake clock running timer callbacks.
+func TestBatchNeverExceedsMaxBatchSize(t *testing.T) {
+	up := &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}, maxBatch: 2}
+	clk := newFakeClock()
+	cfg := testConfig(clk)
+	i := v2(t, mustNew(t, up, cfg))
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for k := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprint("node-", k)
+			md, err := i.InstanceMetadata(context.Background(), testNode(name, ""))
+			if err == nil && md.ProviderID != "fake://"+name {
+				err = fmt.Errorf("%s got %s", name, md.ProviderID)
+			}
+			errs <- err
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	stepperDone := make(chan struct{})
+	go func() {
+		// Steps in its own goroutine: a deadlock inside Step must not hang
+		// the test.
+		defer close(stepperDone)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				clk.Step(time.Millisecond)
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}()
+	select {
+	case <-stepperDone:
+	case <-time.After(20 * time.Second):
+		t.Fatal("callers still waiting after 20s: flush deadlocked with the fake clock")
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range up.batchSizes() {
+		if s > 2 {
+			t.Fatalf("batch sizes %v: a batch above MaxBatchSize 2", up.batchSizes())
+		}
+	}
+}
+
+// maxCloud's MaxBatchSize is read from a config its Initialize loads.
+type maxCloud struct {
+	*batchCloud
+	max, afterInit atomic.Int64
+}
+
+func (r *maxCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return r, true }
+
+func (r *maxCloud) MaxBatchSize() int { return int(r.max.Load()) }
+
+func (r *maxCloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {
+	r.max.Store(r.afterInit.Load())
+}
+
+// lookups runs n concurrent InstanceMetadata lookups of distinct nodes and
+// fails the test on a wrong answer.
+func lookups(t *testing.T, i cloudprovider.InstancesV2, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprint("node-", k)
+			md, err := i.InstanceMetadata(context.Background(), testNode(name, ""))
+			if err != nil || md.ProviderID != "fake://"+name {
+				t.Errorf("%s: %+v, %v", name, md, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Issue 24 item 5: MaxBatchSize is read at Initialize (a drop there caps
+// the batches), and MaxBatchSize <= 0 means no batching.
+func TestMaxBatchSizeReadAtInitialize(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		before, afterInit int64
+		n                 int
+	}{
+		{"drop to 2", 1000, 2, 6},
+		{"0 at Initialize", 1000, 0, 3},
+		{"0 from the start", 0, 0, 3},
+		{"negative", -1, -1, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &maxCloud{batchCloud: &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}}}
+			up.max.Store(tc.before)
+			up.afterInit.Store(tc.afterInit)
+			cfg := testConfig(newFakeClock()) // the clock never moves: batches go when full
+			cfg.Batch.MaxSize = tc.n
+			c := mustNew(t, up, cfg)
+			stop := make(chan struct{})
+			defer close(stop)
+			c.Initialize(nil, stop)
+			lookups(t, v2(t, c), tc.n)
+			sizes := up.batchSizes()
+			if tc.afterInit <= 0 {
+				if len(sizes) != 0 || up.single != tc.n {
+					t.Fatalf("MaxBatchSize %d: batch sizes %v, per-node calls %d; want no batching", tc.afterInit, sizes, up.single)
+				}
+				return
+			}
+			for _, s := range sizes {
+				if s > int(tc.afterInit) {
+					t.Fatalf("batch sizes %v with MaxBatchSize %d", sizes, tc.afterInit)
+				}
+			}
+		})
+	}
+}
+
+// Issue 24 item 4: a batched read whose token wait outlasts the batch's
+// call timeout gets the *api.RetryError of limits.read.waitTimeout, as an
+// unbatched read does, not the call timeout's context error. Real clock:
+// both timeouts are cloudgate's own.
+func TestBatchWaitTimeoutIsRetryError(t *testing.T) {
+	old := batchCallTimeout
+	batchCallTimeout = 50 * time.Millisecond
+	defer func() { batchCallTimeout = old }()
+	up := &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}}
+	cfg := testConfig(nil)
+	cfg.Clock = clock.RealClock{}
+	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = 0.001, 1
+	cfg.Limits.Read.WaitTimeout = dur(300 * time.Millisecond) // > batchCallTimeout
+	cfg.Batch.MaxSize = 1
+	c := mustNew(t, up, cfg)
+	i := v2(t, c)
+	if _, err := i.InstanceMetadata(context.Background(), testNode("a", "")); err != nil {
+		t.Fatal(err) // takes the one token
+	}
+	_, err := i.InstanceMetadata(context.Background(), testNode("b", ""))
+	var retry *cloudproviderapi.RetryError
+	if !errors.As(err, &retry) {
+		t.Fatalf("batched read with no token: err = %v; want *api.RetryError", err)
+	}
+	if n := len(up.batchSizes()); n != 1 {
+		t.Fatalf("%d batch calls; want 1 (the second read had no token)", n)
+	}
+}
+
+// Issue 24 suspected item: the bisection bound is 2*ceil(log2 n), which
+// 2*log2 n understates when n is not a power of two: isolating the last
+// of 5 nodes takes 6 more calls (2*log2 5 is 4.6).
+func TestBisectionBound(t *testing.T) {
+	up, i, g, _ := newBatchSetup(t, 5) // 5 nodes: sent when full
+	up.poison = "n4"
+	var wg sync.WaitGroup
+	for k := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = i.InstanceMetadata(context.Background(), testNode(fmt.Sprint("n", k), ""))
+		}()
+		if k < 4 { // in order: n4 last
+			waitUntil(t, "the node queued", func() bool { return g.batcher().Pending() == k+1 })
+		}
+	}
+	wg.Wait()
+	if n := len(up.batchSizes()) - 1; n != 6 {
+		t.Fatalf("%d more calls to isolate n4 of 5 (sizes %v); want 6 = 2*ceil(log2 5)", n, up.batchSizes())
+	}
+}
+
+// lateCloud's InstancesV2 exists only after Initialize (providers that
+// build their clients there).
+type lateCloud struct {
+	*batchCloud
+	ready atomic.Bool
+}
+
+func (l *lateCloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {
+	l.ready.Store(true)
+}
+
+func (l *lateCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	if !l.ready.Load() {
+		return nil, false
+	}
+	return l.batchCloud, true
+}
+
+// Item 10: the batcher is built from the upstream's InstancesV2 as it is
+// after Initialize.
+func TestBatcherBuiltAfterInitialize(t *testing.T) {
+	up := &lateCloud{batchCloud: &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}, maxBatch: 1}}
+	c := mustNew(t, up, testConfig(newFakeClock()))
+	stop := make(chan struct{})
+	defer close(stop)
+	c.Initialize(nil, stop)
+	if _, err := v2(t, c).InstanceMetadata(context.Background(), testNode("a", "fake://a")); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(up.batchSizes()); n != 1 || up.single != 0 {
+		t.Fatalf("batch calls %d, per-node calls %d; want the lookup batched", n, up.single)
+	}
+}
+
+// Item 10: a batch failing as a whole because of one node fails only that
+// node; the others get their answers.
+func TestBatchFailureIsolatesBadNode(t *testing.T) {
+	up, i, _, _ := newBatchSetup(t, 8) // 8 nodes: sent when full
+	up.poison = "n5"
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for k := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[k] = i.InstanceMetadata(context.Background(), testNode(fmt.Sprint("n", k), ""))
+		}()
+	}
+	wg.Wait()
+	for k, err := range errs {
+		if (err != nil) != (k == 5) {
+			t.Fatalf("node n%d: err = %v; only n5 should fail", k, err)
+		}
+	}
+	if n := len(up.batchSizes()); n > 1+2*3 {
+		t.Fatalf("%d batch calls to isolate one node of 8, want at most 7", n)
+	}
+	// A throttled batch is not split: one call.
+	up2, i2, _, _ := newBatchSetup(t, 8)
+	up2.batchErr = &throttleErr{}
+	for k := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = i2.InstanceMetadata(context.Background(), testNode(fmt.Sprint("n", k), ""))
+		}()
+	}
+	wg.Wait()
+	if n := len(up2.batchSizes()); n != 1 {
+		t.Fatalf("a throttled batch was split into %d calls", n)
+	}
+}
+
+// TestBatchTokenEmptyAccumulates: with batch.sendAtOnce (the default) a
+// lone lookup goes at once with the bucket's token; lookups that arrive
+// while the bucket is empty join one batch, sent when the next token comes.
+func TestBatchTokenEmptyAccumulates(t *testing.T) {
+	up := &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}}
+	clk := newFakeClock()
+	cfg := testConfig(clk)
+	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = 1, 1
+	cfg.Limits.Read.WaitTimeout = dur(time.Minute)
+	cfg.NotFoundGuard.Enabled = boolp(false)
+	c := mustNew(t, up, cfg)
+	i, g := v2(t, c), c.(*cloud).g
+
+	if _, err := i.InstanceMetadata(context.Background(), testNode("a", "")); err != nil {
+		t.Fatal(err) // no clock step: sent at once
+	}
+	errs := make(chan error, 3)
+	for _, name := range []string{"b", "c", "d"} {
+		go func() {
+			md, err := i.InstanceMetadata(context.Background(), testNode(name, ""))
+			if err == nil && md.ProviderID != "fake://"+name {
+				err = fmt.Errorf("%s got %s", name, md.ProviderID)
+			}
+			errs <- err
+		}()
+	}
+	waitUntil(t, "b, c, d in one batch waiting for the token", func() bool { return g.batcher().Pending() == 3 })
+	if got := up.batchSizes(); len(got) != 1 {
+		t.Fatalf("batch sizes %v before the token came, want [1]", got)
+	}
+	clk.Step(time.Second) // the next token
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := up.batchSizes(); fmt.Sprint(got) != "[1 3]" {
+		t.Fatalf("batch sizes %v, want [1 3]: one token for the three that waited", got)
 	}
 }

@@ -66,16 +66,13 @@ func keyHash[K comparable]() func(maphash.Seed, K) uint64 {
 }
 
 // Clones: what the caches store is a copy, so the upstream cannot change it
-// afterwards; values leave the caches as copies too, so a caller that
-// mutates what it was given cannot corrupt what other callers see — except
-// InstanceMetadata, the hot path, whose one stored copy every caller shares
-// read-only (see immutable_test.go).
+// afterwards; values leave the caches as copies too (every caller gets its
+// own), so a caller that mutates what it was given cannot change what other
+// callers see (copies_test.go).
 
 // metadataWith is an InstanceMetadata and room for its addresses in one
 // allocation, sized for two (internal IP and host name, the common case)
-// or four. The addresses get no spare capacity, so that a reader appending
-// to them (the cloud-node controller adds the kubelet's hostname)
-// reallocates instead of writing where other readers read.
+// or four.
 type metadataWith[A any] struct {
 	md    cloudprovider.InstanceMetadata
 	addrs A
