@@ -85,7 +85,7 @@ func newBatchSetup(t *testing.T, maxSize int) (*batchCloud, cloudprovider.Instan
 	cfg := testConfig(clk)
 	cfg.Batch.MaxSize = maxSize
 	cfg.Batch.MaxWait = dur(100 * time.Millisecond)
-	cfg.NotFoundGuard.Enabled = boolp(false) // these tests count batch answers; notfound_test.go covers the guard
+	cfg.NotFoundGuard.Enabled = boolp(false) // these tests count batch answers; notfound_guard_test.go covers the guard
 	cfg.Batch.SendAtOnce = boolp(false)      // these tests form batches by size and wait; internal/batcher tests SendAtOnce
 	c := mustNew(t, up, cfg)
 	return up, v2(t, c), c.(*cloud).g, clk.Step

@@ -125,7 +125,7 @@ func TestNameKeyedIdentityBoundedByNegativeTTL(t *testing.T) {
 }
 
 // noGuard turns the not-found guard off: these tests are about how a
-// "does not exist" is cached, which the guard would hold back (notfound_test.go).
+// "does not exist" is cached, which the guard would hold back (notfound_guard_test.go).
 func noGuard(cfg *Config) *Config {
 	cfg.NotFoundGuard.Enabled = boolp(false)
 	return cfg
