@@ -293,6 +293,27 @@ func (g *gate) fillMarks() fillMarks {
 	return fillMarks{exists: mark(g.inst.exists), shutdown: mark(g.inst.shutdown), metadata: mark(g.inst.metadata)}
 }
 
+// mark, putSince and putNegativeSince fill a cache that may be off (nil)
+// from a batch or list call (cache.Mark).
+func mark[K comparable, V any](c *cache.Cache[K, V]) cache.Mark {
+	if c == nil {
+		return cache.Mark{}
+	}
+	return c.Mark()
+}
+
+func putSince[K comparable, V any](c *cache.Cache[K, V], key K, v V, m cache.Mark) {
+	if c != nil {
+		c.PutSince(key, v, m)
+	}
+}
+
+func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err error, m cache.Mark) {
+	if c != nil {
+		c.PutNegativeSince(key, err, m)
+	}
+}
+
 // fill stores one node's batch or list answer in the instance caches.
 // "Does not exist" in any form — InstanceNotFound, or an instance the cloud
 // still describes as terminated (Deleted) — is a negative answer: it lives

@@ -51,27 +51,6 @@ func (g *gate) buildCaches(observe func(name string) cache.Observer) (err error)
 	return err
 }
 
-// mark, putSince and putNegativeSince fill a cache that may be off (nil)
-// from a batch or list call (cache.Mark).
-func mark[K comparable, V any](c *cache.Cache[K, V]) cache.Mark {
-	if c == nil {
-		return cache.Mark{}
-	}
-	return c.Mark()
-}
-
-func putSince[K comparable, V any](c *cache.Cache[K, V], key K, v V, m cache.Mark) {
-	if c != nil {
-		c.PutSince(key, v, m)
-	}
-}
-
-func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err error, m cache.Mark) {
-	if c != nil {
-		c.PutNegativeSince(key, err, m)
-	}
-}
-
 // invalidate drops key's entry from c (nil: uncached).
 func invalidate[K comparable, V any](c *cache.Cache[K, V], key K) {
 	if c != nil {

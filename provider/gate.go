@@ -186,7 +186,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {
 		return nil, fmt.Errorf("cloudgate config: throttle.patterns: %w", err)
 	}
-	if pc, ok := upstream.(limiter.ProviderClassifier); ok {
+	if pc, ok := upstream.(ProviderClassifier); ok {
 		g.throttle = g.throttle.WithProvider(pc) // the provider's own error codes first
 	}
 	if s := cfg.Limits.Shared; s != nil {

@@ -7,7 +7,8 @@ import (
 	"github.com/cloudgate/cloudgate/limiter"
 )
 
-// The read and write pipelines every wrapped method is built from.
+// The read pipeline every wrapped read is built from (writes: write.go),
+// in mode: enforce (shadow mode: shadow.go).
 
 // read answers a read method from its cache (nil: uncached), calling fetch
 // (which goes upstream through invoke, or through the batcher) on a miss.
@@ -58,14 +59,4 @@ func cachedReadPrio[V any](ctx context.Context, g *gate, m *method, c *cache.Cac
 	return read(ctx, g, m, c, key, func(ctx context.Context) (V, error) {
 		return invoke(ctx, g, m, prio, call)
 	})
-}
-
-// keyed returns c, or nil when key is empty: an empty provider ID or node
-// name identifies nothing, so such calls are neither cached nor merged
-// (every node without a provider ID would share one answer).
-func keyed[V any](c *cache.Cache[string, V], key string) *cache.Cache[string, V] {
-	if key == "" {
-		return nil
-	}
-	return c
 }
