@@ -404,10 +404,10 @@ func (sh *shadow) join(limit int, ctx context.Context) *shadowBatch {
 }
 
 // sameCaller reports whether a context is ctx, compared as interface
-// values (==): the same pointer for the derived contexts, one value for the
-// background one. A context whose type cannot be compared (no standard one
-// is; a custom struct holding a map or a func) is nobody else's, which
-// predicts fewer batched calls than one caller each would not.
+// values (==, no reflection): the same pointer for the derived contexts,
+// one value for the background one. Two contexts of one type that cannot
+// be compared (none of the standard ones; a custom struct holding a map or
+// a func) make == panic: they count as two callers.
 func sameCaller(ctx context.Context) func(context.Context) bool {
 	return func(other context.Context) (same bool) {
 		defer func() {
