@@ -724,3 +724,42 @@ func TestShadowBuildsNoBatcher(t *testing.T) {
 		t.Errorf("would-be batch size %d, want the upstream's (batching predicted)", got)
 	}
 }
+
+// TestShadowFillAgesFromBatch: a would-be batch fills a node's sibling
+// caches; the first live answer of a sibling then stands for the batch's
+// answer, aged from the batch (not from the read): later reads are hits
+// compared with it until the sibling's TTL after the batch, then misses.
+func TestShadowFillAgesFromBatch(t *testing.T) {
+	clk := newFakeClock()
+	cfg := testConfig(clk)
+	cfg.Mode = ModeShadow
+	up := &batchCounting{newCountingCloud()}
+	exists := true
+	up.existsHook = func(*v1.Node) (bool, error) { return exists, nil }
+	c := mustNew(t, up, cfg)
+	i := v2(t, c)
+	n := testNode("node-1", "fake://i-1")
+	ask := func() {
+		t.Helper()
+		if _, err := i.InstanceExists(context.Background(), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := i.InstanceMetadata(context.Background(), n); err != nil { // a would-be batch at t0
+		t.Fatal(err)
+	}
+	clk.Step(50 * time.Second)
+	ask() // filled: a hit, whose live answer now stands for the batch's
+	clk.Step(5 * time.Second)
+	exists = false
+	ask() // t0+55 s: a hit (InstanceExists TTL 1 m from the batch), diverging
+	clk.Step(10 * time.Second)
+	exists = true
+	ask() // t0+65 s: expired with the batch's age: a would-be batch of its own
+	tot := cfg.Metrics.ShadowTotals("fake")
+	reads := tot.Reads["InstanceExists"]
+	if reads["hit"] != 2 || reads["batched"] != 1 || tot.Divergences["InstanceExists"] != 1 {
+		t.Errorf("InstanceExists reads %v, divergences %v; want 2 hits (one diverging), then 1 batched",
+			reads, tot.Divergences["InstanceExists"])
+	}
+}
