@@ -66,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.StressWorkers, "stress-workers", o.StressWorkers, "--concurrent-node-syncs of the stress scenario")
 	fs.DurationVar(&o.QuiesceTimeout, "quiesce-timeout", o.QuiesceTimeout, "simulated cap on the wait for quiescence (the same for every column)")
 	fs.IntVar(&o.ChaosNodes, "chaos-nodes", o.ChaosNodes, "nodes in the chaos cluster")
+	fs.IntVar(&o.ChaosZoneNodes, "chaos-zone-nodes", o.ChaosZoneNodes, "nodes in the chaos-zone cluster (a third goes NotReady)")
 	fs.BoolVar(&o.ChaosTimeline, "chaos-timeline", false, "chaos: record and print each column's timeline from the outage to quiescence (breaker, bucket rates, controller call outcomes, upstream requests, Node deletions, conditions)")
 	fs.IntVar(&o.ChurnNodes, "churn-nodes", o.ChurnNodes, "nodes in the churn cluster")
 	fs.IntVar(&o.ChurnRate, "churn-rate", o.ChurnRate, "nodes joining (and as many leaving) per churn interval")
