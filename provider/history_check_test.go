@@ -419,24 +419,50 @@ var oneAnswerPaths = []string{"v2-by-provider-id", "v2-by-name", "v1-by-provider
 // "does not exist" at least twice, confirmAfter apart, or described it as
 // terminated. path is the op's path (oneAnswerPaths). s.mu is held.
 func (h *history) oneAnswer(op *opRec) (msg, path string) {
-	negs := h.negsSinceExists(op.key, op.eseq)
 	path = h.guardPath(op)
 	if h.cfg.NotFoundGuard.Enabled != nil && !*h.cfg.NotFoundGuard.Enabled {
 		return "", path
 	}
+	// The answer that decided op came at some point while op ran: judge
+	// the upstream's answers up to each such point (op's start, each
+	// "does not exist" during op, op's end), and pass op if one of them
+	// justifies it. Judged only at op's end, an "exists" answered to a
+	// concurrent call after op's deciding answer (InstanceID names a
+	// terminated instance that InstanceExists calls gone) looked like a
+	// pass on no answer at all.
+	cuts := []int64{op.sseq}
+	for _, m := range []string{"InstanceExists", "InstanceExistsByProviderID", "InstanceID"} {
+		for _, f := range h.up.facts[[2]string{m, op.key}] {
+			if f.kind == factNeg && f.seq > op.sseq && f.seq < op.eseq {
+				cuts = append(cuts, f.seq)
+			}
+		}
+	}
+	for _, c := range cuts {
+		if h.oneAnswerAt(op.key, c) == "" {
+			return "", path
+		}
+	}
+	return h.oneAnswerAt(op.key, op.eseq), path
+}
+
+// oneAnswerAt is oneAnswer's judgement on the upstream's answers for key up
+// to seq: "" when they justify passing a "does not exist" on.
+func (h *history) oneAnswerAt(key string, seq int64) string {
+	negs := h.negsSinceExists(key, seq)
 	if len(negs) == 0 {
-		return "\"does not exist\" but the upstream never said so since it last said the instance exists", path
+		return "\"does not exist\" but the upstream never said so since it last said the instance exists"
 	}
 	for _, f := range negs {
 		if f.val == factTerminated {
-			return "", path
+			return ""
 		}
 	}
 	span := negs[len(negs)-1].at.Sub(negs[0].at)
 	if ca := h.cfg.NotFoundGuard.ConfirmAfter.Duration; span < ca {
-		return fmt.Sprintf("\"does not exist\" passed on after %d upstream answers spanning %s; confirmAfter is %s", len(negs), span, ca), path
+		return fmt.Sprintf("\"does not exist\" passed on after %d upstream answers spanning %s; confirmAfter is %s", len(negs), span, ca)
 	}
-	return "", path
+	return ""
 }
 
 // guardPath is a guarded op's path (oneAnswerPaths): how the upstream's
