@@ -266,6 +266,18 @@ func (h *history) check() (map[string]int, []violation) {
 			if msg != "" {
 				bad(invOneAnswer, op, "%s", msg)
 			}
+			// A revisit's young Node: "does not exist" only for an
+			// instance described as terminated, never inside gracePeriod
+			// on "not found" answers alone.
+			if !h.pastGrace(op) {
+				counts["info:one-answer-in-grace"]++
+				if !h.terminatedSince(op) {
+					bad(invOneAnswer, op, "\"does not exist\" for a Node %s old; gracePeriod is %s", op.s.Sub(op.created), h.cfg.NotFoundGuard.GracePeriod.Duration)
+				}
+			}
+		}
+		if guarded(op.method) && heldByGuard(op.err) && !h.pastGrace(op) {
+			counts["info:held-in-grace"]++
 		}
 		if guarded(op.method) && heldByGuard(op.err) {
 			counts["info:held"]++
@@ -463,6 +475,18 @@ func (h *history) oneAnswerAt(key string, seq int64) string {
 		return fmt.Sprintf("\"does not exist\" passed on after %d upstream answers spanning %s; confirmAfter is %s", len(negs), span, ca)
 	}
 	return ""
+}
+
+// terminatedSince reports whether the upstream described op's instance
+// as terminated since it last said it exists, up to op's end. s.mu is
+// held.
+func (h *history) terminatedSince(op *opRec) bool {
+	for _, f := range h.negsSinceExists(op.key, op.eseq) {
+		if f.val == factTerminated {
+			return true
+		}
+	}
+	return false
 }
 
 // guardPath is a guarded op's path (oneAnswerPaths): how the upstream's
