@@ -228,7 +228,7 @@ func DefaultOptions() *Options {
 // Validate names the first bad option and how to fix it.
 func (o *Options) Validate() error {
 	if len(o.Scenarios) == 0 {
-		return errors.New("--scenario: name at least one of steady, scaleup, churn, chaos, stress, sweep, scale")
+		return errors.New("--scenario: name at least one of steady, scaleup, churn, chaos, chaos-zone, stress, sweep, scale")
 	}
 	for _, s := range o.Scenarios {
 		switch s {

@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	o := bench.DefaultOptions()
 	fs := flag.NewFlagSet("cloudgate-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scenarios := fs.String("scenario", strings.Join(o.Scenarios, ","), "comma-separated scenarios: steady, scaleup, churn, chaos, stress (100 node workers), sweep (steady at --sweep-nodes), scale (the status sweep per round at --scale-nodes; alone)")
+	scenarios := fs.String("scenario", strings.Join(o.Scenarios, ","), "comma-separated scenarios: steady, scaleup, churn, chaos, chaos-zone (a zone outage), stress (100 node workers), sweep (steady at --sweep-nodes), scale (the status sweep per round at --scale-nodes; alone)")
 	columns := fs.String("columns", strings.Join(o.Columns, ","), "comma-separated columns: bare, bare+client, cloudgate:cache, cloudgate:batch, cloudgate:list")
 	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "run every scenario with this many seeds (seed, seed+1, ...) and report medians and spreads")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "first seed of the simulated cloud's random draws")
