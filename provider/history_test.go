@@ -58,7 +58,7 @@ const (
 	invErrExact  = "errors-exact"      // every other upstream error comes back as the same value
 	invOwnCopy   = "own-copy"          // a caller appending to its answer changes no other caller's
 	invOneAnswer = "not-on-one-answer" // InstanceExists* false, InstanceID InstanceNotFound only on two upstream answers confirmAfter apart (or terminated), every path
-	invRemoved   = "removed-in-bound"  // a removed instance is not held again confirmAfter after its first hold, however far apart the checks
+	invRemoved   = "removed-in-bound"  // a removed instance is not held again confirmAfter after its first hold (past gracePeriod), however far apart the checks; InstanceShutdown/InstanceMetadata of a deleted one answer no value past their TTL
 )
 
 var invariants = []string{invPositive, invNegative, invOwn, invRYW, invBatch, invWriteOnce, invSentinel, invErrExact, invOwnCopy, invOneAnswer, invRemoved}
