@@ -70,7 +70,7 @@ var invariants = []string{invPositive, invNegative, invOwn, invRYW, invBatch, in
 // be "does not exist", never another hold; InstanceShutdown and
 // InstanceMetadata later than their bound after a deletion must not answer
 // a value. TestHistory prints its count per path (removedPaths) and fails
-// if one is 0 over the default seeds. TestIssue30_SlowRevisitsConfirm
+// if one is 0 over the default seeds. TestSlowRevisitsConfirm
 // checks the guarded promise at fixed revisit intervals.
 
 var sentinels = []error{cloudprovider.InstanceNotFound, cloudprovider.NotImplemented, cloudprovider.ImplementedElsewhere}
