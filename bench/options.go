@@ -20,7 +20,7 @@
 //
 // Each column runs the same simulated time, or until quiescence, and
 // reports the time to each condition next to a lower bound with its
-// formula. cmd/cloudgate-bench is the command line; docs/bench.md explains
+// formula. bench/cmd/cloudgate-bench is the command line; docs/bench.md explains
 // the scenarios.
 //
 // Time is virtual: Run must be called inside a testing/synctest bubble
