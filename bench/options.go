@@ -43,6 +43,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cloudgate/cloudgate/bench/measure"
 	"github.com/cloudgate/cloudgate/provider"
 )
 
@@ -212,9 +213,9 @@ func DefaultOptions() *Options {
 		CloudMaxBatch:    500,
 		Latency:          50 * time.Millisecond,
 		Jitter:           20 * time.Millisecond,
-		KubeQPS:          20,
-		KubeBurst:        30,
-		NodeWorkers:      1,
+		KubeQPS:          measure.KubeQPS, // the CCM's defaults
+		KubeBurst:        measure.KubeBurst,
+		NodeWorkers:      measure.NodeWorkers,
 		ServiceWorkers:   1,
 		UpstreamSupports: SupportsNone,
 	}
