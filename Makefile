@@ -68,7 +68,7 @@ bench: deps setup
 # in the bench module (bench/cmd/cloudgate-bench). See docs/bench.md.
 run: deps
 	@mkdir -p bench/out
-	cd $(BENCH_MOD) && $(GO) run ./cmd/cloudgate-bench --html out/report.html
+	cd $(BENCH_MOD) && $(GO) run ./cmd/cloudgate-bench --html $(CURDIR)/bench/out/report.html
 
 # Regenerates bench/RESULTS.md (and bench/results.json): make bench's hot-path
 # benchmarks, make run's load benchmark, and the fleet scenario in real time
