@@ -9,34 +9,44 @@ export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
 all: lint build test
 
-# The AWS provider and its SDK live in a nested module (providers/aws: its own go.mod),
-# so the core module never depends on them; every target covers both modules.
-AWS_MOD := providers/aws
+# Four modules, each with its own go.mod, so a user's module graph holds the library only:
+# the core (the library, internal/ccm, dashboards, deploy); bench (the load benchmark,
+# simcloud, cloudgate-bench, the simcloud CCM, the dashboards' and manifests' tests: gonum/plot
+# and prometheus/prometheus stay there); providers/aws (the AWS provider and its SDK, ec2sim);
+# providers/aws/awsbench (the AWS benchmark, aws-bench). Every target covers all four.
+BENCH_MOD    := bench
+AWS_MOD      := providers/aws
+AWSBENCH_MOD := providers/aws/awsbench
+MODULES      := . $(BENCH_MOD) $(AWS_MOD) $(AWSBENCH_MOD)
 
 deps:
-	$(GO) mod download
-	cd $(AWS_MOD) && $(GO) mod download
+	@for m in $(MODULES); do echo "cd $$m && $(GO) mod download"; (cd $$m && $(GO) mod download) || exit 1; done
 
 build: deps
-	$(GO) build ./...
-	cd $(AWS_MOD) && $(GO) build ./...
+	@for m in $(MODULES); do echo "cd $$m && $(GO) build ./..."; (cd $$m && $(GO) build ./...) || exit 1; done
 
-# The nested module is vetted with -race: vet then compiles the AWS SDK as `make test` does,
+# The AWS modules are vetted with -race: vet then compiles the AWS SDK as `make test` does,
 # so CI (lint, then test) compiles github.com/aws/aws-sdk-go-v2/service/ec2 once per run and
 # test (and the e2e's CCM build) reuse it from the build cache.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@if $(GO) mod graph | grep -E ' (gonum\.org/v1/plot|github\.com/prometheus/prometheus)@'; then \
+	  echo "the core module's graph holds gonum/plot or prometheus/prometheus: they belong in bench/go.mod"; exit 1; fi
+	cd $(BENCH_MOD) && $(GO) vet ./...
 	cd $(AWS_MOD) && $(GO) vet -race ./...
+	cd $(AWSBENCH_MOD) && $(GO) vet -race ./...
 
 # The e2e tests need a real etcd + kube-apiserver: built once from a separate tools
 # module (.ci/k8s-tools) and cached under $(CACHE_DIR), keyed on its go.sum and the Go
 # version. control-plane.sh prints KEY=VALUE lines (CLOUDGATE_KUBE_APISERVER=..., ...).
 test: deps setup control-plane
-	env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
-	cd $(AWS_MOD) && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...
-	$(GO) test -count=1 -timeout 20m -run 'TestBenchLB|TestDeterminism' ./bench/
+	@for m in $(MODULES); do \
+	  echo "cd $$m && $(GO) test -race -count=1 -timeout 40m ./..."; \
+	  (cd $$m && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -race -count=1 -timeout 40m ./...) || exit 1; \
+	done
+	cd $(BENCH_MOD) && $(GO) test -count=1 -timeout 20m -run 'TestBenchLB|TestDeterminism' .
 	$(MAKE) test-image
 	$(MAKE) test-chart
 	$(MAKE) release-check VERSION=v0.0.0-ci
@@ -50,13 +60,15 @@ control-plane:
 
 bench: deps setup
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
+	cd $(BENCH_MOD) && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
 
 # The load benchmark: the CCM controllers against the simulated cloud, five
 # columns, default scenarios, one seed (make bench-results uses 3); under 10
-# minutes on 2 cores. Writes an HTML report with plots. See docs/bench.md.
+# minutes on 2 cores. Writes an HTML report with plots (bench/out/report.html). It runs
+# in the bench module (bench/cmd/cloudgate-bench). See docs/bench.md.
 run: deps
 	@mkdir -p bench/out
-	$(GO) run ./cmd/cloudgate-bench --html bench/out/report.html
+	cd $(BENCH_MOD) && $(GO) run ./cmd/cloudgate-bench --html $(CURDIR)/bench/out/report.html
 
 # Regenerates bench/RESULTS.md (and bench/results.json): make bench's hot-path
 # benchmarks, make run's load benchmark, and the fleet scenario in real time
@@ -119,7 +131,7 @@ image:
 	@for arch in $(IMAGE_ARCHS); do \
 	  start=$$(date +%s); \
 	  echo "image: building linux/$$arch"; \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ABS_OUT)/linux_$$arch/cloudgate-ccm ./cmd/cloud-controller-manager || exit 1; \
+	  (cd $(BENCH_MOD) && CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ABS_OUT)/linux_$$arch/cloudgate-ccm ./cmd/cloud-controller-manager) || exit 1; \
 	  (cd $(AWS_MOD) && CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ABS_OUT)/linux_$$arch/cloudgate-aws-ccm ./cmd/cloud-controller-manager) || exit 1; \
 	  echo "image: linux/$$arch: both binaries in $$(( $$(date +%s) - start )) s"; \
 	done
@@ -172,12 +184,12 @@ release-check:
 BENCH_REAL_NODES ?= 1000
 bench-real: deps control-plane
 	@mkdir -p $(CACHE_DIR)/bench-real
-	$(GO) build -o $(CACHE_DIR)/bench-real/cloud-controller-manager ./cmd/cloud-controller-manager
-	env $$(cat $(CACHE_DIR)/control-plane.env) CLOUDGATE_BENCH_REAL=1 CLOUDGATE_BENCH_REAL_NODES=$(BENCH_REAL_NODES) \
+	cd $(BENCH_MOD) && $(GO) build -o $(CACHE_DIR)/bench-real/cloud-controller-manager ./cmd/cloud-controller-manager
+	cd $(BENCH_MOD) && env $$(cat $(CACHE_DIR)/control-plane.env) CLOUDGATE_BENCH_REAL=1 CLOUDGATE_BENCH_REAL_NODES=$(BENCH_REAL_NODES) \
 	  CLOUDGATE_CCM=$(CACHE_DIR)/bench-real/cloud-controller-manager CLOUDGATE_BENCH_REAL_OUT=$(CURDIR)/bench/RESULTS.real.md \
-	  $(GO) test -count=1 -timeout 150m -v -run '^TestBenchReal$$' ./bench/real/
+	  $(GO) test -count=1 -timeout 150m -v -run '^TestBenchReal$$' ./real/
 
 # TestPlanPredictsRun at 1,000, 5,000 and 20,000 Nodes (make test checks 1,000 and
 # 5,000; 20,000 costs minutes of CPU).
 bench-plan: deps
-	CLOUDGATE_PLAN_NODES=1000,5000,20000 $(GO) test -count=1 -timeout 60m -v -run '^TestPlanPredictsRun$$' ./bench/
+	cd $(BENCH_MOD) && CLOUDGATE_PLAN_NODES=1000,5000,20000 $(GO) test -count=1 -timeout 60m -v -run '^TestPlanPredictsRun$$' .

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates bench/RESULTS.aws.md (the "cloudgate on AWS" section that
-# bench/results.sh appends to bench/RESULTS.md) from providers/aws/cmd/aws-bench:
+# bench/results.sh appends to bench/RESULTS.md) from providers/aws/awsbench/cmd/aws-bench:
 # the steady table at two ec2sim latencies, each measured over whole status
 # cycles with the columns side by side, and the scale-up at the same
 # latencies. Every table below it is the command's own output; the commit it
@@ -49,7 +49,7 @@ trap 'rm -rf "$tmp"' EXIT
 LOGS=${LOGS:-$tmp} # each run's progress (stderr)
 
 bin="$tmp/aws-bench"
-(cd providers/aws && $GO build -o "$bin" ./cmd/aws-bench)
+(cd providers/aws/awsbench && $GO build -o "$bin" ./cmd/aws-bench) # its own module
 commit=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain)" ]; then commit="$commit+dirty"; fi
 # The binary prints it in its conditions line (a build may carry no VCS stamp).
@@ -183,7 +183,7 @@ for r in "${hours[@]}"; do finish "$r"; done
 		echo
 		echo "### $name"
 		echo
-		echo "Command: \`cd providers/aws && go run ./cmd/aws-bench $args\`"
+		echo "Command: \`cd providers/aws/awsbench && go run ./cmd/aws-bench $args\`"
 		echo
 		if [ -n "${reused[$name]:-}" ]; then
 			echo "*Reused*: this run's output was taken from an earlier, interrupted run of this script (REUSE=$REUSE), not re-run; its conditions line names the commit and time it ran on."

@@ -32,14 +32,16 @@ import (
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	_ "k8s.io/controller-manager/pkg/features/register" // registers the gates the route controller reads
 
+	"github.com/cloudgate/cloudgate/bench/measure"
 	"github.com/cloudgate/cloudgate/bench/simcloud"
 )
 
-// CCM defaults (k8s.io/cloud-provider v0.37.2), before time compression.
+// CCM defaults (package measure, shared with providers/aws/awsbench), before time
+// compression.
 const (
-	nodeStatusUpdateFrequency = 5 * time.Minute
-	nodeMonitorPeriod         = 5 * time.Second
-	routeReconcilePeriod      = 10 * time.Second
+	nodeStatusUpdateFrequency = measure.StatusPeriod
+	nodeMonitorPeriod         = measure.MonitorPeriod
+	routeReconcilePeriod      = measure.RoutePeriod
 )
 
 var chanSizeOnce sync.Once

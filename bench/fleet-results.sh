@@ -26,7 +26,7 @@ commit=$(git rev-parse --short=12 HEAD)
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit+dirty"; fi
 
 # Built before the lock is taken: compiling is not part of the measurement.
-$GO build -o "$tmp/cloudgate-bench" ./cmd/cloudgate-bench
+$GO -C bench build -o "$tmp/cloudgate-bench" ./cmd/cloudgate-bench # the bench module
 redis=$(command -v redis-server || echo /usr/bin/redis-server)
 
 fleetargs="fleet --seeds $SEEDS --json bench/results-fleet.json"
@@ -40,7 +40,7 @@ start_load=$(cut -d' ' -f1-3 /proc/loadavg)
 # The 1-minute load average once a minute while the fleet runs.
 (while :; do cut -d' ' -f1 /proc/loadavg >> "$tmp/load"; sleep 60; done) &
 sampler=$!
-echo "running (side by side): go run ./cmd/cloudgate-bench $fleetargs; go run ./cmd/cloudgate-bench $chaosargs" >&2
+echo "running (side by side): cloudgate-bench $fleetargs; cloudgate-bench $chaosargs" >&2
 "$tmp/cloudgate-bench" $fleetargs > "$tmp/fleet.txt" 2> "$tmp/fleet.log" &
 fleetpid=$!
 "$tmp/cloudgate-bench" $chaosargs > "$tmp/chaos.txt" 2> "$tmp/chaos.log" &
@@ -76,14 +76,14 @@ load_range=$(sort -n "$tmp/load" | awk 'NR==1 {lo=$1} {hi=$1; s+=$1; n++} END {p
 	echo
 	echo "### fleet"
 	echo
-	echo "Command: \`go run ./cmd/cloudgate-bench $fleetargs\` (every other flag at its default, stated"
+	echo "Command: \`cloudgate-bench $fleetargs\` (bench/cmd/cloudgate-bench, run from the repository root; every other flag at its default, stated"
 	echo "in the Conditions line; every member's cloudgate.yaml is in the JSON under \`configs\`)."
 	echo
 	cat "$tmp/fleet.txt"
 	echo
 	echo "### fleet-chaos"
 	echo
-	echo "Command: \`go run ./cmd/cloudgate-bench $chaosargs\` (the same defaults; Redis is"
+	echo "Command: \`cloudgate-bench $chaosargs\` (the same defaults; Redis is"
 	echo "SIGKILLed during the scale-up, without persistence, and restarted later: when, in the Conditions line)."
 	echo
 	cat "$tmp/chaos.txt"

@@ -9,6 +9,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/cloudgate/cloudgate/bench/measure"
 )
 
 // The fleet report: medians over seeds, its checks, JSON and Markdown.
@@ -22,8 +24,9 @@ func medianFleet(runs []FleetSide) (*FleetSide, map[string][2]float64) {
 		for i, r := range runs {
 			v[i] = get(r)
 		}
-		spread[name] = [2]float64{slices.Min(v), slices.Max(v)}
-		return median(v)
+		sp := measure.SpreadOf(v)
+		spread[name] = [2]float64{sp.Min, sp.Max}
+		return sp.Median
 	}
 	medPtr := func(name string, get func(FleetSide) *float64) *float64 {
 		v := make([]float64, 0, len(runs))
@@ -167,13 +170,13 @@ func (r *FleetReport) WriteMarkdown(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "Conditions: %s. Seeds %d..%d; median [min–max] over %d seed(s).\n\n", r.Conditions, r.Options.Seed, r.Options.Seed+int64(r.Options.Seeds)-1, r.Options.Seeds)
-	fmt.Fprintf(w, "| | %s |\n|---|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+	tab := measure.NewTable(append([]string{""}, cols...)...)
 	row := func(name string, cell func(col string, s *FleetSide, sp map[string][2]float64) string) {
-		fmt.Fprintf(w, "| %s |", name)
+		cells := []string{name}
 		for _, c := range cols {
-			fmt.Fprintf(w, " %s |", cell(c, r.Columns[c], r.Spread[c]))
+			cells = append(cells, cell(c, r.Columns[c], r.Spread[c]))
 		}
-		fmt.Fprintln(w)
+		tab.Row(cells...)
 	}
 	withSpread := func(v float64, sp [2]float64, format string, seeds int) string {
 		s := fmt.Sprintf(format, v)
@@ -265,6 +268,7 @@ func (r *FleetReport) WriteMarkdown(w io.Writer) {
 		}
 		return withSpread(s.RedisErrors, sp["redis_errors"], "%.0f", seeds)
 	})
+	tab.Write(w)
 	if c := r.Columns[FleetShared]; c != nil && c.Chaos != nil {
 		ch := c.Chaos
 		clock := "real time" // seconds as the run's clock counts them
@@ -296,12 +300,12 @@ func (r *FleetReport) writeSeeds(w io.Writer, cols []string) {
 		return
 	}
 	fmt.Fprintf(w, "\nPer seed (scale-up initialised, measured/bound, throttled answers in the steady window + scale-up by method):\n\n")
-	fmt.Fprintf(w, "| seed | %s |\n|---|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+	tab := measure.NewTable(append([]string{"seed"}, cols...)...)
 	for i := 0; i < r.Options.Seeds; i++ {
-		fmt.Fprintf(w, "| %d |", r.Options.Seed+int64(i))
+		cells := []string{fmt.Sprint(r.Options.Seed + int64(i))}
 		for _, c := range cols {
 			if i >= len(r.Runs[c]) {
-				fmt.Fprint(w, " - |")
+				cells = append(cells, "-")
 				continue
 			}
 			s := r.Runs[c][i]
@@ -320,10 +324,11 @@ func (r *FleetReport) writeSeeds(w io.Writer, cols []string) {
 			if c == FleetShared {
 				cell += fmt.Sprintf("; %.0f transitions, %.0f Redis errors", s.FallbackTransitions, s.RedisErrors)
 			}
-			fmt.Fprintf(w, " %s |", cell)
+			cells = append(cells, cell)
 		}
-		fmt.Fprintln(w)
+		tab.Row(cells...)
 	}
+	tab.Write(w)
 }
 
 // fleetClock says how the fleet scenario's time runs: in real time (its

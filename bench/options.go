@@ -20,7 +20,7 @@
 //
 // Each column runs the same simulated time, or until quiescence, and
 // reports the time to each condition next to a lower bound with its
-// formula. cmd/cloudgate-bench is the command line; docs/bench.md explains
+// formula. bench/cmd/cloudgate-bench is the command line; docs/bench.md explains
 // the scenarios.
 //
 // Time is virtual: Run must be called inside a testing/synctest bubble
@@ -43,6 +43,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cloudgate/cloudgate/bench/measure"
 	"github.com/cloudgate/cloudgate/provider"
 )
 
@@ -217,9 +218,9 @@ func DefaultOptions() *Options {
 		CloudMaxBatch:    500,
 		Latency:          50 * time.Millisecond,
 		Jitter:           20 * time.Millisecond,
-		KubeQPS:          20,
-		KubeBurst:        30,
-		NodeWorkers:      1,
+		KubeQPS:          measure.KubeQPS, // the CCM's defaults
+		KubeBurst:        measure.KubeBurst,
+		NodeWorkers:      measure.NodeWorkers,
 		ServiceWorkers:   1,
 		UpstreamSupports: SupportsNone,
 	}

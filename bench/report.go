@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/cloudgate/cloudgate/bench/measure"
 )
 
 // Report is the whole benchmark's result.
@@ -189,17 +191,8 @@ func (s *ScenarioResult) aggregate(o *Options) {
 	s.ReadCallRatio = ratio(s.Bare.ReadCalls, s.Cloudgate.ReadCalls)
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	v = slices.Clone(v)
-	sort.Float64s(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
+// median is measure.Median, the one both benchmarks use.
+func median(v []float64) float64 { return measure.Median(v) }
 
 // medianSide is the median of each figure over runs; a time that is null
 // in any run (not reached) is null.
@@ -213,20 +206,22 @@ func medianSide(runs []Side) Side {
 		for i, r := range runs {
 			v[i] = float64(get(r))
 		}
+		sp := measure.SpreadOf(v)
 		if name != "" {
-			out.Spread[name] = [2]float64{slices.Min(v), slices.Max(v)}
+			out.Spread[name] = [2]float64{sp.Min, sp.Max}
 		}
-		return int64(median(v))
+		return int64(sp.Median)
 	}
 	floats := func(get func(Side) float64, name string) float64 {
 		v := make([]float64, len(runs))
 		for i, r := range runs {
 			v[i] = get(r)
 		}
+		sp := measure.SpreadOf(v)
 		if name != "" {
-			out.Spread[name] = [2]float64{slices.Min(v), slices.Max(v)}
+			out.Spread[name] = [2]float64{sp.Min, sp.Max}
 		}
-		return median(v)
+		return sp.Median
 	}
 	ptrs := func(get func(Side) *float64, name string) *float64 {
 		v := make([]float64, 0, len(runs))
@@ -238,14 +233,14 @@ func medianSide(runs []Side) Side {
 		if len(v) == 0 {
 			return nil
 		}
+		sp := measure.SpreadOf(v)
 		if name != "" {
-			out.Spread[name] = [2]float64{slices.Min(v), slices.Max(v)}
+			out.Spread[name] = [2]float64{sp.Min, sp.Max}
 		}
 		if len(v) < len(runs) {
 			return nil
 		}
-		m := median(v)
-		return &m
+		return &sp.Median
 	}
 	out.UpstreamCalls = ints(func(s Side) int64 { return s.UpstreamCalls }, "upstream_calls")
 	out.ReadCalls = ints(func(s Side) int64 { return s.ReadCalls }, "read_calls")

@@ -23,7 +23,7 @@ if [ "${FLEET:-1}" != 0 ]; then
 	GO=$GO bash bench/fleet-results.sh
 fi
 
-benchcmd="$GO test -run '^\$' -bench . -benchmem -cpu 1,2 ./cache/ ./limiter/ ./provider/ ./bench/"
+benchcmd="$GO test -run '^\$' -bench . -benchmem -cpu 1,2 ./cache/ ./limiter/ ./provider/ && $GO -C bench test -run '^\$' -bench . -benchmem -cpu 1,2 ."
 echo "running: $benchcmd" >&2
 eval "$benchcmd" | tee "$tmp/bench.txt" >&2
 
@@ -40,22 +40,22 @@ SEEDS=${SEEDS:-5}
 mkdir -p bench/out
 # runto FILE CMD: print and run one benchmark command, its report to $tmp/FILE.
 runto() { echo "running: $2" >&2; eval "$2" > "$tmp/$1"; }
-runcmd="$GO run ./cmd/cloudgate-bench --seeds $SEEDS --json bench/results.json --html bench/out/results.html"
+runcmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --json results.json --html out/results.html"
 runto run.txt "$runcmd"
 
-chaoscmd="$GO run ./cmd/cloudgate-bench --seeds $SEEDS --scenario chaos,stress --json bench/results-chaos.json --html bench/out/results-chaos.html"
+chaoscmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --scenario chaos,stress --json results-chaos.json --html out/results-chaos.html"
 runto chaos.txt "$chaoscmd"
 
 # The 100-worker stress case with the cloud as the bottleneck (a read quota
 # of 5/s, the node controller's kube client at 200 QPS): where batches fill.
 # Every column, bare ones included (issue 32: the cache's win shows there too).
-quotacmd="$GO run ./cmd/cloudgate-bench --seeds $SEEDS --scenario stress --kube-qps 200 --kube-burst 300 --read-qps 5 --read-burst 5 --json bench/results-stress-quota.json"
+quotacmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --scenario stress --kube-qps 200 --kube-burst 300 --read-qps 5 --read-burst 5 --json results-stress-quota.json"
 runto stressq.txt "$quotacmd"
 
 # The same 100 workers at the default quota with a kube client that does not
 # limit them (2000 QPS): how large batches get when lookups arrive fast
 # (issue 21 item 1).
-workerscmd="$GO run ./cmd/cloudgate-bench --seeds $SEEDS --scenario stress --kube-qps 2000 --kube-burst 3000 --columns cloudgate:cache,cloudgate:batch,cloudgate:list --json bench/results-stress-workers.json"
+workerscmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --scenario stress --kube-qps 2000 --kube-burst 3000 --columns cloudgate:cache,cloudgate:batch,cloudgate:list --json results-stress-workers.json"
 runto stressw.txt "$workerscmd"
 
 # A tuned CCM (issue 32 item 2): the kube client and node workers operators
@@ -64,7 +64,7 @@ runto stressw.txt "$workerscmd"
 # controller manager (kubernetes/test-infra, the gce-scale performance jobs'
 # CONTROLLER_MANAGER_TEST_ARGS=--kube-api-qps=100 --kube-api-burst=100);
 # --concurrent-node-syncs 10 is the issue's example (the CCM's default is 1).
-tunedcmd="$GO run ./cmd/cloudgate-bench --seeds $SEEDS --scenario steady,scaleup --kube-qps 100 --kube-burst 100 --node-workers 10 --json bench/results-tuned.json"
+tunedcmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --scenario steady,scaleup --kube-qps 100 --kube-burst 100 --node-workers 10 --json results-tuned.json"
 runto tuned.txt "$tunedcmd"
 
 # ns/op and allocs/op of one benchmark line (GOMAXPROCS=1 variant).

@@ -23,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 commit=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit+dirty"; fi
-$GO build -o "$tmp/cloudgate-bench" ./cmd/cloudgate-bench
+$GO -C bench build -o "$tmp/cloudgate-bench" ./cmd/cloudgate-bench # the bench module
 cmd="cloudgate-bench --scenario scale --scale-nodes $NODES --scale-window $WINDOW --scale-repeats $REPEATS --json bench/results-scale.json"
 if [ "${LOCK:-1}" = 0 ]; then
 	locked="NOT under the measurement lock (LOCK=0, nice -n 19, beside whatever else ran: see the load averages)"

@@ -1,9 +1,10 @@
 // Package dashboards holds cloudgate's Grafana dashboard (cloudgate.json) and
 // Prometheus alerting rules (alerts.yaml), embedded here so tools can ship
-// them; docs/monitoring.md describes every panel and alert. The package's
-// tests check that every expression parses with the Prometheus PromQL parser
-// and names only metrics package metrics exports, run `promtool check rules`
-// and `promtool test rules`, and scrape a short load run with a real
+// them; docs/monitoring.md describes every panel and alert. Their tests live
+// in the bench module (bench/dashboards), which may depend on the Prometheus
+// server's PromQL parser and on simcloud: they check that every expression
+// parses and names only metrics package metrics exports, run `promtool check
+// rules` and `promtool test rules`, and scrape a short load run with a real
 // Prometheus to query every panel.
 package dashboards
 

@@ -42,7 +42,7 @@ func TestImages(t *testing.T) {
 	}
 	ranHost := false
 	for _, tc := range []struct{ name, gomod string }{
-		{"cloudgate-ccm", "../../go.mod"},
+		{"cloudgate-ccm", "../../bench/go.mod"}, // the simcloud CCM, built in the bench module
 		{"cloudgate-aws-ccm", "../../providers/aws/go.mod"},
 	} {
 		imgs := images(t, filepath.Join(dir, tc.name+".oci.tar"))

@@ -1,7 +1,7 @@
 // Package ccm builds a cloud-controller-manager command: the upstream
 // k8s.io/cloud-provider/app command with cloudgate's start-up checks. The
 // providers it can run are the ones the calling binary links in by import;
-// the root module's CCM (cmd/cloud-controller-manager, with simcloud) and the
+// the bench module's CCM (bench/cmd/cloud-controller-manager, with simcloud) and the
 // AWS module's (providers/aws/cmd/cloud-controller-manager) share it.
 package ccm
 

@@ -23,7 +23,7 @@ func (c *informerCloud) SetInformers(informers.SharedInformerFactory) { c.set = 
 // leader migration, the cloud and config are left as they are. The gated cloud forwards
 // SetInformers only to a cloud that takes informers, and exposes the cloud as Upstream.
 // The election itself (client-go's, with ReleaseOnCancel) is measured against a real
-// kube-apiserver by cmd/cloud-controller-manager's TestFailover (SIGTERM hand-over).
+// kube-apiserver by bench/cmd/cloud-controller-manager's TestFailover (SIGTERM hand-over).
 func TestHandOver(t *testing.T) {
 	completed := func(elect, migrate bool) *config.CompletedConfig {
 		c := (&config.Config{}).Complete()

@@ -39,6 +39,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/cloudgate/cloudgate/bench"
+	"github.com/cloudgate/cloudgate/bench/measure"
 	"github.com/cloudgate/cloudgate/metrics"
 	"github.com/cloudgate/cloudgate/provider"
 	"github.com/cloudgate/cloudgate/providers/aws/awsbatch"
@@ -55,14 +56,11 @@ const (
 // AllColumns are the three columns.
 var AllColumns = []string{ColAWS, ColCloudgate, ColAdapter}
 
-// CCM defaults (k8s.io/cloud-provider v0.37.2) and cloudgate's defaults the
-// derivations use.
+// The CCM's defaults (status period, kube client, node workers) are package
+// measure's, shared with bench.
 const (
-	statusPeriod = 5 * time.Minute // --node-status-update-frequency
-	kubeQPS      = 20.0
-	kubeBurst    = 30
-	clusterName  = "bench"
-	describe     = "DescribeInstances"
+	clusterName = "bench"
+	describe    = "DescribeInstances"
 	// pageSize is the most instances one DescribeInstances page returns
 	// (MaxResults 1,000): the cloud's largest batch B of the bound.
 	pageSize = 1000
@@ -261,7 +259,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	}
 	if o.ScaleupNodes > 0 {
 		res.Bound = bench.InitBound(&bench.Options{
-			ReadQPS: o.Bucket.Refill, ReadBurst: o.Bucket.Size, CloudMaxBatch: pageSize, KubeQPS: kubeQPS, KubeBurst: kubeBurst,
+			ReadQPS: o.Bucket.Refill, ReadBurst: o.Bucket.Size, CloudMaxBatch: pageSize, KubeQPS: measure.KubeQPS, KubeBurst: measure.KubeBurst,
 			Latency: o.Latency.Default.Base, // RTT: the least a round trip takes (a lower bound)
 		}, o.ScaleupNodes)
 		for s := range o.Seeds {
@@ -347,7 +345,7 @@ SigningName = ec2
 	r.count = &counting{Interface: cloud, done: make(chan struct{})}
 	r.cluster, err = bench.NewCluster(bench.ClusterConfig{
 		Name: clusterName, Ground: newGround(sim, seed), Cloud: r.count, TimeFactor: max(1, o.timeFactor),
-		NodeWorkers: 1, ServiceWorkers: 1, KubeQPS: kubeQPS, KubeBurst: kubeBurst,
+		NodeWorkers: measure.NodeWorkers, ServiceWorkers: 1, KubeQPS: measure.KubeQPS, KubeBurst: measure.KubeBurst,
 		NoRoutes: true, CloudInit: true,
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudgate/cloudgate/bench/measure"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
 )
 
@@ -45,22 +46,9 @@ func TestMissesPerHour(t *testing.T) {
 	// cycles) holds 17,487 or as few as 15,000 lookups depending on where
 	// it falls; the ten-hour average is within 1 % of 5,000 × 3600 / 1072.
 	n, round := 5000, 772.0
-	want := float64(n) * 3600 / (round + statusPeriod.Seconds())
+	want := float64(n) * 3600 / (round + measure.StatusPeriod.Seconds())
 	if got := missesPerHour(n, float64(n)/round, 0); math.Abs(got/want-1) > 0.01 {
 		t.Errorf("missesPerHour(%d, rounds of %gs, no cache) = %.0f, want %.0f ± 1 %% (the steady rate)", n, round, got, want)
-	}
-}
-
-func TestSpread(t *testing.T) {
-	s := spreadOf([]float64{3, 1, 2})
-	if s != (spread{2, 1, 3}) {
-		t.Errorf("spreadOf(3,1,2) = %+v, want median 2 [1–3]", s)
-	}
-	if got := s.format("%.0f"); got != "2 [1–3]" {
-		t.Errorf("format = %q", got)
-	}
-	if got := spreadOf([]float64{4, 2}).med; got != 3 {
-		t.Errorf("median of 4, 2 = %g, want 3", got)
 	}
 }
 

@@ -5,9 +5,9 @@ import (
 	"io"
 	"math"
 	"runtime"
-	"slices"
 	"time"
 
+	"github.com/cloudgate/cloudgate/bench/measure"
 	"github.com/cloudgate/cloudgate/provider"
 )
 
@@ -22,7 +22,7 @@ func listInterval() time.Duration { return metadataTTL() / 2 }
 // hour alone would hold a whole number of rounds plus a part that depends
 // on where the hour falls in a round (up to ~4 % at 5,000 nodes). One
 // worker (--concurrent-node-syncs=1) looks the n nodes up in order; a round
-// starts statusPeriod after the previous one ended (wait.UntilWithContext
+// starts measure.StatusPeriod after the previous one ended (wait.UntilWithContext
 // is sliding); a lookup misses when no answer younger than ttl is cached
 // (ttl 0: no cache) and then takes 1/rate seconds, the measured lookup
 // rate; a hit takes no time.
@@ -48,7 +48,7 @@ func missesPerHour(n int, rate float64, ttl time.Duration) float64 {
 			t += 1 / rate
 			fetched[i] = t
 		}
-		t += statusPeriod.Seconds()
+		t += measure.StatusPeriod.Seconds()
 	}
 	return float64(misses) / paperHours
 }
@@ -81,41 +81,18 @@ func perLookup(r SteadyRun) float64 {
 	return float64(r.Describe) / float64(r.Lookups)
 }
 
-// spread is a median with its [min–max] over seeds.
-type spread struct{ med, lo, hi float64 }
-
-func spreadOf(v []float64) spread {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return spread{math.NaN(), math.NaN(), math.NaN()}
-	}
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return spread{m, s[0], s[len(s)-1]}
-}
-
-func (s spread) format(f string) string {
-	if math.IsNaN(s.med) {
-		return "—"
-	}
-	if s.lo == s.hi {
-		return fmt.Sprintf(f, s.med)
-	}
-	return fmt.Sprintf(f+" ["+f+"–"+f+"]", s.med, s.lo, s.hi)
-}
-
-func steadyOf(runs []SteadyRun, n int, f func(SteadyRun) float64) spread {
+func steadyOf(runs []SteadyRun, n int, f func(SteadyRun) float64) measure.Spread {
 	var v []float64
 	for _, r := range runs {
 		if r.Nodes == n {
 			v = append(v, f(r))
 		}
 	}
-	return spreadOf(v)
+	return measure.SpreadOf(v)
 }
+
+// shareOfBucket is v per hour as a percentage of the bucket's refill per hour.
+func (r *Result) shareOfBucket(v float64) float64 { return 100 * v / r.BucketPerHour() }
 
 // BucketPerHour is the DescribeInstances bucket's refill per hour.
 func (r *Result) BucketPerHour() float64 { return r.Options.Bucket.Refill * 3600 }
@@ -123,7 +100,7 @@ func (r *Result) BucketPerHour() float64 { return r.Options.Bucket.Refill * 3600
 // SteadyPerHour is the median derived DescribeInstances per hour of col at
 // n nodes (NaN when not run).
 func (r *Result) SteadyPerHour(col string, n int) float64 {
-	return steadyOf(r.Steady[col], n, func(s SteadyRun) float64 { return perHour(col, s) }).med
+	return steadyOf(r.Steady[col], n, func(s SteadyRun) float64 { return perHour(col, s) }).Median
 }
 
 // saturation is the node count at which col's derived steady calls fill
@@ -149,11 +126,11 @@ func (r *Result) saturation(col string) string {
 	}
 	// The provider's batcher serialises one worker's lookups: its calls
 	// cannot exceed the lookup rate × calls per lookup.
-	capPerHour := steadyOf(runs, n, func(s SteadyRun) float64 { return s.LookupRate * perLookup(s) * 3600 }).med
+	capPerHour := steadyOf(runs, n, func(s SteadyRun) float64 { return s.LookupRate * perLookup(s) * 3600 }).Median
 	s := fmt.Sprintf("%.0f (bucket/h ÷ %.2f calls/node/h at %d nodes)", b/perNode, perNode, n)
 	if capPerHour < b {
 		s += fmt.Sprintf("; but one worker's lookups cap it at %.0f calls/h (%.0f %%): past ~%.0f nodes the status rounds outgrow the 5-min period instead",
-			capPerHour, 100*capPerHour/b, steadyOf(runs, n, func(s SteadyRun) float64 { return s.LookupRate }).med*statusPeriod.Seconds())
+			capPerHour, 100*capPerHour/b, steadyOf(runs, n, func(s SteadyRun) float64 { return s.LookupRate }).Median*measure.StatusPeriod.Seconds())
 	}
 	return s
 }
@@ -176,7 +153,7 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		"CCM: cloud-node (--concurrent-node-syncs=1, --node-status-update-frequency=5m) and cloud-node-lifecycle (5 s) controllers, "+
 		"kube client %g QPS / burst %d, routes off, no LoadBalancer services. cloudgate: DefaultConfig, limits.read %g/s burst %d; "+
 		"aws+cloudgate batching off; adapter: awsbatch, batching on, batch.listPrefetch (on by default; listInterval %v).\n\n",
-		o.Bucket.Size, o.Bucket.Refill, r.BucketPerHour(), kubeQPS, kubeBurst, o.Bucket.Refill, o.Bucket.Size, listInterval())
+		o.Bucket.Size, o.Bucket.Refill, r.BucketPerHour(), measure.KubeQPS, measure.KubeBurst, o.Bucket.Refill, o.Bucket.Size, listInterval())
 
 	switch {
 	case len(r.sortedSizes()) > 0 && o.Cycles > 0:
@@ -194,8 +171,8 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 func (r *Result) writeSteady(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "**Steady state** (N initialised Ready nodes; window %v from the controllers' start; medians [min–max] over seeds):\n\n", o.Window)
-	fmt.Fprintln(w, "| nodes | column | seeds | DescribeInstances in window | RequestLimitExceeded | status lookups (rate /s) | DescribeInstances per lookup | **DescribeInstances / h** (derived) | share of bucket |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	tab := measure.NewTable("nodes", "column", "seeds", "DescribeInstances in window", "RequestLimitExceeded", "status lookups (rate /s)",
+		"DescribeInstances per lookup", "**DescribeInstances / h** (derived)", "share of bucket")
 	for _, n := range r.sortedSizes() {
 		for _, col := range o.Columns {
 			runs := r.Steady[col]
@@ -209,16 +186,17 @@ func (r *Result) writeSteady(w io.Writer) {
 				continue
 			}
 			ph := steadyOf(runs, n, func(s SteadyRun) float64 { return perHour(col, s) })
-			share := spread{100 * ph.med / r.BucketPerHour(), 100 * ph.lo / r.BucketPerHour(), 100 * ph.hi / r.BucketPerHour()}
+			share := ph.Map(r.shareOfBucket)
 			lk := steadyOf(runs, n, func(s SteadyRun) float64 { return float64(s.Lookups) })
 			rate := steadyOf(runs, n, func(s SteadyRun) float64 { return s.LookupRate })
-			fmt.Fprintf(w, "| %d | %s | %d | %s | %s | %s (%s) | %s | %s | %s |\n", n, col, seeds,
-				steadyOf(runs, n, func(s SteadyRun) float64 { return float64(s.Describe) }).format("%.0f"),
-				steadyOf(runs, n, func(s SteadyRun) float64 { return float64(s.Throttled) }).format("%.0f"),
-				lk.format("%.0f"), rate.format("%.1f"),
-				steadyOf(runs, n, perLookup).format("%.3f"), ph.format("%.0f"), share.format("%.2f %%"))
+			tab.Row(fmt.Sprint(n), col, fmt.Sprint(seeds),
+				steadyOf(runs, n, func(s SteadyRun) float64 { return float64(s.Describe) }).Format("%.0f"),
+				steadyOf(runs, n, func(s SteadyRun) float64 { return float64(s.Throttled) }).Format("%.0f"),
+				lk.Format("%.0f")+" ("+rate.Format("%.1f")+")",
+				steadyOf(runs, n, perLookup).Format("%.3f"), ph.Format("%.0f"), share.Format("%.2f %%"))
 		}
 	}
+	tab.Write(w)
 	fmt.Fprintln(w)
 	for _, n := range r.sortedSizes() {
 		a, g := r.SteadyPerHour(ColAWS, n), r.SteadyPerHour(ColAdapter, n)
@@ -238,24 +216,24 @@ func (r *Result) writeScaleup(w io.Writer) {
 	o := r.Options
 	if len(r.Scaleup) > 0 {
 		fmt.Fprintf(w, "\n**Scale-up**: %d nodes arrive at once (their instances exist; no provider ID, private-DNS names, uninitialized taint); medians [min–max] over %d seeds:\n\n", o.ScaleupNodes, o.Seeds)
-		fmt.Fprintln(w, "| column | initialised | time to all (s) | bound (s) | measured / bound | DescribeInstances | RequestLimitExceeded |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+		tab := measure.NewTable("column", "initialised", "time to all (s)", "bound (s)", "measured / bound", "DescribeInstances", "RequestLimitExceeded")
 		for _, col := range o.Columns {
 			runs := r.Scaleup[col]
-			of := func(f func(ScaleupRun) float64) spread {
+			of := func(f func(ScaleupRun) float64) measure.Spread {
 				v := make([]float64, 0, len(runs))
 				for _, s := range runs {
 					v = append(v, f(s))
 				}
-				return spreadOf(v)
+				return measure.SpreadOf(v)
 			}
-			fmt.Fprintf(w, "| %s | %s/%d | %s | %.1f | %s | %s | %s |\n", col,
-				of(func(s ScaleupRun) float64 { return float64(s.Initialized) }).format("%.0f"), o.ScaleupNodes,
-				of(func(s ScaleupRun) float64 { return s.Seconds }).format("%.1f"), r.Bound.Seconds,
-				of(func(s ScaleupRun) float64 { return s.Seconds / r.Bound.Seconds }).format("%.2f"),
-				of(func(s ScaleupRun) float64 { return float64(s.Describe) }).format("%.0f"),
-				of(func(s ScaleupRun) float64 { return float64(s.Throttled) }).format("%.0f"))
+			tab.Row(col,
+				of(func(s ScaleupRun) float64 { return float64(s.Initialized) }).Format("%.0f")+fmt.Sprintf("/%d", o.ScaleupNodes),
+				of(func(s ScaleupRun) float64 { return s.Seconds }).Format("%.1f"), fmt.Sprintf("%.1f", r.Bound.Seconds),
+				of(func(s ScaleupRun) float64 { return s.Seconds / r.Bound.Seconds }).Format("%.2f"),
+				of(func(s ScaleupRun) float64 { return float64(s.Describe) }).Format("%.0f"),
+				of(func(s ScaleupRun) float64 { return float64(s.Throttled) }).Format("%.0f"))
 		}
+		tab.Write(w)
 		fmt.Fprintf(w, "\nBound (bench.InitBound, B = %d, EC2's largest DescribeInstances page; RTT = the latency's base, %v): %s\n", pageSize, o.Latency.Default.Base, r.Bound.Formula)
 	}
 	fmt.Fprintln(w)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/cloudgate/cloudgate/bench/measure"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
 )
 
@@ -30,8 +31,8 @@ func (r *Result) writeMeasured(w io.Writer) {
 	fmt.Fprintf(w, "**Steady state, measured** (N initialised Ready nodes; the columns side by side, each on its own simulated account; "+
 		"each column other than the adapter counted over %d whole status cycle(s) of its own — from the controllers' start to the first lookup of round %d — "+
 		"and the adapter column over the longest of those windows; medians [min–max] over seeds):\n\n", o.Cycles, o.Cycles+1)
-	fmt.Fprintln(w, "| nodes | column | seeds | window (s) | first round (s) | status lookups | DescribeInstances | RequestLimitExceeded | **DescribeInstances / h, measured** | share of bucket | derived / h from the first "+o.DeriveWindow.String()+" (previous method) | derived / h from the measured round |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	tab := measure.NewTable("nodes", "column", "seeds", "window (s)", "first round (s)", "status lookups", "DescribeInstances", "RequestLimitExceeded",
+		"**DescribeInstances / h, measured**", "share of bucket", "derived / h from the first "+o.DeriveWindow.String()+" (previous method)", "derived / h from the measured round")
 	for _, n := range r.sortedSizes() {
 		for _, col := range o.Columns {
 			runs := r.Steady[col]
@@ -44,26 +45,27 @@ func (r *Result) writeMeasured(w io.Writer) {
 			if seeds == 0 {
 				continue
 			}
-			of := func(f func(SteadyRun) float64) spread { return steadyOf(runs, n, f) }
+			of := func(f func(SteadyRun) float64) measure.Spread { return steadyOf(runs, n, f) }
 			m := of(measuredPerHour)
-			share := spread{100 * m.med / r.BucketPerHour(), 100 * m.lo / r.BucketPerHour(), 100 * m.hi / r.BucketPerHour()}
-			fmt.Fprintf(w, "| %d | %s | %d | %s | %s | %s | %s | %s | **%s** | %s | %s | %s |\n", n, col, seeds,
-				of(cycleWindow).format("%.0f"),
-				of(firstRound).format("%.1f"),
-				of(func(s SteadyRun) float64 { return float64(s.Lookups) }).format("%.0f"),
-				of(func(s SteadyRun) float64 { return float64(s.Describe) }).format("%.0f"),
-				of(func(s SteadyRun) float64 { return float64(s.Throttled) }).format("%.0f"),
-				m.format("%.0f"), share.format("%.2f %%"),
-				of(func(s SteadyRun) float64 { return earlyPerHour(col, s) }).format("%.0f"),
-				of(func(s SteadyRun) float64 { return roundPerHour(col, s) }).format("%.0f"))
+			share := m.Map(r.shareOfBucket)
+			tab.Row(fmt.Sprint(n), col, fmt.Sprint(seeds),
+				of(cycleWindow).Format("%.0f"),
+				of(firstRound).Format("%.1f"),
+				of(func(s SteadyRun) float64 { return float64(s.Lookups) }).Format("%.0f"),
+				of(func(s SteadyRun) float64 { return float64(s.Describe) }).Format("%.0f"),
+				of(func(s SteadyRun) float64 { return float64(s.Throttled) }).Format("%.0f"),
+				"**"+m.Format("%.0f")+"**", share.Format("%.2f %%"),
+				of(func(s SteadyRun) float64 { return earlyPerHour(col, s) }).Format("%.0f"),
+				of(func(s SteadyRun) float64 { return roundPerHour(col, s) }).Format("%.0f"))
 		}
 	}
+	tab.Write(w)
 	fmt.Fprintln(w)
 	for _, n := range r.sortedSizes() {
-		a := steadyOf(r.Steady[ColAWS], n, measuredPerHour).med
-		g := steadyOf(r.Steady[ColAdapter], n, measuredPerHour).med
-		ae := steadyOf(r.Steady[ColAWS], n, func(s SteadyRun) float64 { return earlyPerHour(ColAWS, s) }).med
-		ge := steadyOf(r.Steady[ColAdapter], n, func(s SteadyRun) float64 { return earlyPerHour(ColAdapter, s) }).med
+		a := steadyOf(r.Steady[ColAWS], n, measuredPerHour).Median
+		g := steadyOf(r.Steady[ColAdapter], n, measuredPerHour).Median
+		ae := steadyOf(r.Steady[ColAWS], n, func(s SteadyRun) float64 { return earlyPerHour(ColAWS, s) }).Median
+		ge := steadyOf(r.Steady[ColAdapter], n, func(s SteadyRun) float64 { return earlyPerHour(ColAdapter, s) }).Median
 		if a > 0 && g > 0 {
 			fmt.Fprintf(w, "- %d nodes: aws alone / with the adapter, measured = %.0f / %.0f = **%.0f× fewer** DescribeInstances per hour", n, a, g, a/g)
 			if ae > 0 && ge > 0 {

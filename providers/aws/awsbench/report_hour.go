@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/cloudgate/cloudgate/bench/measure"
 )
 
 // cycleRoundsPerHour is the status rounds per hour of a run's cycles:
@@ -49,44 +51,44 @@ func (r *Result) writeHour(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "\n**Steady hour, measured** (the same runs: each column counted over %v of real time from %v after its controllers' start; "+
 		"every size and column side by side: %s; medians [min–max] over seeds):\n\n", o.Hour, o.Warmup, r.sideBySide())
-	fmt.Fprintln(w, "| nodes | column | window (s) | status rounds in it | **rounds / h, measured** | rounds / h, cycles | "+
-		"**DescribeInstances / h, measured** | DescribeInstances / h, cycles | measured / cycles | DescribeInstances / h, paper loop on the measured round | measured / paper | "+
-		"**RequestLimitExceeded / h, measured** | RequestLimitExceeded / h, cycles | share of bucket, measured |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	tab := measure.NewTable("nodes", "column", "window (s)", "status rounds in it", "**rounds / h, measured**", "rounds / h, cycles",
+		"**DescribeInstances / h, measured**", "DescribeInstances / h, cycles", "measured / cycles", "DescribeInstances / h, paper loop on the measured round", "measured / paper",
+		"**RequestLimitExceeded / h, measured**", "RequestLimitExceeded / h, cycles", "share of bucket, measured")
 	for _, n := range r.sortedSizes() {
 		for _, col := range o.Columns {
 			runs := r.Steady[col]
 			if !slices.ContainsFunc(runs, func(s SteadyRun) bool { return s.Nodes == n }) {
 				continue
 			}
-			of := func(f func(SteadyRun) float64) spread { return steadyOf(runs, n, f) }
+			of := func(f func(SteadyRun) float64) measure.Spread { return steadyOf(runs, n, f) }
 			reads := hourOf(func(h *HourRun) float64 { return h.perHour(h.Describe) })
 			m := of(reads)
-			share := spread{100 * m.med / r.BucketPerHour(), 100 * m.lo / r.BucketPerHour(), 100 * m.hi / r.BucketPerHour()}
-			fmt.Fprintf(w, "| %d | %s | %s | %s | **%s** | %s | **%s** | %s | %s | %s | %s | **%s** | %s | %s |\n", n, col,
-				of(hourOf(func(h *HourRun) float64 { return h.Window })).format("%.0f"),
-				of(hourOf(func(h *HourRun) float64 { return h.rounds(n) })).format("%.2f"),
-				of(hourOf(func(h *HourRun) float64 { return h.perHour(h.Lookups) / float64(n) })).format("%.2f"),
-				of(cycleRoundsPerHour).format("%.2f"),
-				m.format("%.0f"),
-				of(measuredPerHour).format("%.0f"),
-				of(func(s SteadyRun) float64 { return ratio(reads(s), measuredPerHour(s)) }).format("%.3f"),
-				of(func(s SteadyRun) float64 { return roundPerHour(col, s) }).format("%.0f"),
-				of(func(s SteadyRun) float64 { return ratio(reads(s), roundPerHour(col, s)) }).format("%.3f"),
-				of(hourOf(func(h *HourRun) float64 { return h.perHour(h.Throttled) })).format("%.0f"),
-				of(cycleThrottledPerHour).format("%.0f"),
-				share.format("%.2f %%"))
+			share := m.Map(r.shareOfBucket)
+			tab.Row(fmt.Sprint(n), col,
+				of(hourOf(func(h *HourRun) float64 { return h.Window })).Format("%.0f"),
+				of(hourOf(func(h *HourRun) float64 { return h.rounds(n) })).Format("%.2f"),
+				"**"+of(hourOf(func(h *HourRun) float64 { return h.perHour(h.Lookups) / float64(n) })).Format("%.2f")+"**",
+				of(cycleRoundsPerHour).Format("%.2f"),
+				"**"+m.Format("%.0f")+"**",
+				of(measuredPerHour).Format("%.0f"),
+				of(func(s SteadyRun) float64 { return ratio(reads(s), measuredPerHour(s)) }).Format("%.3f"),
+				of(func(s SteadyRun) float64 { return roundPerHour(col, s) }).Format("%.0f"),
+				of(func(s SteadyRun) float64 { return ratio(reads(s), roundPerHour(col, s)) }).Format("%.3f"),
+				"**"+of(hourOf(func(h *HourRun) float64 { return h.perHour(h.Throttled) })).Format("%.0f")+"**",
+				of(cycleThrottledPerHour).Format("%.0f"),
+				share.Format("%.2f %%"))
 		}
 	}
+	tab.Write(w)
 	fmt.Fprintln(w)
 	if len(r.LoadSamples) > 0 {
-		s := spreadOf(r.LoadSamples)
+		s := measure.SpreadOf(r.LoadSamples)
 		sum := 0.0
 		for _, l := range r.LoadSamples {
 			sum += l
 		}
 		fmt.Fprintf(w, "Load average (1 min) sampled every minute while the steady runs went: %d samples, mean %.2f, median %.2f, min %.2f, max %.2f.\n\n",
-			len(r.LoadSamples), sum/float64(len(r.LoadSamples)), s.med, s.lo, s.hi)
+			len(r.LoadSamples), sum/float64(len(r.LoadSamples)), s.Median, s.Min, s.Max)
 	}
 	fmt.Fprintln(w, "- **measured**: ec2sim's counters (and the status lookups) at the window's end minus those at its start, × 3600 s / window; "+
 		"rounds = status lookups / N, so a round cut by the window's edges counts its part.")

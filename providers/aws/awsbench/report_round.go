@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/cloudgate/cloudgate/bench/measure"
 	"github.com/cloudgate/cloudgate/provider"
 )
 
@@ -51,10 +52,9 @@ func (r *Result) writePerRound(w io.Writer) {
 	fmt.Fprintln(w, "**Per status round** (equal work: one round is every Node's InstanceMetadata once; the same windows as the table above; "+
 		"DescribeInstances per round = DescribeInstances / (status lookups / N); medians [min–max] over seeds):")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| nodes | column | what the user configures | staleness it accepts | status rounds | **DescribeInstances / status round** | aws alone / column |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	tab := measure.NewTable("nodes", "column", "what the user configures", "staleness it accepts", "status rounds", "**DescribeInstances / status round**", "aws alone / column")
 	for _, n := range r.sortedSizes() {
-		base := steadyOf(r.Steady[ColAWS], n, perRound).med
+		base := steadyOf(r.Steady[ColAWS], n, perRound).Median
 		for _, col := range o.Columns {
 			seeds := 0
 			for _, s := range r.Steady[col] {
@@ -65,17 +65,18 @@ func (r *Result) writePerRound(w io.Writer) {
 			if seeds == 0 {
 				continue
 			}
-			of := func(f func(SteadyRun) float64) spread { return steadyOf(r.Steady[col], n, f) }
+			of := func(f func(SteadyRun) float64) measure.Spread { return steadyOf(r.Steady[col], n, f) }
 			pr := of(perRound)
 			ratio := "—"
-			if base > 0 && pr.med > 0 {
-				ratio = fmt.Sprintf("%.0f×", base/pr.med)
+			if base > 0 && pr.Median > 0 {
+				ratio = fmt.Sprintf("%.0f×", base/pr.Median)
 			}
 			conf, stale := configures(col)
-			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | **%s** | %s |\n", n, col, conf, stale,
-				of(func(s SteadyRun) float64 { return float64(s.Lookups) / float64(s.Nodes) }).format("%.2f"),
-				pr.format("%.1f"), ratio)
+			tab.Row(fmt.Sprint(n), col, conf, stale,
+				of(func(s SteadyRun) float64 { return float64(s.Lookups) / float64(s.Nodes) }).Format("%.2f"),
+				"**"+pr.Format("%.1f")+"**", ratio)
 		}
 	}
+	tab.Write(w)
 	fmt.Fprintln(w)
 }

@@ -1,4 +1,4 @@
-package dashboards
+package dashboards_test
 
 import (
 	"encoding/json"
@@ -16,7 +16,16 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloudgate/cloudgate/dashboards"
 	"github.com/cloudgate/cloudgate/metrics"
+)
+
+// The dashboard, the rules and their docs live in the core module (dashboards/, docs/); their
+// tests live here, in the bench module, because they need the Prometheus PromQL parser and
+// simcloud, which the core module does not depend on.
+const (
+	repoRoot = "../.."            // the repository's root
+	dashDir  = "../../dashboards" // cloudgate.json, alerts.yaml, alerts_test.yaml
 )
 
 // Grafana dashboard, the parts the tests read.
@@ -97,7 +106,7 @@ const rateInterval = "5s"
 func loadDashboard(t *testing.T) dashboard {
 	t.Helper()
 	var d dashboard
-	dec := json.NewDecoder(strings.NewReader(string(Dashboard)))
+	dec := json.NewDecoder(strings.NewReader(string(dashboards.Dashboard)))
 	if err := dec.Decode(&d); err != nil {
 		t.Fatalf("cloudgate.json: %v", err)
 	}
@@ -107,7 +116,7 @@ func loadDashboard(t *testing.T) dashboard {
 func loadRules(t *testing.T) ruleFile {
 	t.Helper()
 	var f ruleFile
-	if err := yaml.UnmarshalStrict(Alerts, &f); err != nil {
+	if err := yaml.UnmarshalStrict(dashboards.Alerts, &f); err != nil {
 		t.Fatalf("alerts.yaml: %v", err)
 	}
 	return f
@@ -341,7 +350,7 @@ var externalAlertMetrics = map[string]bool{
 func TestAlertRules(t *testing.T) {
 	exported, _ := exportedMetrics(t)
 	f := loadRules(t)
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "monitoring.md"))
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "monitoring.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +406,7 @@ func TestAlertRules(t *testing.T) {
 
 // TestPanelsDocumented: docs/monitoring.md describes every panel.
 func TestPanelsDocumented(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "monitoring.md"))
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "monitoring.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +445,7 @@ func tool(t *testing.T, name string) string {
 
 func TestPromtoolCheckRules(t *testing.T) {
 	promtool := tool(t, "promtool")
-	out, err := exec.Command(promtool, "check", "rules", "alerts.yaml").CombinedOutput()
+	out, err := exec.Command(promtool, "check", "rules", filepath.Join(dashDir, "alerts.yaml")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules alerts.yaml: %v\n%s", err, out)
 	}
@@ -445,7 +454,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 
 func TestPromtoolTestRules(t *testing.T) {
 	promtool := tool(t, "promtool")
-	out, err := exec.Command(promtool, "test", "rules", "alerts_test.yaml").CombinedOutput()
+	out, err := exec.Command(promtool, "test", "rules", filepath.Join(dashDir, "alerts_test.yaml")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool test rules alerts_test.yaml: %v\n%s", err, out)
 	}

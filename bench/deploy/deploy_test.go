@@ -1,4 +1,4 @@
-package deploy
+package deploy_test
 
 import (
 	"maps"
@@ -13,20 +13,21 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/cloudgate/cloudgate/cmd/cloud-controller-manager/command"
+	"github.com/cloudgate/cloudgate/bench/cmd/cloud-controller-manager/command"
+	"github.com/cloudgate/cloudgate/deploy"
 	"github.com/cloudgate/cloudgate/provider"
 )
 
 // all decodes every manifest file, failing the test on the first error.
 func all(t *testing.T) []runtime.Object {
 	t.Helper()
-	files := Files()
+	files := deploy.Files()
 	if len(files) == 0 {
 		t.Fatal("no manifests embedded")
 	}
 	var objs []runtime.Object
 	for _, f := range files {
-		o, err := Objects(f)
+		o, err := deploy.Objects(f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 	"k8s.io/component-base/cli"
 	"k8s.io/klog/v2"
 
-	"github.com/cloudgate/cloudgate/cmd/cloud-controller-manager/command"
+	"github.com/cloudgate/cloudgate/bench/cmd/cloud-controller-manager/command"
 )
 
 func main() {

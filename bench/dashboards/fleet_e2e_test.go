@@ -1,4 +1,4 @@
-package dashboards
+package dashboards_test
 
 import (
 	"context"

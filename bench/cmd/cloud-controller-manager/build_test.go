@@ -60,7 +60,7 @@ func startCCMBuild(t *testing.T) {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 			cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 			if out, err := cmd.CombinedOutput(); err != nil {
-				ccmBuild.err = fmt.Errorf("go build -race ./cmd/cloud-controller-manager: %v\n%s", err, out)
+				ccmBuild.err = fmt.Errorf("go build -race ./bench/cmd/cloud-controller-manager: %v\n%s", err, out)
 			}
 		}()
 	})

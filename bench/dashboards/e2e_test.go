@@ -1,4 +1,4 @@
-package dashboards
+package dashboards_test
 
 import (
 	"bytes"
@@ -438,7 +438,7 @@ scrape_configs:
   - job_name: cloudgate
     static_configs:
       - targets: [%q]
-`, mustAbs(t, "alerts.yaml"), target)), 0o600); err != nil {
+`, mustAbs(t, filepath.Join(dashDir, "alerts.yaml")), target)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var lastErr error
