@@ -41,7 +41,7 @@ const QuotaWindow = time.Minute
 type Metrics struct {
 	upstreamCalls    *prometheus.CounterVec
 	upstreamDuration *prometheus.HistogramVec
-	requests         *stripedCounterVec // striped.go: counted on every cached read
+	requests         *prometheus.CounterVec
 
 	limiterWait      *prometheus.HistogramVec
 	limiterCancelled *prometheus.CounterVec
@@ -49,8 +49,8 @@ type Metrics struct {
 	retryAfter       *prometheus.HistogramVec
 	rateChanges      *prometheus.CounterVec
 
-	cacheHits         *stripedCounterVec
-	cacheNegativeHits *stripedCounterVec
+	cacheHits         *prometheus.CounterVec
+	cacheNegativeHits *prometheus.CounterVec
 	cacheMisses       *prometheus.CounterVec
 	cacheDeduplicated *prometheus.CounterVec
 	cacheStaleServed  *prometheus.CounterVec
@@ -83,7 +83,7 @@ func New() *Metrics {
 			"provider", "family", "method", "result"),
 		upstreamDuration: histogram("upstream_call_duration_seconds",
 			"Latency of calls to the upstream cloud provider.", latency, "provider", "family", "method"),
-		requests: newStripedCounterVec("requests_total",
+		requests: counter("requests_total",
 			"Calls the controllers made to cloudgate, by method and result (ok or error), however they were answered.",
 			"provider", "method", "result"),
 		limiterWait: histogram("limiter_wait_seconds",
@@ -99,9 +99,9 @@ func New() *Metrics {
 			[]float64{0, .1, .5, 1, 2, 5, 10, 30, 60, 120}, "provider", "bucket"),
 		rateChanges: counter("limiter_rate_changes_total",
 			"Changes of a bucket's effective rate by adaptive limiting (decreases and recoveries).", "provider", "bucket"),
-		cacheHits: newStripedCounterVec("cache_hits_total",
+		cacheHits: counter("cache_hits_total",
 			"Reads answered from a fresh cache entry.", "provider", "cache"),
-		cacheNegativeHits: newStripedCounterVec("cache_negative_hits_total",
+		cacheNegativeHits: counter("cache_negative_hits_total",
 			"Reads answered from a fresh negative entry (e.g. instance not found).", "provider", "cache"),
 		cacheMisses: counter("cache_misses_total",
 			"Reads that found no fresh entry.", "provider", "cache"),
@@ -117,7 +117,7 @@ func New() *Metrics {
 		batchSize: histogram("batch_size",
 			"Nodes per batched upstream lookup.", []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}, "provider"),
 		batchFlushes: counter("batch_flushes_total",
-			"Batched lookups sent, by why the batch was sent (size: full, wait: max wait reached).", "provider", "reason"),
+			"Batched lookups sent, by why the batch was sent (size: full; wait: the longest wait reached; idle: no request joined for the idle wait; now: sent at once, nothing else in flight; returned: sent when the batches in flight returned).", "provider", "reason"),
 		notFoundConfirmations: counter("notfound_confirmations_total",
 			"Held \"instance does not exist\" answers of the not-found guard, by how they ended (confirmed: a second answer at least confirmAfter later agreed and was passed on; refuted: the instance was found).",
 			"provider", "outcome"),
