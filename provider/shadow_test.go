@@ -317,8 +317,8 @@ func TestShadowAnswersAsBare(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bare, up := newScriptCloud(tc.batch), newScriptCloud(tc.batch)
 			if tc.workers == 1 {
-				// Long enough to trip the breaker over the calls before it:
-				// gobreaker's counting interval runs on the real clock.
+				// Long enough to trip the breaker over the calls before it
+				// within its counting interval.
 				bare.outage, up.outage = [2]int{1200, 2600}, [2]int{1200, 2600}
 			}
 			clk := newFakeClock()
