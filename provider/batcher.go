@@ -64,13 +64,13 @@ func (g *gate) buildBatcher(final bool) {
 	}
 	// MaxBatchSize is read now (at Initialize, or first use): <= 0 means
 	// the upstream takes no batches.
-	if up, ok := v2.(BatchInstances); ok && (g.cfg.Batch.Enabled == nil || *g.cfg.Batch.Enabled) && up.MaxBatchSize() > 0 {
+	if up, ok := v2.(BatchInstances); ok && *g.cfg.Batch.Enabled && up.MaxBatchSize() > 0 {
 		size := min(g.cfg.Batch.MaxSize, up.MaxBatchSize())
 		b, err := batcher.New(batcher.Options[nodeRequest, InstanceStatus]{
 			Name:          "BatchInstanceStatus",
 			MaxTimeout:    g.cfg.Batch.MaxWait.Duration,
 			MaxItems:      size,
-			SendAtOnce:    g.cfg.Batch.SendAtOnce == nil || *g.cfg.Batch.SendAtOnce,
+			SendAtOnce:    *g.cfg.Batch.SendAtOnce,
 			Admit:         g.admitBatch,
 			Priority:      func(r nodeRequest) int { return int(r.prio) }, // see admitBatch
 			RequestHasher: func(r nodeRequest) string { return keyOfNode(r.node).String() },

@@ -165,7 +165,7 @@ func (g *gate) openRetry(err error) error {
 // could be overtaken by a newer write of the same object and land last.
 func whileOpen[T any](ctx context.Context, g *gate, m *method, op func() (T, error)) (T, error) {
 	v, err := op()
-	if w := g.cfg.Breaker.WaitForProbe; w == nil || !*w || !limiter.IsOpen(err) || ctx.Err() != nil {
+	if !*g.cfg.Breaker.WaitForProbe || !limiter.IsOpen(err) || ctx.Err() != nil {
 		return v, err // the usual path: nothing more than op
 	}
 	reopened := m.breaker.Opened() // cancelled when a probe fails from now on

@@ -152,6 +152,9 @@ func newGateAs(upstream cloudprovider.Interface, cfg *Config, member string) (*g
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
+	defaulted := *cfg
+	defaulted.Default()
+	cfg = &defaulted
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -235,11 +238,10 @@ func newGateAs(upstream cloudprovider.Interface, cfg *Config, member string) (*g
 			if err != nil {
 				return nil, fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
 			}
-			mt.bucket, mt.bucketName = b, name
-			if g.fleet != nil {
-				// The method's own cap, then the fleet's budget of its family.
-				mt.bucket = limiter.Chain{b, familyBuckets[spec.family]}
-			}
+			// The method's own cap, then its family's bucket (this
+			// process's, or the fleet's budget): the same with and without
+			// a fleet.
+			mt.bucket, mt.bucketName = limiter.Chain{b, familyBuckets[spec.family]}, name
 		}
 		g.methods[name] = mt
 		*spec.slot(&g.m) = mt

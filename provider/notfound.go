@@ -57,7 +57,7 @@ type heldNotFound struct {
 const guardPendingLimit = 10000
 
 func newNotFoundGuard(cfg NotFoundGuardConfig, clk clock.PassiveClock, rec *metrics.Recorder) *notFoundGuard {
-	if cfg.Enabled != nil && !*cfg.Enabled {
+	if !*cfg.Enabled {
 		return nil
 	}
 	return &notFoundGuard{

@@ -19,7 +19,7 @@ func TestRegression_BreakerOpenIsRetryErrorAtProbeTime(t *testing.T) {
 	up := newCountingCloud()
 	up.ensureLBHook = func() error { return errors.New("HTTP 503") }
 	cfg := testConfig(newFakeClock())
-	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(5 * time.Second), HalfOpenRequests: 1}
+	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(5 * time.Second), HalfOpenRequests: 1, WaitForProbe: boolp(false)}
 	c := mustNew(t, up, cfg)
 	lb, _ := c.LoadBalancer()
 	for n := range 4 {

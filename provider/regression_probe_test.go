@@ -40,7 +40,7 @@ func TestRegression24_ProbeDoesNotQueueBehindEarlierWaiters(t *testing.T) {
 	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = 1, 1
 	cfg.Limits.Read.WaitTimeout = dur(2 * time.Minute)
 	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 2, Interval: dur(time.Hour),
-		OpenTimeout: dur(5 * time.Second), MinOpenTimeout: dur(5 * time.Second), HalfOpenRequests: 1}
+		OpenTimeout: dur(5 * time.Second), MinOpenTimeout: dur(5 * time.Second), HalfOpenRequests: 1, WaitForProbe: boolp(false)}
 	c := mustNew(t, up, cfg)
 	lb, _ := c.LoadBalancer()
 	br := c.(*cloud).g.breakers[familyRead]

@@ -33,5 +33,5 @@ func regOpenReadBreaker(t *testing.T, c cloudprovider.Interface, up *countingClo
 }
 
 func regTripConfig(cfg *Config) {
-	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(time.Hour), MinOpenTimeout: dur(time.Hour), HalfOpenRequests: 1}
+	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(time.Hour), MinOpenTimeout: dur(time.Hour), HalfOpenRequests: 1, WaitForProbe: boolp(false)}
 }

@@ -266,7 +266,7 @@ func (l *Limiter) Waiting() int {
 // limiter.Bucket.Wait (errors.Is context.Canceled, context.DeadlineExceeded
 // or limiter.ErrClosed) and name the family.
 func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
-	start := time.Now()
+	start := l.f.clock.Now()
 	for {
 		if again, err := l.wait1(ctx, p, start); !again {
 			return err
@@ -327,7 +327,7 @@ func (l *Limiter) wait1(ctx context.Context, p limiter.Priority, start time.Time
 		case granted:
 			// Granted while ctx ended: keep the token for the next caller.
 			l.credits[cls]++
-			l.creditAt = time.Now()
+			l.creditAt = l.f.clock.Now()
 		case toLocal:
 			if w.fb != nil {
 				l.unhandLocked(w.fb)
@@ -351,7 +351,7 @@ func (l *Limiter) wait1(ctx context.Context, p limiter.Priority, start time.Time
 }
 
 func (l *Limiter) done1(p limiter.Priority, start time.Time, err error) error {
-	l.bobs.WaitDone(p, time.Since(start), err)
+	l.bobs.WaitDone(p, l.f.clock.Since(start), err)
 	return err
 }
 
