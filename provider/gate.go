@@ -26,6 +26,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/clock"
 
+	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/metrics"
@@ -40,7 +41,7 @@ type gate struct {
 	upstream     cloudprovider.Interface
 	cfg          *Config
 	clock        clock.Clock
-	rec          *metrics.Recorder
+	rec          *recorder.Recorder
 	throttle     *limiter.ThrottleClassifier
 	providerName string
 
@@ -105,7 +106,7 @@ type method struct {
 	bucket      limiter.Admitter
 	bucketName  string // the bucket's (or the method's own bucket's) name, for errors
 	breaker     *limiter.Breaker
-	requests    *metrics.RequestCounter
+	requests    *recorder.RequestCounter
 	shadow      *shadowMethod // shadow mode only
 }
 
@@ -173,10 +174,11 @@ func newGateAs(upstream cloudprovider.Interface, cfg *Config, member string) (*g
 	if g.providerName == "" {
 		g.providerName = upstream.ProviderName()
 	}
-	m := cfg.Metrics
-	if m == nil {
-		m = metrics.Default
+	pm := cfg.Metrics
+	if pm == nil {
+		pm = metrics.Default
 	}
+	m := recorder.Of(pm)
 	g.rec = m.Recorder(g.providerName)
 	g.nf = newNotFoundGuard(cfg.NotFoundGuard, g.clock, g.rec)
 
@@ -311,20 +313,20 @@ func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
 	return bucket, nil
 }
 
-// Snapshot implements metrics.Source.
-func (g *gate) Snapshot() metrics.Snapshot {
-	var s metrics.Snapshot
+// Snapshot implements recorder.Source.
+func (g *gate) Snapshot() recorder.Snapshot {
+	var s recorder.Snapshot
 	for _, c := range g.caches {
-		s.Caches = append(s.Caches, metrics.CacheState{Name: c.Name(), Entries: c.Len()})
+		s.Caches = append(s.Caches, recorder.CacheState{Name: c.Name(), Entries: c.Len()})
 	}
 	for _, b := range g.buckets {
-		s.Buckets = append(s.Buckets, metrics.BucketState{
+		s.Buckets = append(s.Buckets, recorder.BucketState{
 			Name: b.Name(), ConfiguredQPS: b.ConfiguredQPS(), EffectiveQPS: b.EffectiveQPS(),
 			Tokens: b.Tokens(), Waiting: b.Waiting(),
 		})
 	}
 	for _, f := range []string{familyRead, familyWrite} {
-		s.Breakers = append(s.Breakers, metrics.BreakerState{Family: f, State: g.breakers[f].State()})
+		s.Breakers = append(s.Breakers, recorder.BreakerState{Family: f, State: g.breakers[f].State()})
 	}
 	return s
 }

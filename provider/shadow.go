@@ -15,8 +15,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
-	"github.com/cloudgate/cloudgate/metrics"
 )
 
 // Modes (Config.Mode).
@@ -60,13 +60,13 @@ const (
 //     controller's retry that gets through (counted then). Without this a
 //     throttled write retried by its controller counts many times.
 //
-// The predictions are exported as cloudgate_shadow_* (metrics/shadow.go);
+// The predictions are exported as cloudgate_shadow_* (internal/recorder/shadow.go);
 // cloudgate_upstream_calls_total counts the live calls. Nothing of the
 // model reaches a caller: it returns the upstream's value and error
 // unchanged (shadow_test.go checks this against the bare upstream).
 type shadow struct {
 	g        *gate
-	rec      *metrics.ShadowRecorder
+	rec      *recorder.ShadowRecorder
 	breakers map[string]*limiter.Breaker
 	// filled marks, per InstancesV2 read method, the nodes whose entry a
 	// would-be batch answer filled from another method's read: when, and
@@ -81,7 +81,7 @@ type shadow struct {
 
 // shadowMethod is one method's shadow state.
 type shadowMethod struct {
-	rec    *metrics.ShadowMethod
+	rec    *recorder.ShadowMethod
 	bucket *rate.Limiter
 }
 
@@ -104,7 +104,7 @@ type shadowBatch struct {
 }
 
 // newShadow builds the model; g's methods and caches exist already.
-func newShadow(g *gate, m *metrics.Metrics) (*shadow, error) {
+func newShadow(g *gate, m *recorder.Metrics) (*shadow, error) {
 	sh := &shadow{g: g, rec: m.Shadow(g.providerName), breakers: map[string]*limiter.Breaker{}, filled: map[*method]*cache.Cache[nodeKey, shadowFill]{}}
 	sh.rec.Init([]string{familyRead, familyWrite})
 	for _, f := range []string{familyRead, familyWrite} {
@@ -166,7 +166,7 @@ func (sh *shadow) begin(m *method) (done func(ctx context.Context, err error), n
 	allowed, err := br.Allow()
 	if err != nil {
 		sh.rec.BreakerRejected(m.family)
-		return nil, metrics.ShadowRejected
+		return nil, recorder.ShadowRejected
 	}
 	now := sh.g.clock.Now()
 	r := m.shadow.bucket.ReserveN(now, 1)
@@ -174,7 +174,7 @@ func (sh *shadow) begin(m *method) (done func(ctx context.Context, err error), n
 	if m.waitTimeout > 0 && wait > m.waitTimeout {
 		r.CancelAt(now)
 		allowed(callerGone{errWaitTimeout}) // nothing would have been sent
-		return nil, metrics.ShadowWaitTimeout
+		return nil, recorder.ShadowWaitTimeout
 	}
 	return func(ctx context.Context, err error) {
 		if throttled, _ := sh.g.throttle.Classify(err); throttled {
@@ -209,14 +209,14 @@ func live[T any](ctx context.Context, g *gate, m *method, fn func(context.Contex
 func liveResult(g *gate, err error) string {
 	switch {
 	case err == nil:
-		return metrics.ResultOK
+		return recorder.ResultOK
 	case errors.Is(err, cloudprovider.InstanceNotFound):
-		return metrics.ResultNotFound
+		return recorder.ResultNotFound
 	}
 	if throttled, _ := g.throttle.Classify(err); throttled {
-		return metrics.ResultThrottled
+		return recorder.ResultThrottled
 	}
-	return metrics.ResultError
+	return recorder.ResultError
 }
 
 // shadowRead is read in shadow mode: fetch is the live call (through
@@ -225,7 +225,7 @@ func shadowRead[K comparable, V any](ctx context.Context, g *gate, m *method, c 
 	if c != nil {
 		if cached, cerr, hit := c.Fresh(key); hit {
 			v, err := fetch(ctx)
-			m.shadow.rec.Read(metrics.ShadowHit)
+			m.shadow.rec.Read(recorder.ShadowHit)
 			if diverges(cached, cerr, v, err) {
 				m.shadow.rec.Diverged()
 			}
@@ -239,7 +239,7 @@ func shadowRead[K comparable, V any](ctx context.Context, g *gate, m *method, c 
 		m.shadow.rec.Read(notSent)
 	} else {
 		done(ctx, err)
-		m.shadow.rec.Read(metrics.ShadowMiss)
+		m.shadow.rec.Read(recorder.ShadowMiss)
 		if c != nil {
 			storeAnswer(c, key, v, err)
 		}
@@ -286,7 +286,7 @@ func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *ca
 		}
 		if hit || filled {
 			v, err := live(ctx, g, m, call)
-			m.shadow.rec.Read(metrics.ShadowHit)
+			m.shadow.rec.Read(recorder.ShadowHit)
 			switch {
 			case hit:
 				if diverges(cached, cerr, v, err) {
@@ -313,7 +313,7 @@ func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *ca
 	if b.result != "" {
 		m.shadow.rec.Read(b.result)
 	} else {
-		m.shadow.rec.Read(metrics.ShadowBatched)
+		m.shadow.rec.Read(recorder.ShadowBatched)
 		storeAnswer(c, key, v, err)
 		if mark, positive := sh.fillOf(m, v, err); mark {
 			for mt, f := range sh.filled {

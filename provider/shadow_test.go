@@ -17,7 +17,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/cloudgate/cloudgate/metrics"
+	"github.com/cloudgate/cloudgate/internal/recorder"
 )
 
 // scriptCloud is an upstream whose every answer is scripted by how many
@@ -358,10 +358,10 @@ func TestShadowAnswersAsBare(t *testing.T) {
 			if got, want := up.Calls(), bare.Calls(); !reflect.DeepEqual(got, want) {
 				t.Errorf("upstream calls in shadow mode %v, bare %v", got, want)
 			}
-			tot := cfg.Metrics.ShadowTotals("script")
+			tot := recorder.Of(cfg.Metrics).ShadowTotals("script")
 			reads := 0.0
 			for _, r := range tot.Reads {
-				reads += r[metrics.ShadowHit]
+				reads += r[recorder.ShadowHit]
 			}
 			if tot.TotalCalls() == 0 || reads == 0 || len(tot.Divergences) == 0 || (tc.workers == 1 && tot.Rejections["read"] == 0) {
 				t.Errorf("the shadow model did not run: %+v", tot)
@@ -526,7 +526,7 @@ func TestShadowPredicts(t *testing.T) {
 			up := newCountingCloud()
 			c := mustNew(t, up, cfg)
 			tc.run(t, up, c, clk)
-			tot := cfg.Metrics.ShadowTotals("fake")
+			tot := recorder.Of(cfg.Metrics).ShadowTotals("fake")
 			for k, v := range tot.Calls {
 				if v == 0 {
 					delete(tot.Calls, k)
@@ -592,7 +592,7 @@ func TestShadowBatches(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	tot := cfg.Metrics.ShadowTotals("fake")
+	tot := recorder.Of(cfg.Metrics).ShadowTotals("fake")
 	if got := tot.Calls["BatchInstanceStatus"]; got != 4 {
 		t.Errorf("would-be batch calls %v, want 4 (2+1 overlapping, then 1 and 1)", got)
 	}
