@@ -482,9 +482,9 @@ func (f *Fleet) redisResult(err error) bool {
 	return false
 }
 
-// Held returns the fraction of the quota held for fallen members at the last
+// heldShare returns the fraction of the quota held for fallen members at the last
 // heartbeat, and how many members had fallen.
-func (f *Fleet) Held() (fraction float64, fallen int) {
+func (f *Fleet) heldShare() (fraction float64, fallen int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.held, f.fallen

@@ -212,7 +212,7 @@ func (l *Limiter) ConfiguredQPS() float64 { return l.quota }
 // Redis (after AIMD, without the fallen members' held shares), or in
 // fallback the local bucket's rate.
 func (l *Limiter) EffectiveQPS() float64 {
-	held, _ := l.f.Held() // before l.mu: register holds the fleet's lock, then l.mu
+	held, _ := l.f.heldShare() // before l.mu: register holds the fleet's lock, then l.mu
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.away && l.fraction <= 0 {
@@ -224,8 +224,8 @@ func (l *Limiter) EffectiveQPS() float64 {
 	return l.rate * l.quota * (1 - held)
 }
 
-// ShareQPS returns this member's static share: the rate it falls back to.
-func (l *Limiter) ShareQPS() float64 {
+// shareQPS returns this member's static share: the rate it falls back to.
+func (l *Limiter) shareQPS() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.fraction * l.quota

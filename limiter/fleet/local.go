@@ -191,7 +191,7 @@ func (l *Limiter) goAway(members int, floor float64) {
 	}
 	l.mu.Unlock()
 	closeAll(closing)
-	l.fobs.ShareChanged(l.ShareQPS(), members)
+	l.fobs.ShareChanged(l.shareQPS(), members)
 	l.signal()
 }
 
