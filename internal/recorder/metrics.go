@@ -109,7 +109,7 @@ func New() *Metrics {
 		batchSize: histogram("batch_size",
 			"Nodes per batched upstream lookup.", []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}, "provider"),
 		batchFlushes: counter("batch_flushes_total",
-			"Batched lookups sent, by why the batch was sent (size: full; wait: the longest wait reached; idle: no request joined for the idle wait; now: sent at once, nothing else in flight; returned: sent when the batches in flight returned).", "provider", "reason"),
+			"Batched lookups sent, by why the batch was sent (size: full; wait: batch.maxWait passed since its first node; now: sent as soon as its token was taken, nothing in flight; returned: sent when the batch in flight returned).", "provider", "reason"),
 		notFoundConfirmations: counter("notfound_confirmations_total",
 			"Held \"instance does not exist\" answers of the not-found guard, by how they ended (confirmed: a second answer at least confirmAfter later agreed and was passed on; refuted: the instance was found).",
 			"provider", "outcome"),

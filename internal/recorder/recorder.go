@@ -355,7 +355,7 @@ func (r *Recorder) Init(buckets, families []string) {
 			}
 		}
 	}
-	for _, reason := range []string{"size", "wait", "idle", "now", "returned"} {
+	for _, reason := range []string{"size", "wait", "now", "returned"} {
 		r.m.batchFlushes.WithLabelValues(r.provider, reason)
 	}
 	for _, outcome := range []string{"confirmed", "refuted"} {
