@@ -4,7 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
 	"github.com/cloudgate/cloudgate/metrics"
@@ -57,5 +59,27 @@ func TestMethodQPSChainedWithFamily(t *testing.T) {
 				t.Fatalf("the read family's bucket has %v tokens after two calls of a method with a bucket of its own; want them taken", tk)
 			}
 		})
+	}
+}
+
+// TestShadowMethodQPSChainedWithFamily: shadow mode predicts the same
+// limiter as enforce mode for a method with a bucket of its own: its
+// would-be call takes the method's token, then the family's, so with the
+// family's one token spent the next call would wait for the family.
+func TestShadowMethodQPSChainedWithFamily(t *testing.T) {
+	cfg := shadowConfig(newFakeClock())
+	cfg.Limits.Read = BucketConfig{QPS: 1, Burst: 1, WaitTimeout: dur(500 * time.Millisecond)}
+	cfg.Methods = map[string]MethodConfig{"InstanceMetadata": {QPS: 100, Burst: 10}}
+	c := mustNew(t, newCountingCloud(), cfg)
+	defer func() { _ = c.(interface{ Close() error }).Close() }()
+	g := c.(*cloud).g
+	m := g.m.instanceMetadata
+	done, notSent := g.shadow.begin(m)
+	if done == nil {
+		t.Fatalf("first would-be call not sent (%s) with both buckets full", notSent)
+	}
+	done(context.Background(), nil)
+	if done, notSent = g.shadow.begin(m); done != nil || notSent != recorder.ShadowWaitTimeout {
+		t.Fatalf("second would-be call: sent %v, notSent %q; want %q (the family's token is spent, 1 s away > waitTimeout)", done != nil, notSent, recorder.ShadowWaitTimeout)
 	}
 }

@@ -83,6 +83,10 @@ type shadow struct {
 type shadowMethod struct {
 	rec    *recorder.ShadowMethod
 	bucket *rate.Limiter
+	// family is the family's bucket when the method has one of its own
+	// (methods.<m>.qps): a call takes a token from bucket, then from
+	// family, as the enforce path's limiter.Chain. nil otherwise.
+	family *rate.Limiter
 }
 
 // shadowFill is a would-be batch answer for a node whose value the shadow
@@ -117,17 +121,17 @@ func newShadow(g *gate, m *recorder.Metrics) (*shadow, error) {
 	buckets := map[string]*rate.Limiter{}
 	for _, name := range methodNames() {
 		mt := g.methods[name]
-		b := g.cfg.Limits.Read
+		fam := g.cfg.Limits.Read
 		if mt.family == familyWrite {
-			b = g.cfg.Limits.Write
+			fam = g.cfg.Limits.Write
 		}
+		if buckets[mt.family] == nil {
+			buckets[mt.family] = rate.NewLimiter(rate.Limit(fam.QPS), fam.Burst)
+		}
+		mt.shadow = &shadowMethod{rec: sh.rec.Method(mt.family, name), bucket: buckets[mt.family]}
 		if o := g.cfg.Methods[name]; o.QPS > 0 {
-			b = BucketConfig{QPS: o.QPS, Burst: o.Burst}
+			mt.shadow.bucket, mt.shadow.family = rate.NewLimiter(rate.Limit(o.QPS), o.Burst), buckets[mt.family]
 		}
-		if buckets[mt.bucketName] == nil {
-			buckets[mt.bucketName] = rate.NewLimiter(rate.Limit(b.QPS), b.Burst)
-		}
-		mt.shadow = &shadowMethod{rec: sh.rec.Method(mt.family, name), bucket: buckets[mt.bucketName]}
 	}
 	byName := func(k nodeKey) bool { return !k.byProviderID }
 	for _, mt := range []*method{g.m.instanceExists, g.m.instanceShutdown, g.m.instanceMetadata} {
@@ -171,8 +175,19 @@ func (sh *shadow) begin(m *method) (done func(ctx context.Context, err error), n
 	now := sh.g.clock.Now()
 	r := m.shadow.bucket.ReserveN(now, 1)
 	wait := r.DelayFrom(now)
-	if m.waitTimeout > 0 && wait > m.waitTimeout {
+	var rf *rate.Reservation // the family's token after the method's own
+	if m.shadow.family != nil {
+		rf = m.shadow.family.ReserveN(now.Add(wait), 1)
+		wait += rf.DelayFrom(now.Add(wait))
+	}
+	cancel := func() {
+		if rf != nil {
+			rf.CancelAt(now)
+		}
 		r.CancelAt(now)
+	}
+	if m.waitTimeout > 0 && wait > m.waitTimeout {
+		cancel()
 		allowed(callerGone{errWaitTimeout}) // nothing would have been sent
 		return nil, recorder.ShadowWaitTimeout
 	}
@@ -181,7 +196,7 @@ func (sh *shadow) begin(m *method) (done func(ctx context.Context, err error), n
 			// Enforce mode paces calls below the quota: this call would
 			// have waited instead, and been sent once — as the retry the
 			// controller makes after this throttled one, which is counted.
-			r.CancelAt(now)
+			cancel()
 		} else {
 			sh.rec.Wait(m.family, wait)
 			m.shadow.rec.Call()
