@@ -115,10 +115,20 @@ type ChaosSide struct {
 	// to quiescence; Timelines holds one per seed in merged results.
 	Timeline  *ChaosTimeline   `json:"timeline,omitempty"`
 	Timelines []*ChaosTimeline `json:"timelines,omitempty"`
+	// Zone: the zone-outage variant's figures (chaos-zone only); its
+	// invariants' violations: a removed instance's Node held by the guard
+	// at a check due to pass its "does not exist" on (ZoneHeldPast), or
+	// never deleted (ZoneNeverGone).
+	Zone          *ZoneFigures `json:"zone,omitempty"`
+	ZoneHeldPast  int64        `json:"removed_held_past_confirm_after,omitempty"`
+	ZoneNeverGone int64        `json:"removed_node_never_deleted,omitempty"`
 	// Checks counts how often each invariant was checked; an invariant
-	// checked 0 times is listed in Unchecked and fails the run.
-	Checks    map[string]int64 `json:"checks"`
-	Unchecked []string         `json:"unchecked,omitempty"`
+	// checked 0 times is listed in Unchecked and fails the run. Merged
+	// over seeds it is the least per seed, and ChecksTotal the sum (the
+	// violations are summed).
+	Checks      map[string]int64 `json:"checks"`
+	ChecksTotal map[string]int64 `json:"checks_total_over_seeds,omitempty"`
+	Unchecked   []string         `json:"unchecked,omitempty"`
 	// Violated lists the invariants that failed.
 	Violated []string `json:"violated,omitempty"`
 }
@@ -449,6 +459,10 @@ func (ch *ChaosSide) judge() {
 			ch.Unchecked = append(ch.Unchecked, inv)
 		}
 	}
+	if ch.Zone != nil {
+		ch.judgeZone()
+		return
+	}
 	bad := map[string]bool{
 		invWritesLost: ch.WritesLost > 0, invWritesDup: ch.WritesDuplicated > 0, invWritesPhantom: ch.WritesPhantom > 0,
 		invStale: ch.StaleReadsBeyondBound > 0, invWrongDelete: ch.NodesWronglyDeleted > 0, invLive404: ch.LiveDeletedAfter404 > 0,
@@ -460,6 +474,20 @@ func (ch *ChaosSide) judge() {
 	if _, ok := ch.Checks[invBreakerOpened]; ok {
 		bad[invBreakerOpened] = ch.BreakerOpensInOutage == nil || *ch.BreakerOpensInOutage < 1
 		bad[invBreakerRecovers] = ch.BreakerStatesAtEnd["read"] != limiter.StateClosed.String()
+	}
+	for _, inv := range slices.Sorted(mapsKeys(bad)) {
+		if bad[inv] {
+			ch.Violated = append(ch.Violated, inv)
+		}
+	}
+}
+
+// judgeZone is judge for the zone-outage variant.
+func (ch *ChaosSide) judgeZone() {
+	bad := map[string]bool{
+		invLive404: ch.LiveDeletedAfter404 > 0, invWrongDelete: ch.NodesWronglyDeleted > 0,
+		invRemovedInBound: ch.RemovedDeletedLate > 0, invZoneNeverGone: ch.ZoneNeverGone > 0,
+		invZoneHeldPast: ch.ZoneHeldPast > 0,
 	}
 	for _, inv := range slices.Sorted(mapsKeys(bad)) {
 		if bad[inv] {
@@ -520,13 +548,27 @@ func okWrites(wire []wireEntry) int64 {
 }
 
 // mergeChaos combines seeds: violations summed, checks the least over
-// seeds (an invariant unchecked in any seed stays unchecked), convergence
-// the median.
+// seeds (an invariant unchecked in any seed stays unchecked) and their sum,
+// convergence the median; the zone figures the most over seeds, and per
+// seed.
 func mergeChaos(runs []Side) *ChaosSide {
-	out := &ChaosSide{Checks: map[string]int64{}}
+	out := &ChaosSide{Checks: map[string]int64{}, ChecksTotal: map[string]int64{}}
 	var conv, due []float64
 	for i, r := range runs {
 		ch := r.ChaosSide
+		if z := ch.Zone; z != nil {
+			if out.Zone == nil {
+				out.Zone = &ZoneFigures{NotReady: z.NotReady, Removed: z.Removed, Hidden: z.Hidden, RemovedDeleted: z.RemovedDeleted}
+			}
+			out.Zone.RemovedDeleted = min(out.Zone.RemovedDeleted, z.RemovedDeleted)
+			out.Zone.DeleteAfterRemovalMax = max(out.Zone.DeleteAfterRemovalMax, z.DeleteAfterRemovalMax)
+			out.Zone.RevisitGapMax = max(out.Zone.RevisitGapMax, z.RevisitGapMax)
+			out.Zone.BoundMax = max(out.Zone.BoundMax, z.BoundMax)
+			out.Zone.DeleteAfterRemovalPerSeed = append(out.Zone.DeleteAfterRemovalPerSeed, z.DeleteAfterRemovalMax)
+			out.Zone.RevisitGapPerSeed = append(out.Zone.RevisitGapPerSeed, z.RevisitGapMax)
+			out.ZoneHeldPast += ch.ZoneHeldPast
+			out.ZoneNeverGone += ch.ZoneNeverGone
+		}
 		out.WritesIssued += ch.WritesIssued
 		out.WritesFailed += ch.WritesFailed
 		out.WritesSent += ch.WritesSent
@@ -565,6 +607,7 @@ func mergeChaos(runs []Side) *ChaosSide {
 			if i == 0 || v < out.Checks[k] {
 				out.Checks[k] = v
 			}
+			out.ChecksTotal[k] += v
 		}
 	}
 	if len(conv) == len(runs) {

@@ -87,10 +87,23 @@ func (r *colRun) watchDue(ctx context.Context, from time.Time, dueAt func(node s
 	}
 }
 
-// writeChaosRows adds the chaos invariants, each with its check count.
-func writeChaosRows(row func(name string, cell func(Side) string)) {
-	ck := func(x Side, inv string, v int64) string {
-		return fmt.Sprintf("%d (%d checks)", v, x.Checks[inv])
+// chaosChecks prints an invariant's violations with its check count: one
+// run's, or merged over seeds the violations summed over all seeds next
+// to the checks summed and the least in one seed.
+func chaosChecks(x Side, inv string, v int64) string {
+	if x.ChecksTotal != nil && x.Seeds > 1 {
+		return fmt.Sprintf("%d (%d checks; >= %d per seed)", v, x.ChecksTotal[inv], x.Checks[inv])
+	}
+	return fmt.Sprintf("%d (%d checks)", v, x.Checks[inv])
+}
+
+// writeChaosRows adds the chaos invariants, each with its check count
+// (chaosChecks); zone: the zone-outage variant's rows instead.
+func writeChaosRows(row func(name string, cell func(Side) string), zone bool) {
+	ck := chaosChecks
+	if zone {
+		writeZoneRows(row, ck)
+		return
 	}
 	row("writes issued/failed (controllers)", func(x Side) string { return fmt.Sprintf("%d/%d", x.WritesIssued, x.WritesFailed) })
 	row("writes sent/landed (wire/cloud)", func(x Side) string { return fmt.Sprintf("%d/%d", x.WritesSent, x.WritesLanded) })

@@ -52,6 +52,8 @@ const (
 	ScenarioScaleup = "scaleup"
 	ScenarioChurn   = "churn"
 	ScenarioChaos   = "chaos"
+	// ScenarioChaosZone is the chaos zone-outage variant (chaos_zone.go).
+	ScenarioChaosZone = "chaos-zone"
 	// ScenarioStress is scaleup with 100 node workers: not a CCM default,
 	// a stress case.
 	ScenarioStress = "stress"
@@ -125,6 +127,8 @@ type Options struct {
 
 	// ChaosNodes is the chaos cluster's size.
 	ChaosNodes int
+	// ChaosZoneNodes is the chaos-zone cluster's size (a third goes down).
+	ChaosZoneNodes int
 	// ChaosTimeline records and prints each chaos column's timeline from
 	// the outage's start to quiescence (a debug output; JSON "timeline").
 	ChaosTimeline bool
@@ -201,6 +205,7 @@ func DefaultOptions() *Options {
 		ChurnInterval:    30 * time.Second,
 		ChurnDuration:    6 * time.Minute,
 		ChaosNodes:       200,
+		ChaosZoneNodes:   900,
 		SweepNodes:       []int{1000, 5000, 20000, 50000},
 		ScaleNodes:       []int{1000, 5000, 20000, 50000, 100000},
 		ScaleWindow:      30 * time.Minute,
@@ -223,17 +228,17 @@ func DefaultOptions() *Options {
 // Validate names the first bad option and how to fix it.
 func (o *Options) Validate() error {
 	if len(o.Scenarios) == 0 {
-		return errors.New("--scenario: name at least one of steady, scaleup, churn, chaos, stress, sweep, scale")
+		return errors.New("--scenario: name at least one of steady, scaleup, churn, chaos, chaos-zone, stress, sweep, scale")
 	}
 	for _, s := range o.Scenarios {
 		switch s {
-		case ScenarioSteady, ScenarioScaleup, ScenarioChurn, ScenarioChaos, ScenarioStress, ScenarioSweep:
+		case ScenarioSteady, ScenarioScaleup, ScenarioChurn, ScenarioChaos, ScenarioChaosZone, ScenarioStress, ScenarioSweep:
 		case ScenarioScale:
 			if len(o.Scenarios) > 1 {
 				return errScaleAlone
 			}
 		default:
-			return fmt.Errorf("--scenario: unknown scenario %q: want steady, scaleup, churn, chaos, stress, sweep or scale", s)
+			return fmt.Errorf("--scenario: unknown scenario %q: want steady, scaleup, churn, chaos, chaos-zone, stress, sweep or scale", s)
 		}
 	}
 	if len(o.Columns) == 0 {
@@ -261,6 +266,8 @@ func (o *Options) Validate() error {
 		return errors.New("--nodes, --scaleup-nodes and --churn-nodes must be >= 1")
 	case o.ChaosNodes < 20:
 		return errors.New("--chaos-nodes must be >= 20")
+	case o.ChaosZoneNodes < 60:
+		return errors.New("--chaos-zone-nodes must be >= 60")
 	case o.Services < 0 || o.ScaleServices < 0:
 		return errors.New("--services and --scale-services must be >= 0")
 	case !(o.ReadQPS > 0) || !(o.WriteQPS > 0) || o.ReadBurst < 1 || o.WriteBurst < 1:

@@ -454,7 +454,7 @@ func (r *Report) writeScenario(w io.Writer, s *ScenarioResult) {
 		row("cache hit ratio", func(x Side) string { return pct(x.CacheHitRatio) })
 	}
 	if s.Columns[cols[0]].ChaosSide != nil {
-		writeChaosRows(row)
+		writeChaosRows(row, s.Scenario == ScenarioChaosZone)
 	}
 	tw.Flush()
 }

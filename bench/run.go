@@ -44,6 +44,8 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 			specs = append(specs, churnSpec(o))
 		case ScenarioChaos:
 			specs = append(specs, chaosSpec(o))
+		case ScenarioChaosZone:
+			specs = append(specs, chaosZoneSpec(o))
 		}
 		for _, spec := range specs {
 			res, err := runScenario(ctx, o, spec, progress)
@@ -165,6 +167,7 @@ func runColumn(ctx context.Context, o *Options, spec *scenarioSpec, col string, 
 		o: o, spec: spec, col: column, srv: srv, c: c, w: newInitWatch(), progress: progress,
 		label: fmt.Sprintf("%s/%s seed %d", spec.name, col, seed),
 	}
+	r.side.Seed = seed // the zone variant's draws are seeded by it
 	fmt.Fprintf(progress, "%s: %d nodes, %d services (virtual time)\n", r.label, spec.nodes, spec.services)
 	if err := spec.run(ctx, r); err != nil {
 		return Side{}, err

@@ -366,31 +366,6 @@ func (c *Cache[K, V]) putSince(key K, e *entry[V], m Mark) {
 	c.evicted(evicted)
 }
 
-// PutAt stores an answer the upstream gave at `at`, in the past: a value
-// (err nil) as Put does, or a negative answer (IsNegative(err)) as
-// PutNegative does, but aged from `at`, so it is fresh until at+TTL
-// (nothing is stored if that has passed). Any other error is no answer
-// and stores nothing. cloudgate's shadow mode uses it for an answer it
-// learns after the moment it was given.
-func (c *Cache[K, V]) PutAt(key K, value V, err error, at time.Time) {
-	var e *entry[V]
-	switch {
-	case err == nil:
-		e = c.newEntry(key, c.clone(value), nil, at)
-	case c.cfg.IsNegative != nil && c.cfg.IsNegative(err):
-		e = c.newEntry(key, *new(V), err, at)
-	default:
-		return
-	}
-	if e == nil || !c.now().Before(e.fresh) {
-		return
-	}
-	c.mu.Lock()
-	evicted := c.addLocked(key, e)
-	c.mu.Unlock()
-	c.evicted(evicted)
-}
-
 // PutNegative stores a negative answer for key (if negative caching is on).
 func (c *Cache[K, V]) PutNegative(key K, err error) {
 	if err == nil {

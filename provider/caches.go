@@ -11,8 +11,8 @@ import (
 	"github.com/cloudgate/cloudgate/cache"
 )
 
-// buildCaches creates one cache per cached read method.
-func (g *gate) buildCaches() (err error) {
+// buildCaches creates one cache per cached read method, observed by observe.
+func (g *gate) buildCaches(observe func(name string) cache.Observer) (err error) {
 	type nk = cacheOpts[nodeKey, bool]
 	nodeKeyString := func(k nodeKey) string { return k.String() }
 	notExists := func(exists bool) bool { return !exists }
@@ -26,50 +26,29 @@ func (g *gate) buildCaches() (err error) {
 	byNameStr := func() cacheOpts[string, string] {
 		return cacheOpts[string, string]{keyString: stringKey, shortLived: always}
 	}
-	g.inst.exists = newCache(g, &err, g.m.instanceExists, nk{keyString: nodeKeyString, negativeValue: notExists, shortLived: byName})
-	g.inst.shutdown = newCache(g, &err, g.m.instanceShutdown, nk{keyString: nodeKeyString, shortLived: byName})
-	g.inst.metadata = newCache(g, &err, g.m.instanceMetadata, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKeyString, shortLived: byName})
+	g.inst.exists = newCache(g, observe, &err, g.m.instanceExists, nk{keyString: nodeKeyString, negativeValue: notExists, shortLived: byName})
+	g.inst.shutdown = newCache(g, observe, &err, g.m.instanceShutdown, nk{keyString: nodeKeyString, shortLived: byName})
+	g.inst.metadata = newCache(g, observe, &err, g.m.instanceMetadata, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKeyString, shortLived: byName})
 	// NodeAddresses is keyed by node name: a re-created VM may reuse it.
-	g.inst.nodeAddresses = newCache(g, &err, g.m.nodeAddresses, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey, shortLived: always})
-	g.inst.nodeAddressesByProviderID = newCache(g, &err, g.m.nodeAddressesByProviderID, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
-	g.inst.instanceID = newCache(g, &err, g.m.instanceID, byNameStr())
-	g.inst.instanceType = newCache(g, &err, g.m.instanceType, byNameStr())
-	g.inst.instanceTypeByProviderID = newCache(g, &err, g.m.instanceTypeByProviderID, str())
-	g.inst.currentNodeName = newCache(g, &err, g.m.currentNodeName, cacheOpts[string, types.NodeName]{keyString: stringKey})
-	g.inst.existsByProviderID = newCache(g, &err, g.m.instanceExistsByProviderID, cacheOpts[string, bool]{keyString: stringKey, negativeValue: notExists})
-	g.inst.shutdownByProviderID = newCache(g, &err, g.m.instanceShutdownByProviderID, cacheOpts[string, bool]{keyString: stringKey})
-	g.zn.local = newCache(g, &err, g.m.getZone, zone)
-	g.zn.byProviderID = newCache(g, &err, g.m.getZoneByProviderID, zone)
-	g.zn.byNodeName = newCache(g, &err, g.m.getZoneByNodeName, cacheOpts[string, cloudprovider.Zone]{keyString: stringKey, shortLived: always})
+	g.inst.nodeAddresses = newCache(g, observe, &err, g.m.nodeAddresses, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey, shortLived: always})
+	g.inst.nodeAddressesByProviderID = newCache(g, observe, &err, g.m.nodeAddressesByProviderID, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
+	g.inst.instanceID = newCache(g, observe, &err, g.m.instanceID, byNameStr())
+	g.inst.instanceType = newCache(g, observe, &err, g.m.instanceType, byNameStr())
+	g.inst.instanceTypeByProviderID = newCache(g, observe, &err, g.m.instanceTypeByProviderID, str())
+	g.inst.currentNodeName = newCache(g, observe, &err, g.m.currentNodeName, cacheOpts[string, types.NodeName]{keyString: stringKey})
+	g.inst.existsByProviderID = newCache(g, observe, &err, g.m.instanceExistsByProviderID, cacheOpts[string, bool]{keyString: stringKey, negativeValue: notExists})
+	g.inst.shutdownByProviderID = newCache(g, observe, &err, g.m.instanceShutdownByProviderID, cacheOpts[string, bool]{keyString: stringKey})
+	g.zn.local = newCache(g, observe, &err, g.m.getZone, zone)
+	g.zn.byProviderID = newCache(g, observe, &err, g.m.getZoneByProviderID, zone)
+	g.zn.byNodeName = newCache(g, observe, &err, g.m.getZoneByNodeName, cacheOpts[string, cloudprovider.Zone]{keyString: stringKey, shortLived: always})
 	// exists=false is "does not exist": negativeTTL, never stale (the
 	// service controller skips EnsureLoadBalancerDeleted on it).
-	g.lb.get = newCache(g, &err, g.m.getLoadBalancer, cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: func(k lbKey) string { return k.String() },
+	g.lb.get = newCache(g, observe, &err, g.m.getLoadBalancer, cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: func(k lbKey) string { return k.String() },
 		negativeValue: func(a lbAnswer) bool { return !a.exists }})
-	g.rt.list = newCache(g, &err, g.m.listRoutes, cacheOpts[string, []*cloudprovider.Route]{clone: cloneRoutes, keyString: stringKey})
-	g.cl.list = newCache(g, &err, g.m.listClusters, cacheOpts[string, []string]{clone: cloneStrings, keyString: stringKey})
-	g.cl.master = newCache(g, &err, g.m.master, str())
+	g.rt.list = newCache(g, observe, &err, g.m.listRoutes, cacheOpts[string, []*cloudprovider.Route]{clone: cloneRoutes, keyString: stringKey})
+	g.cl.list = newCache(g, observe, &err, g.m.listClusters, cacheOpts[string, []string]{clone: cloneStrings, keyString: stringKey})
+	g.cl.master = newCache(g, observe, &err, g.m.master, str())
 	return err
-}
-
-// mark, putSince and putNegativeSince fill a cache that may be off (nil)
-// from a batch or list call (cache.Mark).
-func mark[K comparable, V any](c *cache.Cache[K, V]) cache.Mark {
-	if c == nil {
-		return cache.Mark{}
-	}
-	return c.Mark()
-}
-
-func putSince[K comparable, V any](c *cache.Cache[K, V], key K, v V, m cache.Mark) {
-	if c != nil {
-		c.PutSince(key, v, m)
-	}
-}
-
-func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err error, m cache.Mark) {
-	if c != nil {
-		c.PutNegativeSince(key, err, m)
-	}
 }
 
 // invalidate drops key's entry from c (nil: uncached).
@@ -95,7 +74,7 @@ type cacheOpts[K comparable, V any] struct {
 // newCache builds the cache of read method m, or returns nil when the
 // method's TTL turns caching off. The first error is kept in *errp, so a
 // caller can build every cache and check once.
-func newCache[K comparable, V any](g *gate, errp *error, m *method, o cacheOpts[K, V]) *cache.Cache[K, V] {
+func newCache[K comparable, V any](g *gate, observe func(name string) cache.Observer, errp *error, m *method, o cacheOpts[K, V]) *cache.Cache[K, V] {
 	name, ttl := m.name, m.ttl
 	if ttl <= 0 || *errp != nil {
 		return nil
@@ -113,7 +92,7 @@ func newCache[K comparable, V any](g *gate, errp *error, m *method, o cacheOpts[
 		KeyString:     o.keyString,
 		Hash:          keyHash[K](),
 		Clock:         g.clock,
-		Observer:      g.cacheObserver(name),
+		Observer:      observe(name),
 	})
 	if err != nil {
 		*errp = fmt.Errorf("cloudgate config: methods.%s: %w", name, err)

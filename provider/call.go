@@ -80,9 +80,6 @@ func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priorit
 // invokeAdmitted is invoke; admitted: the call's token was taken already
 // (a batch admitted while it was open, see admitBatch).
 func invokeAdmitted[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, admitted bool, fn func(context.Context) (T, error)) (T, error) {
-	if g.shadow != nil {
-		return live(ctx, g, m, fn) // shadowRead and shadowWrite do the bookkeeping
-	}
 	var zero T
 	opened := m.breaker.Opened() // before Allow: an opening in between ends the wait at once
 	done, err := m.breaker.Allow()

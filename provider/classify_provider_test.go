@@ -2,6 +2,7 @@ package provider
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -30,12 +31,12 @@ func TestGateUsesProviderClassifier(t *testing.T) {
 		{"HTTP 429", true, true},
 		{"not found", false, false},
 	}
-	plain, err := newGate(newCountingCloud(), testConfig(nil))
+	plain, err := newGate(newCountingCloud(), testConfig(nil), gateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer plain.close()
-	cl, err := newGate(classifyingCloud{newCountingCloud()}, testConfig(nil))
+	cl, err := newGate(classifyingCloud{newCountingCloud()}, testConfig(nil), gateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,5 +48,28 @@ func TestGateUsesProviderClassifier(t *testing.T) {
 		if got, _ := cl.throttle.Classify(errors.New(tt.msg)); got != tt.classifying {
 			t.Errorf("classifying upstream: Classify(%q) = %v, want %v", tt.msg, got, tt.classifying)
 		}
+	}
+}
+
+// Issue 24 suspected item: throttle.patterns are checked by Validate
+// (LoadConfig): an invalid regexp, or one matching every message.
+func TestThrottlePatternsValidated(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, want string
+	}{
+		{"(unclosed", "throttle.patterns[0]"},
+		{".*", "matches the empty string"},
+		{"x?", "matches the empty string"},
+	} {
+		cfg := DefaultConfig()
+		cfg.Throttle.Patterns = []string{tc.pattern}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("pattern %q: Validate() = %v; want an error naming %q", tc.pattern, err, tc.want)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Throttle.Patterns = []string{"QuotaExceeded"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("a valid pattern: %v", err)
 	}
 }

@@ -5,32 +5,92 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 )
 
-// cloud is the cloudprovider.Interface cloudgate returns.
-type cloud struct{ g *gate }
+// cloud is the Cloud that New returns: the gate, and the mode's wrappers
+// of the upstream's sub-interfaces, chosen once when it is built.
+type cloud struct {
+	g *gate
+	w wrappers
+}
 
-var _ cloudprovider.Interface = (*cloud)(nil)
+var _ Cloud = (*cloud)(nil)
 
-// Initialize passes the client builder to the upstream, then decides
-// batching and list prefetch from the upstream's InstancesV2 as it is now,
-// and starts cloudgate's own housekeeping (list prefetch), stopped with
-// stop or Close. Called again (leader migration), it replaces the loop.
+// wrappers builds what the accessors return around the upstream's
+// sub-interfaces, and starts the mode's background work at Initialize:
+// enforce (the pipeline: cache, batch, breaker, token, upstream) or
+// shadow (shadow.go: the upstream's own calls, and the model beside them).
+type wrappers interface {
+	loadBalancer(cloudprovider.LoadBalancer) cloudprovider.LoadBalancer
+	instances(cloudprovider.Instances) cloudprovider.Instances
+	instancesV2(cloudprovider.InstancesV2) cloudprovider.InstancesV2
+	zones(cloudprovider.Zones) cloudprovider.Zones
+	clusters(cloudprovider.Clusters) cloudprovider.Clusters
+	routes(cloudprovider.Routes) cloudprovider.Routes
+	// start runs after the upstream's Initialize, until stop closes.
+	start(stop <-chan struct{})
+}
+
+// newCloud builds cloudgate around upstream in cfg's mode; with
+// limits.shared it joins the fleet as member (a random id when "").
+func newCloud(upstream cloudprovider.Interface, cfg *Config, member string) (*cloud, error) {
+	if cfg == nil {
+		cfg = DefaultConfig()
+	}
+	if cfg.Mode == ModeShadow {
+		return newShadowCloud(upstream, cfg, member)
+	}
+	g, err := newGate(upstream, cfg, gateOptions{member: member})
+	if err != nil {
+		return nil, err
+	}
+	return &cloud{g: g, w: enforce{g}}, nil
+}
+
+// enforce is the wrappers of mode: enforce.
+type enforce struct{ g *gate }
+
+func (e enforce) loadBalancer(up cloudprovider.LoadBalancer) cloudprovider.LoadBalancer {
+	return &loadBalancer{g: e.g, up: up}
+}
+func (e enforce) instances(up cloudprovider.Instances) cloudprovider.Instances {
+	return &instances{g: e.g, up: up}
+}
+func (e enforce) instancesV2(up cloudprovider.InstancesV2) cloudprovider.InstancesV2 {
+	return &instancesV2{g: e.g, up: up}
+}
+func (e enforce) zones(up cloudprovider.Zones) cloudprovider.Zones { return &zones{g: e.g, up: up} }
+func (e enforce) clusters(up cloudprovider.Clusters) cloudprovider.Clusters {
+	return &clusters{g: e.g, up: up}
+}
+func (e enforce) routes(up cloudprovider.Routes) cloudprovider.Routes { return &routes{g: e.g, up: up} }
+
+// start decides batching and list prefetch from the upstream's InstancesV2
+// as it is now, and starts the list prefetch.
+func (e enforce) start(stop <-chan struct{}) {
+	e.g.buildBatcher(true)
+	e.g.start(stop)
+}
+
+// Initialize passes the client builder to the upstream, then starts the
+// mode's own work (enforce: decides batching and list prefetch from the
+// upstream's InstancesV2 as it is now, and starts the list prefetch,
+// stopped with stop or Close). Called again (leader migration), it
+// replaces the loop.
 func (c *cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.g.upstream.Initialize(clientBuilder, stop)
 	if c.g.fleet != nil {
 		c.g.fleetEv.initialize(clientBuilder, c.g.fleet.Member(), stop) // fallback Events
 	}
-	c.g.buildBatcher(true)
-	c.g.start(stop)
+	c.w.start(stop)
 }
 
-// Upstream returns the provider cloudgate wraps, unchanged, for a controller
+// Unwrap returns the provider cloudgate wraps, unchanged, for a controller
 // that needs the upstream's own type beyond cloudprovider.Interface: the AWS
 // provider's tagging controller asserts *aws.Cloud and calls its
 // TagResource (EC2 CreateTags), which is no cloudprovider.Interface method
 // and so was never cloudgate's to cache or limit. Calls made on it bypass
 // cloudgate (no cache, limits or metrics). awsbatch.Cloud has the same
 // method, so a binary unwraps cloudgate → aws-batch → aws in a loop.
-func (c *cloud) Upstream() cloudprovider.Interface { return c.g.upstream }
+func (c *cloud) Unwrap() cloudprovider.Interface { return c.g.upstream }
 
 // Close stops cloudgate's goroutines (list prefetch) and waits for them and
 // for batch calls in flight. The upstream is not closed. Calls made after
@@ -50,7 +110,7 @@ func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return &loadBalancer{g: c.g, up: up}, true
+	return c.w.loadBalancer(up), true
 }
 
 func (c *cloud) Instances() (cloudprovider.Instances, bool) {
@@ -58,7 +118,7 @@ func (c *cloud) Instances() (cloudprovider.Instances, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return &instances{g: c.g, up: up}, true
+	return c.w.instances(up), true
 }
 
 func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
@@ -66,7 +126,7 @@ func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return &instancesV2{g: c.g, up: up}, true
+	return c.w.instancesV2(up), true
 }
 
 func (c *cloud) Zones() (cloudprovider.Zones, bool) {
@@ -74,7 +134,7 @@ func (c *cloud) Zones() (cloudprovider.Zones, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return &zones{g: c.g, up: up}, true
+	return c.w.zones(up), true
 }
 
 func (c *cloud) Clusters() (cloudprovider.Clusters, bool) {
@@ -82,7 +142,7 @@ func (c *cloud) Clusters() (cloudprovider.Clusters, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return &clusters{g: c.g, up: up}, true
+	return c.w.clusters(up), true
 }
 
 func (c *cloud) Routes() (cloudprovider.Routes, bool) {
@@ -90,7 +150,7 @@ func (c *cloud) Routes() (cloudprovider.Routes, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return &routes{g: c.g, up: up}, true
+	return c.w.routes(up), true
 }
 
 // ProviderName is the upstream's name unless Config.ProviderName overrides

@@ -169,10 +169,8 @@ func TestRegisteredFactory(t *testing.T) {
 				t.Fatal("InstancesV2 lost through the factory")
 			}
 			// The upstream itself, for controllers that need its own type (AWS tagging).
-			if up := c.(interface {
-				Upstream() cloudprovider.Interface
-			}).Upstream(); up != cloudprovider.Interface(registeredFake) {
-				t.Fatalf("Upstream() = %T %p, want the registered upstream %p", up, up, registeredFake)
+			if up := c.(Unwrapper).Unwrap(); up != cloudprovider.Interface(registeredFake) {
+				t.Fatalf("Unwrap() = %T %p, want the registered upstream %p", up, up, registeredFake)
 			}
 		})
 	}

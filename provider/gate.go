@@ -17,6 +17,7 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/clock"
 
+	"github.com/cloudgate/cloudgate/cache"
 	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
@@ -42,6 +44,7 @@ type gate struct {
 	cfg          *Config
 	clock        clock.Clock
 	rec          *recorder.Recorder
+	metrics      *recorder.Metrics // where rec records
 	throttle     *limiter.ThrottleClassifier
 	providerName string
 
@@ -60,12 +63,10 @@ type gate struct {
 	// nodes finds the Node of a v1 call (which carries none) for the
 	// guard's grace period; nil until the CCM hands over its informers.
 	nodes atomic.Pointer[nodeIndex]
-	// shadow is the model of mode: shadow (shadow.go); nil in enforce mode.
-	shadow *shadow
-	lb     lbCaches
-	rt     routeCaches
-	zn     zoneCaches
-	cl     clusterCaches
+	lb    lbCaches
+	rt    routeCaches
+	zn    zoneCaches
+	cl    clusterCaches
 
 	// Batching and list prefetch are decided from the upstream's
 	// InstancesV2 once it offers one (see buildBatcher); batchDecided
@@ -81,7 +82,7 @@ type gate struct {
 
 	// The list prefetch loop: one at a time (see start).
 	loopMu        sync.Mutex
-	loopQuit      chan struct{}
+	loopCancel    context.CancelFunc // ends the running loop
 	loopWG        sync.WaitGroup
 	closed        bool
 	prefetchLoops atomic.Int64
@@ -107,7 +108,6 @@ type method struct {
 	bucketName  string // the bucket's (or the method's own bucket's) name, for errors
 	breaker     *limiter.Breaker
 	requests    *recorder.RequestCounter
-	shadow      *shadowMethod // shadow mode only
 }
 
 // bucketState is what Snapshot reads from a *limiter.Bucket or a
@@ -127,26 +127,31 @@ type cacheState interface {
 }
 
 // New wraps upstream with cloudgate. A nil cfg uses DefaultConfig. The
-// returned value also implements the optional interfaces upstream implements
-// (cloudprovider.InformerUser), and no others.
-func New(upstream cloudprovider.Interface, cfg *Config) (cloudprovider.Interface, error) {
-	g, err := newGate(upstream, cfg)
+// returned Cloud also implements the optional interfaces upstream
+// implements (cloudprovider.InformerUser), and no others.
+func New(upstream cloudprovider.Interface, cfg *Config) (Cloud, error) {
+	c, err := newCloud(upstream, cfg, "")
 	if err != nil {
 		return nil, err
 	}
 	if iu, ok := upstream.(cloudprovider.InformerUser); ok {
-		return &informerCloud{cloud: &cloud{g}, informers: iu}, nil
+		return &informerCloud{cloud: c, informers: iu}, nil
 	}
-	return &cloud{g}, nil
+	return c, nil
 }
 
-func newGate(upstream cloudprovider.Interface, cfg *Config) (*gate, error) {
-	return newGateAs(upstream, cfg, "")
+// gateOptions are what the mode decides of the gate (see newCloud).
+type gateOptions struct {
+	// member names this replica in the fleet (limits.shared); "" for a
+	// random id.
+	member string
+	// cacheObserver observes the cache of a method (nil: the metrics').
+	cacheObserver func(name string) cache.Observer
 }
 
-// newGateAs builds the gate; with limits.shared it joins the fleet as
-// member (a random id when "").
-func newGateAs(upstream cloudprovider.Interface, cfg *Config, member string) (*gate, error) {
+// newGate builds the machinery every wrapper shares: policy, caches,
+// limiters, breakers, and with limits.shared the fleet membership.
+func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gate, error) {
 	if upstream == nil {
 		return nil, errors.New("cloudgate: upstream provider is nil")
 	}
@@ -186,14 +191,14 @@ func newGateAs(upstream cloudprovider.Interface, cfg *Config, member string) (*g
 	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {
 		return nil, fmt.Errorf("cloudgate config: throttle.patterns: %w", err)
 	}
-	if pc, ok := upstream.(limiter.ProviderClassifier); ok {
+	if pc, ok := upstream.(ProviderClassifier); ok {
 		g.throttle = g.throttle.WithProvider(pc) // the provider's own error codes first
 	}
 	if s := cfg.Limits.Shared; s != nil {
 		fr := m.Fleet(g.providerName, s.Account)
 		fr.Init([]string{familyRead, familyWrite})
 		g.fleetEv = newFleetEvents(fr, s.Account)
-		if g.fleet, err = fleet.New(*s, fleet.Options{MemberID: member, Observer: g.fleetEv}); err != nil {
+		if g.fleet, err = fleet.New(*s, fleet.Options{MemberID: o.member, Observer: g.fleetEv}); err != nil {
 			return nil, fmt.Errorf("cloudgate config: %w", err)
 		}
 	}
@@ -248,14 +253,13 @@ func newGateAs(upstream cloudprovider.Interface, cfg *Config, member string) (*g
 		g.methods[name] = mt
 		*spec.slot(&g.m) = mt
 	}
-	if err := g.buildCaches(); err != nil {
-		return nil, err
+	g.metrics = m
+	observe := o.cacheObserver
+	if observe == nil {
+		observe = g.rec.CacheObserver
 	}
-	if cfg.Mode == ModeShadow {
-		g.nf = nil // it changes answers; a shadow never does
-		if g.shadow, err = newShadow(g, m); err != nil {
-			return nil, err
-		}
+	if err := g.buildCaches(observe); err != nil {
+		return nil, err
 	}
 	// Batching is decided at Initialize (or first use), not here: a
 	// provider may read its MaxBatchSize from a config it loads there.
@@ -273,14 +277,14 @@ func newGateAs(upstream cloudprovider.Interface, cfg *Config, member string) (*g
 func (g *gate) close() {
 	g.loopMu.Lock()
 	g.closed = true
-	if g.loopQuit != nil {
-		close(g.loopQuit)
-		g.loopQuit = nil
+	if g.loopCancel != nil {
+		g.loopCancel()
+		g.loopCancel = nil
 	}
 	g.loopMu.Unlock()
 	g.loopWG.Wait()
-	if b := g.batcher(); b != nil {
-		b.Wait()
+	if g.batchDecided.Load() && g.batch != nil {
+		g.batch.Wait()
 	}
 	if g.fleet != nil {
 		g.fleet.Close() // deregisters this member; its limiters then fall back to local buckets

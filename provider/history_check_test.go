@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -265,13 +266,57 @@ func (h *history) check() (map[string]int, []violation) {
 			if msg != "" {
 				bad(invOneAnswer, op, "%s", msg)
 			}
+			// A revisit's young Node: "does not exist" only for an
+			// instance described as terminated, never inside gracePeriod
+			// on "not found" answers alone.
+			if !h.pastGrace(op) {
+				counts["info:one-answer-in-grace"]++
+				if !h.terminatedSince(op) {
+					bad(invOneAnswer, op, "\"does not exist\" for a Node %s old; gracePeriod is %s", op.s.Sub(op.created), h.cfg.NotFoundGuard.GracePeriod.Duration)
+				}
+			}
+		}
+		if guarded(op.method) && heldByGuard(op.err) && !h.pastGrace(op) {
+			counts["info:held-in-grace"]++
 		}
 		if guarded(op.method) && heldByGuard(op.err) {
 			counts["info:held"]++
+		}
+		// Removed in bound, guarded paths: every check that is due (an
+		// earlier hold confirmAfter before it, the upstream saying "does
+		// not exist" throughout, the Node past gracePeriod) is decided —
+		// reported missing, or held (a violation) — unless its re-read
+		// got no answer (an error) or a cached "exists" within its TTL.
+		if guarded(op.method) && op.answered.Load() && h.pastGrace(op) {
 			if first := h.firstHold(op); first != nil {
+				path := h.guardPath(op)
+				switch {
+				case heldByGuard(op.err):
+					counts[invRemoved]++
+					counts["info:removed:"+path]++
+					bad(invRemoved, op, "%s", h.removedHeld(op, first))
+				case op.neg:
+					counts[invRemoved]++
+					counts["info:removed:"+path]++
+				default:
+					counts["info:removed-due-no-answer"]++
+				}
+			}
+		}
+		// Removed in bound, the reads that are not guarded: a deleted
+		// instance's InstanceShutdown or InstanceMetadata answered later
+		// than its bound after the deletion is "not found" or an error.
+		if !op.write && (op.method == "InstanceShutdown" || op.method == "InstanceMetadata") {
+			if at, bound, ok := h.removedRead(op); ok {
+				path := "v2-shutdown"
+				if op.method == "InstanceMetadata" {
+					path = "v2-metadata"
+				}
 				counts[invRemoved]++
-				if msg := h.removedHeld(op, first); msg != "" {
-					bad(invRemoved, op, "%s", msg)
+				counts["info:removed:"+path]++
+				if op.err == nil {
+					bad(invRemoved, op, "answered %q %s after the instance was deleted (%s); its bound is %s (TTL, + staleIfError while the breaker is open) + %s of answer delivery",
+						op.val, op.s.Sub(at), h.rel(at), bound, removedReadSlack)
 				}
 			}
 		}
@@ -386,37 +431,131 @@ var oneAnswerPaths = []string{"v2-by-provider-id", "v2-by-name", "v1-by-provider
 // "does not exist" at least twice, confirmAfter apart, or described it as
 // terminated. path is the op's path (oneAnswerPaths). s.mu is held.
 func (h *history) oneAnswer(op *opRec) (msg, path string) {
-	negs := h.negsSinceExists(op.key, op.eseq)
-	switch {
-	case len(negs) > 0 && negs[len(negs)-1].via == "BatchInstanceStatus":
-		path = "batch"
-	case len(negs) > 0 && negs[len(negs)-1].via == "ListInstances":
-		path = "list"
-	case op.method == "InstanceID":
-		path = "v1-by-name"
-	case op.method == "InstanceExistsByProviderID":
-		path = "v1-by-provider-id"
-	case strings.HasPrefix(op.key, "pid:"):
-		path = "v2-by-provider-id"
-	default:
-		path = "v2-by-name"
-	}
+	path = h.guardPath(op)
 	if h.cfg.NotFoundGuard.Enabled != nil && !*h.cfg.NotFoundGuard.Enabled {
 		return "", path
 	}
+	// The answer that decided op came at some point while op ran: judge
+	// the upstream's answers up to each such point (op's start, each
+	// "does not exist" during op, op's end), and pass op if one of them
+	// justifies it. Judged only at op's end, an "exists" answered to a
+	// concurrent call after op's deciding answer (InstanceID names a
+	// terminated instance that InstanceExists calls gone) looked like a
+	// pass on no answer at all.
+	cuts := []int64{op.sseq}
+	for _, m := range []string{"InstanceExists", "InstanceExistsByProviderID", "InstanceID"} {
+		for _, f := range h.up.facts[[2]string{m, op.key}] {
+			if f.kind == factNeg && f.seq > op.sseq && f.seq < op.eseq {
+				cuts = append(cuts, f.seq)
+			}
+		}
+	}
+	for _, c := range cuts {
+		if h.oneAnswerAt(op.key, c) == "" {
+			return "", path
+		}
+	}
+	return h.oneAnswerAt(op.key, op.eseq), path
+}
+
+// oneAnswerAt is oneAnswer's judgement on the upstream's answers for key up
+// to seq: "" when they justify passing a "does not exist" on.
+func (h *history) oneAnswerAt(key string, seq int64) string {
+	negs := h.negsSinceExists(key, seq)
 	if len(negs) == 0 {
-		return "\"does not exist\" but the upstream never said so since it last said the instance exists", path
+		return "\"does not exist\" but the upstream never said so since it last said the instance exists"
 	}
 	for _, f := range negs {
 		if f.val == factTerminated {
-			return "", path
+			return ""
 		}
 	}
 	span := negs[len(negs)-1].at.Sub(negs[0].at)
 	if ca := h.cfg.NotFoundGuard.ConfirmAfter.Duration; span < ca {
-		return fmt.Sprintf("\"does not exist\" passed on after %d upstream answers spanning %s; confirmAfter is %s", len(negs), span, ca), path
+		return fmt.Sprintf("\"does not exist\" passed on after %d upstream answers spanning %s; confirmAfter is %s", len(negs), span, ca)
 	}
-	return "", path
+	return ""
+}
+
+// terminatedSince reports whether the upstream described op's instance
+// as terminated since it last said it exists, up to op's end. s.mu is
+// held.
+func (h *history) terminatedSince(op *opRec) bool {
+	for _, f := range h.negsSinceExists(op.key, op.eseq) {
+		if f.val == factTerminated {
+			return true
+		}
+	}
+	return false
+}
+
+// guardPath is a guarded op's path (oneAnswerPaths): how the upstream's
+// last "does not exist" for its key came (a batch, a list), else its
+// method's version and key. s.mu is held.
+func (h *history) guardPath(op *opRec) string {
+	negs := h.negsSinceExists(op.key, op.eseq)
+	switch {
+	case len(negs) > 0 && negs[len(negs)-1].via == "BatchInstanceStatus":
+		return "batch"
+	case len(negs) > 0 && negs[len(negs)-1].via == "ListInstances":
+		return "list"
+	case op.method == "InstanceID":
+		return "v1-by-name"
+	case op.method == "InstanceExistsByProviderID":
+		return "v1-by-provider-id"
+	case strings.HasPrefix(op.key, "pid:"):
+		return "v2-by-provider-id"
+	}
+	return "v2-by-name"
+}
+
+// removedPaths are the paths removed-in-bound is counted by: the guarded
+// ones, and the InstancesV2 reads that are not guarded.
+var removedPaths = append(oneAnswerPaths[:len(oneAnswerPaths):len(oneAnswerPaths)], "v2-shutdown", "v2-metadata")
+
+// pastGrace: op's Node (a revisit's; other ops carry none) is older than
+// the guard's gracePeriod when op starts.
+func (h *history) pastGrace(op *opRec) bool {
+	return op.created.IsZero() || op.s.Sub(op.created) >= h.cfg.NotFoundGuard.GracePeriod.Duration
+}
+
+// removedReadSlack covers answer delivery: the upstream reads its state
+// when called and may deliver the answer up to 1.5 s later (deliver).
+const removedReadSlack = 2 * time.Second
+
+// removedRead reports whether op (InstanceShutdown, InstanceMetadata)
+// asked about an instance deleted (not re-created) before op started, by
+// more than its bound: the method's TTL, plus staleIfError while the
+// breaker was open during op (an identity answer by node name: negativeTTL,
+// never stale), plus removedReadSlack. s.mu is held.
+func (h *history) removedRead(op *opRec) (at time.Time, bound time.Duration, ok bool) {
+	removed := false
+	for _, ev := range h.up.events {
+		if ev.seq > op.eseq {
+			break
+		}
+		if !slices.Contains(ev.keys, op.key) {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(ev.what, "delete "):
+			removed, at = true, ev.at
+		case strings.HasPrefix(ev.what, "create "), strings.HasPrefix(ev.what, "re-create "):
+			removed = false
+		}
+	}
+	if !removed {
+		return time.Time{}, 0, false
+	}
+	ttl, maxStale := h.g.methods[op.method].ttl, h.cfg.Cache.StaleIfError.Duration
+	if nameIdentity(op) {
+		ttl, maxStale = min(ttl, h.cfg.Cache.NegativeTTL.Duration), 0
+	}
+	bound = ttl
+	if h.breakerNotClosed(op.family, op.sseq, op.eseq) {
+		bound += maxStale
+	}
+	return at, bound, op.s.Sub(at) >= bound+removedReadSlack
 }
 
 // negsSinceExists are the upstream's "does not exist" answers for key (by
@@ -460,9 +599,11 @@ func (h *history) firstHold(op *opRec) *opRec {
 	// before op's own count — also one whose caller had gone when it came
 	// (its context ended: the confirmation was the guard's, the answer
 	// recorded is the context's).
+	// An "exists" answer to a caller (a cached one, within its TTL, of
+	// another guarded method's cache) ends a hold too.
 	after := int64(0)
 	for _, o := range ops {
-		if o.sseq < op.eseq && (o.neg || o.ctxEnded.Load()) {
+		if o != op && o.sseq < op.eseq && (o.neg || o.ctxEnded.Load() || o.err == nil) {
 			after = max(after, o.eseq)
 		}
 	}

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
@@ -57,16 +58,20 @@ const (
 	invErrExact  = "errors-exact"      // every other upstream error comes back as the same value
 	invOwnCopy   = "own-copy"          // a caller appending to its answer changes no other caller's
 	invOneAnswer = "not-on-one-answer" // InstanceExists* false, InstanceID InstanceNotFound only on two upstream answers confirmAfter apart (or terminated), every path
-	invRemoved   = "removed-in-bound"  // a removed instance is not held again confirmAfter after its first hold, however far apart the checks
+	invRemoved   = "removed-in-bound"  // a removed instance is not held again confirmAfter after its first hold (past gracePeriod), however far apart the checks; InstanceShutdown/InstanceMetadata of a deleted one answer no value past their TTL
 )
 
-var invariants = []string{invPositive, invNegative, invOwn, invRYW, invBatch, invWriteOnce, invSentinel, invErrExact, invOwnCopy, invOneAnswer}
+var invariants = []string{invPositive, invNegative, invOwn, invRYW, invBatch, invWriteOnce, invSentinel, invErrExact, invOwnCopy, invOneAnswer, invRemoved}
 
-// invRemoved is checked whenever a run revisits a removed instance's key
-// confirmAfter after its first hold; the random runs seldom do (8 default
-// seeds: 0 checks), so it is printed, not required.
-// TestIssue30_SlowRevisitsConfirm checks the same promise on every path at
-// fixed revisit intervals.
+// invRemoved is checked on every revisit of a removed instance that is due
+// (revisitPlan: a removed instance's Node checked again at gaps from 0 to
+// 10 minutes, young and old Nodes): on the guarded paths, at least
+// confirmAfter after an earlier hold and past gracePeriod, the answer must
+// be "does not exist", never another hold; InstanceShutdown and
+// InstanceMetadata later than their bound after a deletion must not answer
+// a value. TestHistory prints its count per path (removedPaths) and fails
+// if one is 0 over the default seeds. TestIssue30_SlowRevisitsConfirm
+// checks the guarded promise at fixed revisit intervals.
 
 var sentinels = []error{cloudprovider.InstanceNotFound, cloudprovider.NotImplemented, cloudprovider.ImplementedElsewhere}
 
@@ -124,12 +129,24 @@ func TestHistory(t *testing.T) {
 			t.Errorf("invariant %s was checked 0 times over %d seeds", inv, len(seeds))
 		}
 	}
-	fmt.Fprintf(&sb, " %s=%d", invRemoved, total[invRemoved])
 	sb.WriteString(" (not-on-one-answer by path:")
 	for _, p := range oneAnswerPaths {
 		fmt.Fprintf(&sb, " %s=%d", p, total["info:one-answer:"+p])
 	}
-	sb.WriteString(")")
+	sb.WriteString(") (removed-in-bound by path:")
+	for _, p := range removedPaths {
+		fmt.Fprintf(&sb, " %s=%d", p, total["info:removed:"+p])
+		// The default seeds cover every path (batch and list ones
+		// included); one seed alone need not.
+		if len(seeds) >= len(defaultHistorySeeds) && total["info:removed:"+p] == 0 && !t.Failed() {
+			t.Errorf("removed-in-bound was checked 0 times on path %s over %d seeds", p, len(seeds))
+		}
+	}
+	fmt.Fprintf(&sb, "; due with no answer, the re-read failing: %d; revisits of young Nodes inside gracePeriod: held %d, reported missing (terminated only) %d)",
+		total["info:removed-due-no-answer"], total["info:held-in-grace"], total["info:one-answer-in-grace"])
+	if len(seeds) >= len(defaultHistorySeeds) && total["info:held-in-grace"] == 0 && !t.Failed() {
+		t.Errorf("no revisit of a young Node was held inside gracePeriod over %d seeds", len(seeds))
+	}
 	t.Logf("history: %d seeds, %d operations, checks:%s", len(seeds), totalOps, sb.String())
 	if total[infoLongWaitSeeds] > 0 && total[infoLongBatchedWaits] == 0 {
 		t.Errorf("no batched read waited longer than batchCallTimeout (%s) in the %d long-wait seeds: the long-wait variant does not exercise class 4", batchCallTimeout, total[infoLongWaitSeeds])
@@ -162,6 +179,9 @@ type opRec struct {
 	cancel     context.CancelFunc
 	ctxEnded   atomic.Bool
 	answered   atomic.Bool // do returned
+	// created: the creation time of the Node a revisit passes (zero: none,
+	// or a v1 call, which carries no Node).
+	created time.Time
 	// appended: the addresses this caller got with a hostname of its own
 	// appended (as the cloud-node controller does); another caller's append
 	// must not change it (invOwnCopy).
@@ -184,6 +204,9 @@ type scriptNode struct {
 	name string
 	pids []string
 	gen  int
+	// parked: a revisit plan (revisit) follows this node's removed
+	// instance; the script leaves it removed until the plan ends.
+	parked bool
 }
 
 type history struct {
@@ -223,6 +246,9 @@ type history struct {
 	quiesces    int
 	variant     string
 	longWaits   bool // some Retry-Afters outlast batchCallTimeout (see runHistory)
+
+	rv    *rand.Rand // the revisit plans' draws
+	plans []*revisitPlan
 }
 
 // breakerTee passes breaker events to the metrics and records transitions.
@@ -292,7 +318,8 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	realStart := time.Now()
 	rng := rand.New(rand.NewSource(seed))
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
-	h := &history{t: t, seed: seed, rng: rng, clk: clk, start: clk.Now(), stop: make(chan struct{}), buf: make([]byte, 1<<20)}
+	h := &history{t: t, seed: seed, rng: rng, clk: clk, start: clk.Now(), stop: make(chan struct{}), buf: make([]byte, 1<<20),
+		rv: rand.New(rand.NewSource(seed ^ 0x7e715175))}
 	batch, list := false, false
 	switch seed % 4 {
 	case 1:
@@ -417,6 +444,10 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 		// caller's call returned (a write, then a read of what it wrote).
 		gate := make(chan struct{})
 		var prev <-chan struct{}
+		for _, rv := range h.dueRevisits() {
+			op, do := h.newOpFor(false, rv)
+			h.launch(gate, op, do)
+		}
 		for range n {
 			op, do := h.newOp(wave)
 			after := (<-chan struct{})(gate)
@@ -474,7 +505,11 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 			opened++
 		}
 	}
-	fmt.Fprintf(&sb, " %s=%d (held by the guard=%d)", invRemoved, counts[invRemoved], counts["info:held"])
+	fmt.Fprintf(&sb, " (held by the guard=%d, %s due with no answer=%d; by path:", counts["info:held"], invRemoved, counts["info:removed-due-no-answer"])
+	for _, p := range removedPaths {
+		fmt.Fprintf(&sb, " %s=%d", p, counts["info:removed:"+p])
+	}
+	sb.WriteString(")")
 	fmt.Fprintf(&sb, " (not-on-one-answer by path:")
 	for _, p := range oneAnswerPaths {
 		fmt.Fprintf(&sb, " %s=%d", p, counts["info:one-answer:"+p])
@@ -490,7 +525,7 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	if len(violations) == 0 {
 		sb.WriteString(" none")
 	}
-	for _, inv := range append(invariants[:len(invariants):len(invariants)], invRemoved) {
+	for _, inv := range invariants {
 		if perInv[inv] > 0 {
 			fmt.Fprintf(&sb, " %s=%d", inv, perInv[inv])
 		}
@@ -614,7 +649,11 @@ func (h *history) script() {
 		if cur != nil {
 			keys = append(keys, pidKey(cur.pid))
 		}
-		switch a := h.rng.Intn(12); {
+		a := h.rng.Intn(12)
+		if sn.parked {
+			continue // removed until its revisit plan ends
+		}
+		switch {
 		case cur == nil || (cur.terminated && a < 6):
 			h.createInstance(sn)
 			pid := sn.pids[len(sn.pids)-1]
@@ -623,9 +662,11 @@ func (h *history) script() {
 			delete(s.byPID, cur.pid)
 			delete(s.byName, sn.name)
 			h.event("delete "+cur.pid, keys...)
+			h.planRevisits(sn, cur.pid)
 		case a < 4:
 			cur.terminated = true
 			h.event("terminate "+cur.pid+" (still described)", keys...)
+			h.planRevisits(sn, cur.pid)
 		case a < 6:
 			// Re-created under the same provider ID (e.g. a reimaged scale-set VM).
 			sn.gen++
@@ -648,6 +689,90 @@ func (h *history) script() {
 		l.version++
 		h.event(fmt.Sprintf("out-of-band change of %s -> v%d", key, l.version), key)
 	}
+}
+
+// --- revisits of removed instances ---
+
+// A removed (deleted or terminated) instance is followed by a revisit plan:
+// its Node is checked again and again, on the paths the lifecycle
+// controller deletes a Node on (and InstanceShutdown, InstanceMetadata), at
+// gaps drawn from revisitGaps — at once, inside confirmAfter, just past it,
+// and long after (a lifecycle pass over hundreds of NotReady Nodes) — while
+// the script leaves the instance removed. The checker's removed-in-bound
+// invariant judges every such check that is due (removedDue).
+
+// revisitGaps are the gaps between two revisits (0: the next round).
+var revisitGaps = []time.Duration{0, time.Second, 3 * time.Second, 5 * time.Second, 10 * time.Second,
+	19 * time.Second, 21 * time.Second, 30 * time.Second, 45 * time.Second, 2 * time.Minute, 10 * time.Minute}
+
+// maxRevisitPlans bounds the nodes parked at once (of histNodes), so the
+// script's other changes go on.
+const maxRevisitPlans = 12
+
+type revisitPlan struct {
+	sn      *scriptNode
+	pid     string
+	created time.Time       // the Node's creation (inside gracePeriod of the removal, or long before)
+	gaps    []time.Duration // the gaps still to come
+	next    time.Time
+}
+
+// revisitOp is one check of a revisit plan.
+type revisitOp struct {
+	plan   *revisitPlan
+	method string
+	byName bool // a Node without a provider ID
+}
+
+// planRevisits starts a revisit plan for sn's removed instance pid, if
+// fewer than maxRevisitPlans run (s.mu held). Its draws come from h.rv.
+func (h *history) planRevisits(sn *scriptNode, pid string) {
+	if len(h.plans) >= maxRevisitPlans {
+		return
+	}
+	now := h.clk.Now()
+	p := &revisitPlan{sn: sn, pid: pid, next: now, created: now.Add(-time.Hour)}
+	if h.rv.Intn(3) == 0 {
+		// A young Node: the guard holds it until gracePeriod is over.
+		p.created = now.Add(-time.Duration(h.rv.Intn(90)) * time.Second)
+	}
+	for range 6 + h.rv.Intn(7) {
+		p.gaps = append(p.gaps, revisitGaps[h.rv.Intn(len(revisitGaps))])
+	}
+	sn.parked = true
+	h.plans = append(h.plans, p)
+	h.event(fmt.Sprintf("revisit plan for %s (Node created %s): gaps %v", pid, h.rel(p.created), p.gaps), pidKey(pid), nameKey(sn.name))
+}
+
+// dueRevisits returns this round's revisit checks and ends the plans that
+// are done (their nodes go back to the script).
+func (h *history) dueRevisits() []*revisitOp {
+	now := h.clk.Now()
+	var ops []*revisitOp
+	keep := h.plans[:0]
+	for _, p := range h.plans {
+		if now.Before(p.next) {
+			keep = append(keep, p)
+			continue
+		}
+		// One guarded check by provider ID and one by name (each key's
+		// hold is its own), and now and then a read that is not guarded.
+		ops = append(ops,
+			&revisitOp{plan: p, method: []string{"InstanceExists", "InstanceExistsByProviderID"}[h.rv.Intn(2)]},
+			&revisitOp{plan: p, method: []string{"InstanceExists", "InstanceID"}[h.rv.Intn(2)], byName: true})
+		if h.rv.Intn(2) == 0 {
+			ops = append(ops, &revisitOp{plan: p, method: []string{"InstanceShutdown", "InstanceMetadata"}[h.rv.Intn(2)], byName: h.rv.Intn(3) == 0})
+		}
+		if len(p.gaps) == 0 {
+			p.sn.parked = false
+			continue
+		}
+		p.next, p.gaps = now.Add(p.gaps[0]), p.gaps[1:]
+		keep = append(keep, p)
+	}
+	clear(h.plans[len(keep):])
+	h.plans = keep
+	return ops
 }
 
 // --- operations ---
@@ -686,6 +811,13 @@ func (h *history) pickPID(sn *scriptNode) string {
 // newOp draws the next operation (in the driver, so the seed fixes it) and
 // returns it with the function that performs it.
 func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
+	return h.newOpFor(wave, nil)
+}
+
+// newOpFor draws the next operation; rv, if set, is a revisit of a removed
+// instance (revisitOp): its method, node and key are rv's, drawn from the
+// revisit plans' own random source, and it runs without a deadline.
+func (h *history) newOpFor(wave bool, rv *revisitOp) (*opRec, func(context.Context)) {
 	w := h.rng.Intn(opWeightSum)
 	kind := opKinds[0].name
 	for _, k := range opKinds {
@@ -698,12 +830,18 @@ func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
 	if wave {
 		kind = v2Methods[h.rng.Intn(len(v2Methods))]
 	}
+	if rv != nil {
+		kind = rv.method
+	}
 	op := &opRec{id: len(h.ops) + 1, method: kind, family: methodSpecs[kind].family}
 	h.ops = append(h.ops, op)
-	if h.rng.Intn(100) < 45 {
+	if h.rng.Intn(100) < 45 && rv == nil {
 		op.deadline = h.clk.Now().Add(time.Duration(200+h.rng.Intn(8000)) * time.Millisecond)
 	}
 	sn := h.nodes[h.rng.Intn(len(h.nodes))]
+	if rv != nil {
+		sn = rv.plan.sn
+	}
 	node := &v1.Node{}
 	node.Name = sn.name
 	if h.rng.Intn(7) != 0 {
@@ -722,6 +860,20 @@ func (h *history) newOp(wave bool) (*opRec, func(context.Context)) {
 		}
 	}
 	pid := h.pickPID(sn)
+	if rv != nil {
+		// The Node of the removed instance, by provider ID or (not yet
+		// initialised) by name, old or inside the guard's grace period.
+		node.Spec.ProviderID, node.Spec.Taints, pid = "", nil, rv.plan.pid
+		if !rv.byName {
+			node.Spec.ProviderID = pid
+		}
+		node.CreationTimestamp = metav1.NewTime(rv.plan.created)
+		if slices.Contains(v2Methods, kind) {
+			// v1 calls carry no Node; the history hands cloudgate no node
+			// informer, so they get no grace period.
+			op.created = rv.plan.created
+		}
+	}
 	svc := h.svcs[h.rng.Intn(len(h.svcs))].DeepCopy()
 	reqID := fmt.Sprintf("req-%d-%d", h.seed, op.id)
 	boolAns := func(b bool, err error, negIfFalse bool) {

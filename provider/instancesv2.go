@@ -83,9 +83,6 @@ func (i *instancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*clo
 func nodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *cache.Cache[nodeKey, V], node *v1.Node,
 	of func(InstanceStatus) (V, error), call func(cloudprovider.InstancesV2, context.Context, *v1.Node) (V, error)) (V, error) {
 	key := keyOfNode(node)
-	if i.g.shadow != nil {
-		return shadowNodeRead(ctx, i, m, c, key, func(ctx context.Context) (V, error) { return call(i.up, ctx, node) })
-	}
 	if key.id == "" {
 		c = nil // no identity: neither cached nor merged
 	}

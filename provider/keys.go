@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/cloudgate/cloudgate/cache"
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 )
@@ -30,6 +31,16 @@ func (k nodeKey) String() string {
 		return "providerID:" + k.id
 	}
 	return "name:" + k.id
+}
+
+// keyed returns c, or nil when key is empty: an empty provider ID or node
+// name identifies nothing, so such calls are neither cached nor merged
+// (every node without a provider ID would share one answer).
+func keyed[V any](c *cache.Cache[string, V], key string) *cache.Cache[string, V] {
+	if key == "" {
+		return nil
+	}
+	return c
 }
 
 // lbKey identifies a Service's load balancer within a cluster. The UID
@@ -66,16 +77,13 @@ func keyHash[K comparable]() func(maphash.Seed, K) uint64 {
 }
 
 // Clones: what the caches store is a copy, so the upstream cannot change it
-// afterwards; values leave the caches as copies too, so a caller that
-// mutates what it was given cannot corrupt what other callers see — except
-// InstanceMetadata, the hot path, whose one stored copy every caller shares
-// read-only (see immutable_test.go).
+// afterwards; values leave the caches as copies too (every caller gets its
+// own), so a caller that mutates what it was given cannot change what other
+// callers see (copies_test.go).
 
 // metadataWith is an InstanceMetadata and room for its addresses in one
 // allocation, sized for two (internal IP and host name, the common case)
-// or four. The addresses get no spare capacity, so that a reader appending
-// to them (the cloud-node controller adds the kubelet's hostname)
-// reallocates instead of writing where other readers read.
+// or four.
 type metadataWith[A any] struct {
 	md    cloudprovider.InstanceMetadata
 	addrs A

@@ -46,26 +46,27 @@ func (l *loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName strin
 		var err error
 		status, err = l.up.EnsureLoadBalancer(ctx, clusterName, service, nodes)
 		return err
-	}, l.invalidate(clusterName, service))
+	}, invalidateLB(l.g, clusterName, service))
 	return status, err
 }
 
 func (l *loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) error {
 	return write(ctx, l.g, l.g.m.updateLoadBalancer, func(ctx context.Context) error {
 		return l.up.UpdateLoadBalancer(ctx, clusterName, service, nodes)
-	}, l.invalidate(clusterName, service))
+	}, invalidateLB(l.g, clusterName, service))
 }
 
 func (l *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *v1.Service) error {
 	return write(ctx, l.g, l.g.m.ensureLoadBalancerDeleted, func(ctx context.Context) error {
 		return l.up.EnsureLoadBalancerDeleted(ctx, clusterName, service)
-	}, l.invalidate(clusterName, service))
+	}, invalidateLB(l.g, clusterName, service))
 }
 
-func (l *loadBalancer) invalidate(clusterName string, service *v1.Service) func() {
-	if l.g.lb.get == nil {
+// invalidateLB drops the Service's cached GetLoadBalancer answer (nil: uncached).
+func invalidateLB(g *gate, clusterName string, service *v1.Service) func() {
+	if g.lb.get == nil {
 		return nil
 	}
 	key := keyOfService(clusterName, service)
-	return func() { l.g.lb.get.Invalidate(key) }
+	return func() { g.lb.get.Invalidate(key) }
 }

@@ -72,14 +72,18 @@ func TestShadowMethodQPSChainedWithFamily(t *testing.T) {
 	cfg.Methods = map[string]MethodConfig{"InstanceMetadata": {QPS: 100, Burst: 10}}
 	c := mustNew(t, newCountingCloud(), cfg)
 	defer func() { _ = c.(interface{ Close() error }).Close() }()
-	g := c.(*cloud).g
-	m := g.m.instanceMetadata
-	done, notSent := g.shadow.begin(m)
+	cl := c.(*cloud)
+	sh, ok := cl.w.(*shadow)
+	if !ok {
+		t.Fatalf("mode shadow built %T, want *shadow", cl.w)
+	}
+	m := cl.g.m.instanceMetadata
+	done, notSent := sh.begin(m)
 	if done == nil {
 		t.Fatalf("first would-be call not sent (%s) with both buckets full", notSent)
 	}
 	done(context.Background(), nil)
-	if done, notSent = g.shadow.begin(m); done != nil || notSent != recorder.ShadowWaitTimeout {
+	if done, notSent = sh.begin(m); done != nil || notSent != recorder.ShadowWaitTimeout {
 		t.Fatalf("second would-be call: sent %v, notSent %q; want %q (the family's token is spent, 1 s away > waitTimeout)", done != nil, notSent, recorder.ShadowWaitTimeout)
 	}
 }

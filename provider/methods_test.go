@@ -8,7 +8,7 @@ import (
 // TestMethodTableFillsEverySlot: every field of methodSet is filled by
 // exactly one row of methodSpecs, with the row's name.
 func TestMethodTableFillsEverySlot(t *testing.T) {
-	g, err := newGate(newCountingCloud(), testConfig(newFakeClock()))
+	g, err := newGate(newCountingCloud(), testConfig(newFakeClock()), gateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func (p *lifecyclePeers) take(in map[nodeKey]bool, max int, age time.Duration, n
 // notePeer records a lifecycle check of node when batching is on and the
 // answers are cached (otherwise there is nothing to refresh ahead).
 func (g *gate) notePeer(node *v1.Node) {
-	if g.shadow != nil || g.peerAge() <= 0 {
+	if g.peerAge() <= 0 {
 		return
 	}
 	key := keyOfNode(node)

@@ -30,9 +30,6 @@ func nextListRefresh(interval time.Duration) time.Duration {
 // start runs the list prefetch until stop closes or the gate is closed.
 // A second Initialize (leader migration) replaces the loop: one at a time.
 func (g *gate) start(stop <-chan struct{}) {
-	if g.shadow != nil {
-		return // a shadow adds no calls
-	}
 	if g.batcher(); !g.batchDecided.Load() || g.lister == nil {
 		return
 	}
@@ -48,11 +45,11 @@ func (g *gate) start(stop <-chan struct{}) {
 	if g.closed {
 		return
 	}
-	if g.loopQuit != nil {
-		close(g.loopQuit)
+	if g.loopCancel != nil {
+		g.loopCancel()
 	}
-	quit := make(chan struct{})
-	g.loopQuit = quit
+	ctx, cancel := context.WithCancel(wait.ContextForChannel(stop))
+	g.loopCancel = cancel
 	first := g.firstList.Load()
 	if first == nil {
 		first = &firstList{done: make(chan struct{})}
@@ -64,16 +61,7 @@ func (g *gate) start(stop <-chan struct{}) {
 		defer g.loopWG.Done()
 		defer g.prefetchLoops.Add(-1)
 		defer first.end() // a loop stopped before its first refresh ended
-		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		go func() {
-			select {
-			case <-stop:
-			case <-quit:
-			case <-ctx.Done():
-			}
-			cancel()
-		}()
 		gap := interval / 30 // after a failure, the shortest wait before the next try
 		for {
 			var answered <-chan struct{}

@@ -61,9 +61,8 @@ func TestPerMethodTTLOverride(t *testing.T) {
 }
 
 // TestCachedResultsAreSafe: the upstream cannot change a cached answer
-// after giving it; InstanceMetadata results are shared read-only (see
-// immutable_test.go), laid out so that an append reallocates instead of
-// writing where other callers read; other results are copies per caller.
+// after giving it, and results are copies per caller (InstanceMetadata's:
+// copies_test.go).
 func TestCachedResultsAreSafe(t *testing.T) {
 	up := newCountingCloud()
 	up.AdditionalLabels = map[string]string{"k": "v"}

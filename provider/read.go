@@ -7,7 +7,8 @@ import (
 	"github.com/cloudgate/cloudgate/limiter"
 )
 
-// The read and write pipelines every wrapped method is built from.
+// The read pipeline every wrapped read is built from (writes: write.go),
+// in mode: enforce (shadow mode: shadow.go).
 
 // read answers a read method from its cache (nil: uncached), calling fetch
 // (which goes upstream through invoke, or through the batcher) on a miss.
@@ -16,9 +17,6 @@ import (
 // error — after waiting for the breaker's next probe (whileOpen). Negative
 // answers are never served stale.
 func read[K comparable, V any](ctx context.Context, g *gate, m *method, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
-	if g.shadow != nil {
-		return shadowRead(ctx, g, m, c, key, fetch)
-	}
 	if c == nil {
 		v, err := whileOpen(ctx, g, m, func() (V, error) { return fetch(ctx) })
 		m.requests.Observe(err)
@@ -52,23 +50,6 @@ func fresh[K comparable, V any](m *method, c *cache.Cache[K, V], key K) (V, erro
 	return v, err, ok
 }
 
-// write sends a write upstream: never cached, never de-duplicated, always
-// sent or answered with an error. invalidate runs after the call whatever
-// its outcome (a failed write may have changed state too).
-func write(ctx context.Context, g *gate, m *method, fn func(context.Context) error, invalidate func()) error {
-	if g.shadow != nil {
-		return shadowWrite(ctx, g, m, fn, invalidate)
-	}
-	_, err := invoke(ctx, g, m, m.priority, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, fn(ctx)
-	})
-	if invalidate != nil {
-		invalidate()
-	}
-	m.requests.Observe(err)
-	return err
-}
-
 // cachedRead is the common shape of the Instances reads: one key, one call.
 func cachedRead[V any](ctx context.Context, g *gate, m *method, c *cache.Cache[string, V], key string, call func(context.Context) (V, error)) (V, error) {
 	return cachedReadPrio(ctx, g, m, c, key, m.priority, call)
@@ -78,14 +59,4 @@ func cachedReadPrio[V any](ctx context.Context, g *gate, m *method, c *cache.Cac
 	return read(ctx, g, m, c, key, func(ctx context.Context) (V, error) {
 		return invoke(ctx, g, m, prio, call)
 	})
-}
-
-// keyed returns c, or nil when key is empty: an empty provider ID or node
-// name identifies nothing, so such calls are neither cached nor merged
-// (every node without a provider ID would share one answer).
-func keyed[V any](c *cache.Cache[string, V], key string) *cache.Cache[string, V] {
-	if key == "" {
-		return nil
-	}
-	return c
 }

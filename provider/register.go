@@ -101,7 +101,7 @@ type lazyCloud struct {
 }
 
 var (
-	_ cloudprovider.Interface    = (*lazyCloud)(nil)
+	_ Cloud                      = (*lazyCloud)(nil)
 	_ cloudprovider.InformerUser = (*lazyCloud)(nil)
 )
 
@@ -132,14 +132,14 @@ func (l *lazyCloud) buildAs(member string) (*cloud, error) {
 		l.err = err
 		return nil, err
 	}
-	g, err := newGateAs(up, l.cfg, member)
+	c, err := newCloud(up, l.cfg, member)
 	if err != nil {
 		l.err = err
 		return nil, err
 	}
-	l.cloud = &cloud{g}
+	l.cloud = c
 	if l.informers != nil {
-		g.useNodeInformer(l.informers)
+		c.g.useNodeInformer(l.informers)
 	}
 	return l.cloud, nil
 }
@@ -159,10 +159,10 @@ func (l *lazyCloud) get() *cloud {
 	return c
 }
 
-// Upstream returns the wrapped provider (cloud.Upstream) without building
+// Unwrap returns the wrapped provider (cloud.Unwrap) without building
 // cloudgate: controllers that need the provider's own type (the AWS tagging
 // controller) get it in a standby too.
-func (l *lazyCloud) Upstream() cloudprovider.Interface { return l.getUpstream() }
+func (l *lazyCloud) Unwrap() cloudprovider.Interface { return l.getUpstream() }
 
 func (l *lazyCloud) getUpstream() cloudprovider.Interface {
 	up, err := l.upstream()

@@ -32,18 +32,19 @@ func (r *routes) ListRoutes(ctx context.Context, clusterName string) ([]*cloudpr
 func (r *routes) CreateRoute(ctx context.Context, clusterName string, nameHint string, route *cloudprovider.Route) error {
 	return write(ctx, r.g, r.g.m.createRoute, func(ctx context.Context) error {
 		return r.up.CreateRoute(ctx, clusterName, nameHint, route)
-	}, r.invalidate(clusterName))
+	}, invalidateRoutes(r.g, clusterName))
 }
 
 func (r *routes) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
 	return write(ctx, r.g, r.g.m.deleteRoute, func(ctx context.Context) error {
 		return r.up.DeleteRoute(ctx, clusterName, route)
-	}, r.invalidate(clusterName))
+	}, invalidateRoutes(r.g, clusterName))
 }
 
-func (r *routes) invalidate(clusterName string) func() {
-	if r.g.rt.list == nil {
+// invalidateRoutes drops the cluster's cached route list (nil: uncached).
+func invalidateRoutes(g *gate, clusterName string) func() {
+	if g.rt.list == nil {
 		return nil
 	}
-	return func() { r.g.rt.list.Invalidate(clusterName) }
+	return func() { g.rt.list.Invalidate(clusterName) }
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	cloudprovider "k8s.io/cloud-provider"
 
@@ -67,12 +67,14 @@ const (
 type shadow struct {
 	g        *gate
 	rec      *recorder.ShadowRecorder
+	methods  map[*method]*shadowMethod
 	breakers map[string]*limiter.Breaker
 	// filled marks, per InstancesV2 read method, the nodes whose entry a
 	// would-be batch answer filled from another method's read: when, and
 	// whether positive (false: InstanceNotFound, exists == false).
 	filled map[*method]*cache.Cache[nodeKey, shadowFill]
-	// batchLimit: the would-be batch size once decided (-1: no batching).
+	// batchLimit: the would-be batch size once decided (-1: no batching;
+	// 0: not decided yet, see batchSize).
 	batchLimit atomic.Int64
 
 	mu   sync.Mutex
@@ -90,10 +92,18 @@ type shadowMethod struct {
 }
 
 // shadowFill is a would-be batch answer for a node whose value the shadow
-// does not know (it saw another method's answer).
+// does not know (it saw another method's answer): when, and whether
+// positive. Once a live answer of the method arrives it stands for the
+// batch's (seen), aged from the batch: fresh until `until`, as the cache
+// would keep an answer given at `at`.
 type shadowFill struct {
 	at       time.Time
 	positive bool
+
+	seen   bool
+	answer any // the method's value type (a copy)
+	err    error
+	until  time.Time
 }
 
 // shadowBatch is one would-be batch call.
@@ -102,14 +112,34 @@ type shadowBatch struct {
 	size   int
 	// callers are the members' contexts, standing for the controllers
 	// that called (each passes its own context down its loop).
-	callers []any
+	callers []context.Context
 	result  string // "" (sent), or why not: ShadowRejected, ShadowWaitTimeout
 	done    func(ctx context.Context, err error)
 }
 
+// newShadowCloud builds cloudgate in mode: shadow. The gate holds the
+// policy and the caches the model uses; they answer nobody, so they are not
+// observed (cloudgate_cache_* stay absent: the shadow reads are counted in
+// cloudgate_shadow_reads_total), and there is no not-found guard (it
+// changes answers; a shadow never does), no batcher and no list prefetch.
+func newShadowCloud(upstream cloudprovider.Interface, cfg *Config, member string) (*cloud, error) {
+	g, err := newGate(upstream, cfg, gateOptions{member: member, cacheObserver: func(string) cache.Observer { return nil }})
+	if err != nil {
+		return nil, err
+	}
+	g.nf = nil
+	sh, err := newShadow(g)
+	if err != nil {
+		g.close()
+		return nil, err
+	}
+	return &cloud{g: g, w: sh}, nil
+}
+
 // newShadow builds the model; g's methods and caches exist already.
-func newShadow(g *gate, m *recorder.Metrics) (*shadow, error) {
-	sh := &shadow{g: g, rec: m.Shadow(g.providerName), breakers: map[string]*limiter.Breaker{}, filled: map[*method]*cache.Cache[nodeKey, shadowFill]{}}
+func newShadow(g *gate) (*shadow, error) {
+	sh := &shadow{g: g, rec: g.metrics.Shadow(g.providerName), methods: map[*method]*shadowMethod{},
+		breakers: map[string]*limiter.Breaker{}, filled: map[*method]*cache.Cache[nodeKey, shadowFill]{}}
 	sh.rec.Init([]string{familyRead, familyWrite})
 	for _, f := range []string{familyRead, familyWrite} {
 		br, err := limiter.NewBreaker(f, g.cfg.Breaker.limiterConfig(g.clock), g.notACloudFailure, sh.rec.BreakerObserver(f))
@@ -128,10 +158,11 @@ func newShadow(g *gate, m *recorder.Metrics) (*shadow, error) {
 		if buckets[mt.family] == nil {
 			buckets[mt.family] = rate.NewLimiter(rate.Limit(fam.QPS), fam.Burst)
 		}
-		mt.shadow = &shadowMethod{rec: sh.rec.Method(mt.family, name), bucket: buckets[mt.family]}
+		sm := &shadowMethod{rec: sh.rec.Method(mt.family, name), bucket: buckets[mt.family]}
 		if o := g.cfg.Methods[name]; o.QPS > 0 {
-			mt.shadow.bucket, mt.shadow.family = rate.NewLimiter(rate.Limit(o.QPS), o.Burst), buckets[mt.family]
+			sm.bucket, sm.family = rate.NewLimiter(rate.Limit(o.QPS), o.Burst), buckets[mt.family]
 		}
+		sh.methods[mt] = sm
 	}
 	byName := func(k nodeKey) bool { return !k.byProviderID }
 	for _, mt := range []*method{g.m.instanceExists, g.m.instanceShutdown, g.m.instanceMetadata} {
@@ -151,16 +182,6 @@ func newShadow(g *gate, m *recorder.Metrics) (*shadow, error) {
 	return sh, nil
 }
 
-// cacheObserver is the observer of a gate cache: in shadow mode none, so
-// cloudgate_cache_* stay at zero (the caches answer nobody; the shadow
-// reads are counted in cloudgate_shadow_reads_total).
-func (g *gate) cacheObserver(name string) cache.Observer {
-	if g.cfg.Mode == ModeShadow {
-		return nil
-	}
-	return g.rec.CacheObserver(name)
-}
-
 // begin is a would-be upstream call of m: the breaker's verdict, then a
 // token (its delay is the would-be wait). It returns the function that
 // tells the breaker the live outcome, or why the call would not have been
@@ -173,11 +194,12 @@ func (sh *shadow) begin(m *method) (done func(ctx context.Context, err error), n
 		return nil, recorder.ShadowRejected
 	}
 	now := sh.g.clock.Now()
-	r := m.shadow.bucket.ReserveN(now, 1)
+	sm := sh.methods[m]
+	r := sm.bucket.ReserveN(now, 1)
 	wait := r.DelayFrom(now)
 	var rf *rate.Reservation // the family's token after the method's own
-	if m.shadow.family != nil {
-		rf = m.shadow.family.ReserveN(now.Add(wait), 1)
+	if sm.family != nil {
+		rf = sm.family.ReserveN(now.Add(wait), 1)
 		wait += rf.DelayFrom(now.Add(wait))
 	}
 	cancel := func() {
@@ -199,7 +221,7 @@ func (sh *shadow) begin(m *method) (done func(ctx context.Context, err error), n
 			cancel()
 		} else {
 			sh.rec.Wait(m.family, wait)
-			m.shadow.rec.Call()
+			sm.rec.Call()
 		}
 		outcome := breakerOutcome(ctx, err)
 		allowed(outcome)
@@ -234,27 +256,28 @@ func liveResult(g *gate, err error) string {
 	return recorder.ResultError
 }
 
-// shadowRead is read in shadow mode: fetch is the live call (through
-// invoke, which in shadow mode only calls and counts).
-func shadowRead[K comparable, V any](ctx context.Context, g *gate, m *method, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
+// shadowRead is a read in shadow mode: call is the upstream's own method,
+// sent live; the would-be cache (c, nil: uncached) answers beside it.
+func shadowRead[K comparable, V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[K, V], key K, call func(context.Context) (V, error)) (V, error) {
+	g, sm := sh.g, sh.methods[m]
 	if c != nil {
 		if cached, cerr, hit := c.Fresh(key); hit {
-			v, err := fetch(ctx)
-			m.shadow.rec.Read(recorder.ShadowHit)
+			v, err := live(ctx, g, m, call)
+			sm.rec.Read(recorder.ShadowHit)
 			if diverges(cached, cerr, v, err) {
-				m.shadow.rec.Diverged()
+				sm.rec.Diverged()
 			}
 			m.requests.Observe(err)
 			return v, err
 		}
 	}
-	done, notSent := g.shadow.begin(m)
-	v, err := fetch(ctx)
+	done, notSent := sh.begin(m)
+	v, err := live(ctx, g, m, call)
 	if done == nil {
-		m.shadow.rec.Read(notSent)
+		sm.rec.Read(notSent)
 	} else {
 		done(ctx, err)
-		m.shadow.rec.Read(recorder.ShadowMiss)
+		sm.rec.Read(recorder.ShadowMiss)
 		if c != nil {
 			storeAnswer(c, key, v, err)
 		}
@@ -263,16 +286,16 @@ func shadowRead[K comparable, V any](ctx context.Context, g *gate, m *method, c 
 	return v, err
 }
 
-// shadowWrite is write in shadow mode: the write goes straight through;
+// shadowWrite is a write in shadow mode: the write goes straight through;
 // it is a would-be call of its family, and invalidates the shadow caches
 // as it would the real ones.
-func shadowWrite(ctx context.Context, g *gate, m *method, fn func(context.Context) error, invalidate func()) error {
-	done, notSent := g.shadow.begin(m)
-	_, err := live(ctx, g, m, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+func shadowWrite(ctx context.Context, sh *shadow, m *method, fn func(context.Context) error, invalidate func()) error {
+	done, notSent := sh.begin(m)
+	_, err := live(ctx, sh.g, m, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
 	if done != nil {
 		done(ctx, err)
 	} else {
-		m.shadow.rec.Read(notSent) // a write the breaker or the wait would have refused
+		sh.methods[m].rec.Read(notSent) // a write the breaker or the wait would have refused
 	}
 	if invalidate != nil {
 		invalidate()
@@ -281,12 +304,13 @@ func shadowWrite(ctx context.Context, g *gate, m *method, fn func(context.Contex
 	return err
 }
 
-// shadowNodeRead is nodeRead (InstanceMetadata, InstanceExists,
-// InstanceShutdown) in shadow mode: the upstream's own method, and the
-// would-be cache, batch or call beside it.
-func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *cache.Cache[nodeKey, V], key nodeKey,
+// shadowNodeRead is an InstancesV2 read (InstanceMetadata,
+// InstanceExists, InstanceShutdown) in shadow mode: the upstream's own
+// method, and the would-be cache, batch or call beside it.
+func shadowNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[nodeKey, V], node *v1.Node,
 	call func(context.Context) (V, error)) (V, error) {
-	g, sh := i.g, i.g.shadow
+	g, sm := sh.g, sh.methods[m]
+	key := keyOfNode(node)
 	if key.id == "" {
 		c = nil // no identity: neither cached nor merged
 	}
@@ -297,21 +321,26 @@ func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *ca
 		if !hit {
 			if f := sh.filled[m]; f != nil {
 				fill, _, filled = f.Fresh(key)
+				if filled && fill.seen {
+					if filled = g.clock.Now().Before(fill.until); filled {
+						hit, cerr = true, fill.err
+						cached, _ = fill.answer.(V)
+					}
+				}
 			}
 		}
 		if hit || filled {
 			v, err := live(ctx, g, m, call)
-			m.shadow.rec.Read(recorder.ShadowHit)
+			sm.rec.Read(recorder.ShadowHit)
 			switch {
 			case hit:
 				if diverges(cached, cerr, v, err) {
-					m.shadow.rec.Diverged()
+					sm.rec.Diverged()
 				}
 			case err == nil || errors.Is(err, cloudprovider.InstanceNotFound):
 				// The first live answer stands for the batch's (unseen),
 				// aged from the batch: later hits are compared with it.
-				c.PutAt(key, v, err, fill.at)
-				sh.filled[m].Invalidate(key)
+				sh.seen(m, key, fill.at, v, err)
 			}
 			m.requests.Observe(err)
 			return v, err
@@ -319,16 +348,16 @@ func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *ca
 	}
 	limit := sh.batchSize()
 	if limit <= 0 || key.id == "" {
-		return shadowRead(ctx, g, m, c, key, func(ctx context.Context) (V, error) { return live(ctx, g, m, call) })
+		return shadowRead(ctx, sh, m, c, key, call)
 	}
 	b := sh.join(limit, ctx)
 	at := g.clock.Now()
 	v, err := live(ctx, g, m, call)
 	sh.leave(b, ctx, err)
 	if b.result != "" {
-		m.shadow.rec.Read(b.result)
+		sm.rec.Read(b.result)
 	} else {
-		m.shadow.rec.Read(recorder.ShadowBatched)
+		sm.rec.Read(recorder.ShadowBatched)
 		storeAnswer(c, key, v, err)
 		if mark, positive := sh.fillOf(m, v, err); mark {
 			for mt, f := range sh.filled {
@@ -343,26 +372,27 @@ func shadowNodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *ca
 }
 
 // batchSize is the would-be batch size: min(batch.maxSize, the upstream's
-// MaxBatchSize), decided as the real batcher is (at Initialize or first
-// use); <= 0: no batching.
+// MaxBatchSize), decided as enforce mode decides it (planBatching, at
+// Initialize or first use); <= 0: no batching.
 func (sh *shadow) batchSize() int {
 	if n := sh.batchLimit.Load(); n != 0 {
 		return int(n)
 	}
-	if sh.g.batcher() == nil { // decides; the real batcher is built but never used
-		if sh.g.batchDecided.Load() {
-			sh.batchLimit.Store(-1)
-		}
-		return 0
+	sh.decideBatching(false)
+	return max(int(sh.batchLimit.Load()), 0)
+}
+
+// decideBatching fixes the would-be batch size once planBatching decides.
+func (sh *shadow) decideBatching(final bool) {
+	p, decided := planBatching(sh.g.upstream, sh.g.cfg, final)
+	if !decided {
+		return
 	}
-	v2, _ := sh.g.upstream.InstancesV2()
-	up, _ := v2.(BatchInstances)
-	n := -1
-	if up != nil {
-		n = min(sh.g.cfg.Batch.MaxSize, up.MaxBatchSize())
+	n := int64(-1)
+	if p.size > 0 {
+		n = int64(p.size)
 	}
-	sh.batchLimit.Store(int64(n))
-	return n
+	sh.batchLimit.CompareAndSwap(0, n)
 }
 
 // join adds a would-be batched miss to the open would-be batch, or opens a
@@ -376,27 +406,33 @@ func (sh *shadow) batchSize() int {
 // predicts more calls, not fewer.
 func (sh *shadow) join(limit int, ctx context.Context) *shadowBatch {
 	now := sh.g.clock.Now()
-	caller := callerOf(ctx)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if b := sh.open; b != nil && b.size < limit && now.Sub(b.opened) < sh.g.cfg.Batch.MaxWait.Duration && !slices.Contains(b.callers, caller) {
+	if b := sh.open; b != nil && b.size < limit && now.Sub(b.opened) < sh.g.cfg.Batch.MaxWait.Duration && !slices.ContainsFunc(b.callers, sameCaller(ctx)) {
 		b.size++
-		b.callers = append(b.callers, caller)
+		b.callers = append(b.callers, ctx)
 		return b
 	}
-	b := &shadowBatch{opened: now, size: 1, callers: []any{caller}}
+	b := &shadowBatch{opened: now, size: 1, callers: []context.Context{ctx}}
 	b.done, b.result = sh.begin(sh.g.m.batchInstanceStatus)
 	sh.open = b
 	return b
 }
 
-// callerOf is ctx as a comparable value: ctx itself when its dynamic type
-// is comparable (pointers, the background context), else its type.
-func callerOf(ctx context.Context) any {
-	if t := reflect.TypeOf(ctx); t != nil && t.Comparable() {
-		return ctx
+// sameCaller reports whether a context is ctx, compared as interface
+// values (==, no reflection): the same pointer for the derived contexts,
+// one value for the background one. Two contexts of one type that cannot
+// be compared (none of the standard ones; a custom struct holding a map or
+// a func) make == panic: they count as two callers.
+func sameCaller(ctx context.Context) func(context.Context) bool {
+	return func(other context.Context) (same bool) {
+		defer func() {
+			if recover() != nil {
+				same = false
+			}
+		}()
+		return other == ctx
 	}
-	return reflect.TypeOf(ctx)
 }
 
 // leave ends a member's live call; the first member's live outcome is
@@ -409,6 +445,35 @@ func (sh *shadow) leave(b *shadowBatch, ctx context.Context, err error) {
 	if done != nil {
 		done(ctx, err)
 	}
+}
+
+// seen records the first live answer (v, err) of m for a node a would-be
+// batch answered at `at`: it is kept as m's cache would keep an answer
+// given then (negative: negativeTTL; by node name: at most negativeTTL;
+// else the TTL), and dropped if that has passed.
+func (sh *shadow) seen(m *method, key nodeKey, at time.Time, v any, err error) {
+	f := sh.filled[m]
+	negative := err != nil
+	if !negative && m == sh.g.m.instanceExists {
+		exists, _ := v.(bool)
+		negative = !exists
+	}
+	life, negTTL := m.ttl, sh.g.cfg.Cache.NegativeTTL.Duration
+	switch {
+	case negative:
+		life = negTTL
+	case !key.byProviderID:
+		life = min(life, negTTL)
+	}
+	until := at.Add(life)
+	if life <= 0 || !sh.g.clock.Now().Before(until) {
+		f.Invalidate(key)
+		return
+	}
+	if md, ok := v.(*cloudprovider.InstanceMetadata); ok {
+		v = cloneMetadata(md) // the caller may change its own
+	}
+	f.Put(key, shadowFill{at: at, positive: !negative, seen: true, answer: v, err: err, until: until})
 }
 
 // fillOf says what a batch answer carrying this live answer of m would

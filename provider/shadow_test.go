@@ -673,3 +673,93 @@ func TestSameMetadata(t *testing.T) {
 		t.Errorf("nil and empty must compare alike, nil and a value not")
 	}
 }
+
+// TestSameCaller: contexts are told apart by identity, without reflection;
+// two contexts of a type that cannot be compared are two callers (== on
+// them would panic).
+func TestSameCaller(t *testing.T) {
+	bg := context.Background()
+	a, cancelA := context.WithCancel(bg)
+	defer cancelA()
+	b, cancelB := context.WithCancel(bg)
+	defer cancelB()
+	if !sameCaller(bg)(context.Background()) || !sameCaller(a)(a) || sameCaller(a)(b) || sameCaller(a)(bg) {
+		t.Error("want the background context one caller, and each derived context its own")
+	}
+	x, y := uncomparableCtx{Context: bg, tags: map[string]string{}}, uncomparableCtx{Context: bg, tags: map[string]string{}}
+	if sameCaller(x)(y) || sameCaller(x)(x) || sameCaller(x)(bg) {
+		t.Error("contexts of a type that cannot be compared must count as callers of their own")
+	}
+}
+
+// uncomparableCtx is a context whose type cannot be compared.
+type uncomparableCtx struct {
+	context.Context
+	tags map[string]string
+}
+
+// TestShadowBuildsNoBatcher: shadow mode predicts batches (TestShadowBatches)
+// but builds no batcher and starts no list prefetch: its wrappers, chosen
+// in New, call the upstream's own methods.
+func TestShadowBuildsNoBatcher(t *testing.T) {
+	cfg := testConfig(newFakeClock())
+	cfg.Mode = ModeShadow
+	up := &batchCounting{newCountingCloud()}
+	c := mustNew(t, up, cfg)
+	stop := make(chan struct{})
+	defer close(stop)
+	c.Initialize(nil, stop)
+	if _, err := v2(t, c).InstanceMetadata(context.Background(), testNode("node-1", "fake://i-1")); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.(*cloud)
+	if _, ok := cl.w.(*shadow); !ok {
+		t.Fatalf("wrappers %T, want the shadow's", cl.w)
+	}
+	if cl.g.batch != nil || cl.g.batchDecided.Load() || cl.g.prefetchLoops.Load() != 0 {
+		t.Errorf("shadow mode built a batcher (%v) or decided batching (%v) or runs a list loop (%d)",
+			cl.g.batch != nil, cl.g.batchDecided.Load(), cl.g.prefetchLoops.Load())
+	}
+	if got := cl.w.(*shadow).batchSize(); got <= 0 {
+		t.Errorf("would-be batch size %d, want the upstream's (batching predicted)", got)
+	}
+}
+
+// TestShadowFillAgesFromBatch: a would-be batch fills a node's sibling
+// caches; the first live answer of a sibling then stands for the batch's
+// answer, aged from the batch (not from the read): later reads are hits
+// compared with it until the sibling's TTL after the batch, then misses.
+func TestShadowFillAgesFromBatch(t *testing.T) {
+	clk := newFakeClock()
+	cfg := testConfig(clk)
+	cfg.Mode = ModeShadow
+	up := &batchCounting{newCountingCloud()}
+	exists := true
+	up.existsHook = func(*v1.Node) (bool, error) { return exists, nil }
+	c := mustNew(t, up, cfg)
+	i := v2(t, c)
+	n := testNode("node-1", "fake://i-1")
+	ask := func() {
+		t.Helper()
+		if _, err := i.InstanceExists(context.Background(), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := i.InstanceMetadata(context.Background(), n); err != nil { // a would-be batch at t0
+		t.Fatal(err)
+	}
+	clk.Step(50 * time.Second)
+	ask() // filled: a hit, whose live answer now stands for the batch's
+	clk.Step(5 * time.Second)
+	exists = false
+	ask() // t0+55 s: a hit (InstanceExists TTL 1 m from the batch), diverging
+	clk.Step(10 * time.Second)
+	exists = true
+	ask() // t0+65 s: expired with the batch's age: a would-be batch of its own
+	tot := recorder.Of(cfg.Metrics).ShadowTotals("fake")
+	reads := tot.Reads["InstanceExists"]
+	if reads["hit"] != 2 || reads["batched"] != 1 || tot.Divergences["InstanceExists"] != 1 {
+		t.Errorf("InstanceExists reads %v, divergences %v; want 2 hits (one diverging), then 1 batched",
+			reads, tot.Divergences["InstanceExists"])
+	}
+}

@@ -128,6 +128,7 @@ func (g *gatedCloud) SetInformers(f informers.SharedInformerFactory) {
 	}
 }
 
-// Upstream returns the gated cloud, for code that looks inside wrappers (the
-// AWS CCM finds the AWS provider for its tagging controller that way).
-func (g *gatedCloud) Upstream() cloudprovider.Interface { return g.Interface }
+// Unwrap returns the gated cloud, for code that looks inside wrappers
+// (provider.Unwrapper: the AWS CCM finds the AWS provider for its tagging
+// controller that way).
+func (g *gatedCloud) Unwrap() cloudprovider.Interface { return g.Interface }

@@ -67,8 +67,8 @@ func TestHandOver(t *testing.T) {
 		t.Error("SetInformers not forwarded to an InformerUser cloud")
 	}
 	(&gatedCloud{Interface: cloud}).SetInformers(nil) // fake.Cloud takes no informers: nothing to do
-	if u := gi.Upstream(); u != cloudprovider.Interface(ic) {
-		t.Errorf("Upstream() = %T, want the gated cloud", u)
+	if u := gi.Unwrap(); u != cloudprovider.Interface(ic) {
+		t.Errorf("Unwrap() = %T, want the gated cloud", u)
 	}
 	if _, ok := gi.Instances(); !ok {
 		t.Error("Instances not forwarded")

@@ -135,8 +135,8 @@ func (c *Cloud) get() cloudprovider.Interface {
 	return up
 }
 
-// Upstream returns the unmodified AWS provider.
-func (c *Cloud) Upstream() cloudprovider.Interface { return c.get() }
+// Unwrap returns the unmodified AWS provider (provider.Unwrapper).
+func (c *Cloud) Unwrap() cloudprovider.Interface { return c.get() }
 
 // Initialize forwards to the AWS provider (it needs the client builder).
 func (c *Cloud) Initialize(b cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {

@@ -215,7 +215,7 @@ func differential(t *testing.T, families string) {
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	c.Initialize(fakeBuilder{fake.NewClientset()}, stop)
-	v2, ok := c.Upstream().InstancesV2()
+	v2, ok := c.Unwrap().InstancesV2()
 	if !ok {
 		t.Fatal("the AWS provider has no InstancesV2")
 	}

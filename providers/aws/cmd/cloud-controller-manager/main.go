@@ -28,7 +28,8 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
-	"github.com/cloudgate/cloudgate/internal/ccm"             // registers "cloudgate"
+	"github.com/cloudgate/cloudgate/internal/ccm" // registers "cloudgate"
+	"github.com/cloudgate/cloudgate/provider"
 	_ "github.com/cloudgate/cloudgate/providers/aws/awsbatch" // registers "aws-batch" (and "aws")
 )
 
@@ -59,11 +60,6 @@ func newCommand(stopCh <-chan struct{}) (*cobra.Command, error) {
 	})
 }
 
-// upstreamer is a cloud that wraps another: cloudgate's and awsbatch's.
-type upstreamer interface {
-	Upstream() cloudprovider.Interface
-}
-
 // awsCloud returns the AWS provider inside cloud (cloudgate → aws-batch → aws): the tagging
 // controller asserts *awsv1.Cloud and calls EC2 CreateTags/DeleteTags through it, which
 // are not cloudprovider.Interface methods, so cloudgate never gated them. A cloud with no
@@ -74,11 +70,11 @@ func awsCloud(cloud cloudprovider.Interface) cloudprovider.Interface {
 		if _, ok := c.(*awsv1.Cloud); ok {
 			return c
 		}
-		u, ok := c.(upstreamer)
+		u, ok := c.(provider.Unwrapper) // cloudgate's and awsbatch's
 		if !ok {
 			break
 		}
-		c = u.Upstream()
+		c = u.Unwrap()
 	}
 	return cloud
 }

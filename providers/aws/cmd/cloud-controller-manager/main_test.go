@@ -52,18 +52,18 @@ func TestAWSCloudUnwraps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer gated.(interface{ Close() error }).Close()
+	defer gated.Close()
 	if got := awsCloud(gated); got != cloudprovider.Interface(aws) {
 		t.Errorf("awsCloud(cloudgate over aws) = %T %p, want the AWS provider %p", got, got, aws)
 	}
 	if got := awsCloud(aws); got != cloudprovider.Interface(aws) {
 		t.Errorf("awsCloud(aws) = %T", got)
 	}
-	other, err := provider.New(gated, nil) // no AWS provider type at the bottom of a non-upstreamer
+	other, err := provider.New(gated, nil) // no AWS provider type at the bottom of a non-Unwrapper
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer other.(interface{ Close() error }).Close()
+	defer other.Close()
 	if got := awsCloud(other); got != cloudprovider.Interface(aws) {
 		t.Errorf("awsCloud(cloudgate over cloudgate over aws) = %T", got)
 	}

@@ -13,11 +13,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	cloudprovider "k8s.io/cloud-provider"
-	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/controllers/nodelifecycle"
 	fakecloud "k8s.io/cloud-provider/fake"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
@@ -52,13 +53,13 @@ func v1Node(name, providerID string, created time.Time) *v1.Node {
 	return n
 }
 
-// TestIssue30_V1ByNameGuarded runs the real CloudNodeLifecycleController
+// TestV1ByNameGuarded runs the real CloudNodeLifecycleController
 // over cloudgate in front of an upstream with only v1 Instances: a NotReady
 // Node without a provider ID goes through GetInstanceProviderID →
 // Instances.InstanceID(name). One InstanceNotFound for a live instance must
 // not delete it (on 760e41f it did, at the first pass); a removed instance's
 // Node goes at the first pass at least confirmAfter after the first hold.
-func TestIssue30_V1ByNameGuarded(t *testing.T) {
+func TestV1ByNameGuarded(t *testing.T) {
 	clk := newFakeClock()
 	up := newCountingCloud()
 	up.EnableInstancesV2 = false
@@ -122,13 +123,13 @@ func TestIssue30_V1ByNameGuarded(t *testing.T) {
 	}
 }
 
-// TestIssue30_V1GracePeriod is the verdict on "v1 InstanceExistsByProviderID
+// TestV1GracePeriod is the verdict on "v1 InstanceExistsByProviderID
 // has no grace period": confirmed on 760e41f (the v1 calls carry no Node, so
 // the guard saw no creation time). The CCM hands cloudgate its informers
 // (SetInformers, after Initialize); the guard now finds the Node in the node
 // informer, by provider ID for InstanceExistsByProviderID and by name for
 // InstanceID, and holds a young Node's "does not exist" through gracePeriod.
-func TestIssue30_V1GracePeriod(t *testing.T) {
+func TestV1GracePeriod(t *testing.T) {
 	for _, byName := range []bool{false, true} {
 		t.Run(fmt.Sprintf("byName=%v", byName), func(t *testing.T) {
 			clk := newFakeClock()
@@ -267,12 +268,12 @@ func (h *hookedBatchCloud) BatchInstanceStatus(ctx context.Context, nodes []*v1.
 	return h.batchCloud.BatchInstanceStatus(ctx, nodes)
 }
 
-// TestIssue30_SlowRevisitsConfirm: on every path, checks every 5 s to 10
+// TestSlowRevisitsConfirm: on every path, checks every 5 s to 10
 // min: a removed instance is reported missing at the first check at least
 // confirmAfter after the first hold (on 760e41f never at 45 s or slower: the
 // hold restarted when the previous check was older than 2·confirmAfter+1 s);
 // a live instance answered "not found" once is never reported missing.
-func TestIssue30_SlowRevisitsConfirm(t *testing.T) {
+func TestSlowRevisitsConfirm(t *testing.T) {
 	intervals := []time.Duration{5 * time.Second, 21 * time.Second, 45 * time.Second, 2 * time.Minute, 10 * time.Minute}
 	var liveChecks, removedChecks int
 	defer func() {
@@ -323,7 +324,7 @@ func TestIssue30_SlowRevisitsConfirm(t *testing.T) {
 	}
 }
 
-// TestIssue30_BatchFillAfterInvalidation is the verdict on "a batch answer
+// TestBatchFillAfterInvalidation is the verdict on "a batch answer
 // can confirm after an invalidation": confirmed on 760e41f. A batch sent
 // before the guard's re-read (here 1 s after the first hold, answering the
 // same one-off "not found") returns between the re-read's invalidation and
@@ -331,7 +332,7 @@ func TestIssue30_SlowRevisitsConfirm(t *testing.T) {
 // re-read was answered from it and the live instance was reported missing
 // on two answers 1 s apart. fill now stores with PutSince (marks taken
 // before the batch was sent): the re-read goes upstream.
-func TestIssue30_BatchFillAfterInvalidation(t *testing.T) {
+func TestBatchFillAfterInvalidation(t *testing.T) {
 	clk := newFakeClock()
 	cfg := testConfig(clk)
 	missing := true
@@ -364,14 +365,14 @@ func TestIssue30_BatchFillAfterInvalidation(t *testing.T) {
 	}
 }
 
-// TestIssue30_WrappedNotFound: a provider that wraps InstanceNotFound (the
+// TestWrappedNotFound: a provider that wraps InstanceNotFound (the
 // AWS provider's InstanceMetadata does, with %w) — per call or per node of a
 // batch — still gets negative caching and the guard, and controllers get
 // the bare sentinel, comparable with == (cloudprovider.GetInstanceProviderID
 // compares InstanceID's error so). On 760e41f the wrapped error was neither
 // cached nor guarded, and a batch's wrapped per-node error reached
 // InstanceExists callers as an error instead of "does not exist".
-func TestIssue30_WrappedNotFound(t *testing.T) {
+func TestWrappedNotFound(t *testing.T) {
 	wrapped := fmt.Errorf("InvalidInstanceID.NotFound: %w", cloudprovider.InstanceNotFound)
 	t.Run("per call", func(t *testing.T) {
 		clk := newFakeClock()
@@ -429,58 +430,104 @@ func (w *wrappingBatchCloud) BatchInstanceStatus(ctx context.Context, nodes []*v
 	return out, err
 }
 
-// TestIssue30_MetadataCopyPerCaller: a caller that changes its
-// InstanceMetadata (InstanceType, an address, a label — the cloud node
-// controller itself writes ProviderID into it when the cloud left it empty)
-// changes nothing another caller gets: from the cache, from a batch, and on
-// a miss. On 760e41f every caller shared the cached object.
-func TestIssue30_MetadataCopyPerCaller(t *testing.T) {
-	want := func() *cloudprovider.InstanceMetadata {
-		return &cloudprovider.InstanceMetadata{ProviderID: "fake://i-1", InstanceType: "m5.large", Zone: "zone-a",
-			NodeAddresses:    []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}},
-			AdditionalLabels: map[string]string{"pool": "a"}}
+// TestNotFoundGuard: a single "does not exist" never reaches the caller as
+// false; it is passed on only when a second upstream answer at least
+// confirmAfter later agrees (and the Node is past its grace period); a
+// terminated instance passes at once; enabled: false passes everything.
+func TestNotFoundGuard(t *testing.T) {
+	type step struct {
+		at      time.Duration // since the start
+		missing bool          // the upstream's answer
+		want    string        // "exists", "missing", "retry"
 	}
-	mutate := func(md *cloudprovider.InstanceMetadata) {
-		md.InstanceType = "changed"
-		md.NodeAddresses[0].Address = "192.0.2.66"
-		md.AdditionalLabels["pool"] = "changed"
+	cases := []struct {
+		name     string
+		disabled bool
+		age      time.Duration // the Node's age at the start (0: no creation time)
+		v1       bool          // InstanceExistsByProviderID instead of InstanceExists
+		deleted  bool          // a batch/list answer described the instance as terminated
+		steps    []step
+		calls    int // upstream calls over the steps
+	}{
+		// A held answer stays cached (negativeTTL 30 s): the checks in
+		// between cost no upstream call; at the first check confirmAfter
+		// (20 s) after the first hold the guard asks again and that fresh
+		// answer decides.
+		{name: "one 404 for a live instance is held, then refuted", age: time.Hour, steps: []step{
+			{0, true, "retry"}, {5 * time.Second, false, "retry"}, {20 * time.Second, false, "exists"}, {25 * time.Second, false, "exists"}}, calls: 2},
+		{name: "a removed instance is confirmed after confirmAfter", age: time.Hour, steps: []step{
+			{0, true, "retry"}, {5 * time.Second, true, "retry"}, {10 * time.Second, true, "retry"},
+			{19 * time.Second, true, "retry"}, {20 * time.Second, true, "missing"}}, calls: 2},
+		{name: "answers closer than confirmAfter never confirm", age: time.Hour, steps: []step{
+			{0, true, "retry"}, {time.Second, true, "retry"}, {19 * time.Second, true, "retry"}, {19*time.Second + 500*time.Millisecond, true, "retry"}}, calls: 1},
+		{name: "a young node is held through its grace period", age: 10 * time.Second, steps: []step{
+			{0, true, "retry"}, {25 * time.Second, true, "retry"}, {60 * time.Second, true, "retry"},
+			{100 * time.Second, true, "retry"}, {115 * time.Second, true, "missing"}}, calls: 4},
+		{name: "v1 by provider ID", v1: true, steps: []step{
+			{0, true, "retry"}, {10 * time.Second, true, "retry"}, {20 * time.Second, true, "missing"}}, calls: 2},
+		{name: "v1 live instance", v1: true, steps: []step{
+			{0, true, "retry"}, {time.Second, false, "retry"}, {20 * time.Second, false, "exists"}}, calls: 2},
+		{name: "terminated is definitive", age: time.Hour, deleted: true, steps: []step{
+			{0, true, "missing"}}, calls: 1},
+		{name: "disabled passes the first answer", disabled: true, age: time.Hour, steps: []step{
+			{0, true, "missing"}}, calls: 1},
 	}
-	check := func(t *testing.T, ask func() (*cloudprovider.InstanceMetadata, error)) {
-		t.Helper()
-		for k := range 3 {
-			md, err := ask()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			start := clk.Now()
+			up := newCountingCloud()
+			missing := false
+			up.existsHook = func(*v1.Node) (bool, error) { return !missing, nil }
+			cfg := testConfig(clk)
+			if tc.disabled {
+				cfg.NotFoundGuard.Enabled = boolp(false)
+			}
+			g, err := newGate(up, cfg, gateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := want()
-			if md.InstanceType != w.InstanceType || md.NodeAddresses[0] != w.NodeAddresses[0] || md.AdditionalLabels["pool"] != "a" {
-				t.Fatalf("caller %d got %+v: an earlier caller's change reached it", k, md)
+			c := &cloud{g: g, w: enforce{g}}
+			node := testNode("node-1", "fake://i-1")
+			if tc.age > 0 {
+				node.CreationTimestamp = metav1.NewTime(start.Add(-tc.age))
 			}
-			mutate(md)
-		}
-	}
-	t.Run("per call", func(t *testing.T) {
-		up := newCountingCloud()
-		up.metadataHook = func(*v1.Node) (*cloudprovider.InstanceMetadata, error) { return want(), nil }
-		c := mustNew(t, up, testConfig(newFakeClock()))
-		node := testNode("node-1", "fake://i-1")
-		check(t, func() (*cloudprovider.InstanceMetadata, error) {
-			return v2(t, c).InstanceMetadata(context.Background(), node)
+			if tc.deleted {
+				g.fill(nodeKey{byProviderID: true, id: "fake://i-1"}, InstanceStatus{Deleted: true}, g.fillMarks())
+				g.inst.exists.Invalidate(nodeKey{byProviderID: true, id: "fake://i-1"}) // the read itself asks upstream
+			}
+			for _, s := range tc.steps {
+				clk.SetTime(start.Add(s.at))
+				missing = s.missing
+				up.Cloud.ExistsByProviderID = !s.missing
+				var exists bool
+				if tc.v1 {
+					inst, _ := c.Instances()
+					exists, err = inst.InstanceExistsByProviderID(context.Background(), "fake://i-1")
+				} else {
+					exists, err = v2(t, c).InstanceExists(context.Background(), node)
+				}
+				got := "exists"
+				var re *cloudproviderapi.RetryError
+				switch {
+				case errors.As(err, &re):
+					got = "retry"
+				case err != nil:
+					t.Fatalf("at %s: unexpected error %v", s.at, err)
+				case !exists:
+					got = "missing"
+				}
+				if got != s.want {
+					t.Fatalf("at %s (upstream missing=%v): got %s, want %s", s.at, s.missing, got, s.want)
+				}
+			}
+			calls := up.Calls("InstanceExists")
+			if tc.v1 {
+				calls = up.Calls("InstanceExistsByProviderID")
+			}
+			if calls != tc.calls {
+				t.Errorf("upstream calls = %d, want %d (held answers stay cached; a due hold is asked again once)", calls, tc.calls)
+			}
 		})
-	})
-	t.Run("batch", func(t *testing.T) {
-		bc := &batchCloud{Cloud: &fakecloud.Cloud{Provider: "fake"}, missing: map[string]bool{}}
-		c := mustNew(t, bc, testConfig(newFakeClock()))
-		node := testNode("node-1", "fake://i-1")
-		for k := range 3 {
-			md, err := v2(t, c).InstanceMetadata(context.Background(), node)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if md.Zone != "zone-a" || md.ProviderID != "fake://node-1" {
-				t.Fatalf("caller %d got %+v: an earlier caller's change reached it", k, md)
-			}
-			md.Zone, md.ProviderID = "changed", "changed"
-		}
-	})
+	}
 }

@@ -40,36 +40,54 @@ type nodeRequest struct {
 	prio limiter.Priority
 }
 
-// buildBatcher sets up batching (the upstream's InstancesV2 implements
-// BatchInstances) and list prefetch (it implements InstanceLister), each
-// independently, from the upstream's InstancesV2 as it is now. Until the
-// upstream offers InstancesV2 the decision is left open: providers that
-// build their clients in Initialize are looked at again then (final) and
-// on first use.
+// batchPlan is what the upstream's InstancesV2 offers, as configured:
+// batches of up to size nodes through up (size 0: no batching), and list
+// prefetch through lister (nil: none).
+type batchPlan struct {
+	up     BatchInstances
+	size   int
+	lister InstanceLister
+}
+
+// planBatching decides batching and list prefetch from the upstream's
+// InstancesV2 as it is now. Until the upstream offers InstancesV2 the
+// decision is left open (decided false) unless final: providers that build
+// their clients in Initialize are looked at again then (final) and on
+// first use. MaxBatchSize is read now: <= 0 means the upstream takes no
+// batches.
+func planBatching(upstream cloudprovider.Interface, cfg *Config, final bool) (p batchPlan, decided bool) {
+	v2, ok := upstream.InstancesV2()
+	if !ok || v2 == nil {
+		return p, final
+	}
+	if l, ok := v2.(InstanceLister); ok && cfg.Batch.ListPrefetch {
+		p.lister = l
+	}
+	if up, ok := v2.(BatchInstances); ok && *cfg.Batch.Enabled && up.MaxBatchSize() > 0 {
+		p.up, p.size = up, min(cfg.Batch.MaxSize, up.MaxBatchSize())
+	}
+	return p, true
+}
+
+// buildBatcher sets up batching and list prefetch as planBatching decides,
+// once it decides.
 func (g *gate) buildBatcher(final bool) {
 	g.batchMu.Lock()
 	defer g.batchMu.Unlock()
 	if g.batchDecided.Load() {
 		return
 	}
-	v2, ok := g.upstream.InstancesV2()
-	if !ok || v2 == nil {
-		if final {
-			g.batchDecided.Store(true)
-		}
+	p, decided := planBatching(g.upstream, g.cfg, final)
+	if !decided {
 		return
 	}
-	if l, ok := v2.(InstanceLister); ok && g.cfg.Batch.ListPrefetch {
-		g.lister = l
-	}
-	// MaxBatchSize is read now (at Initialize, or first use): <= 0 means
-	// the upstream takes no batches.
-	if up, ok := v2.(BatchInstances); ok && *g.cfg.Batch.Enabled && up.MaxBatchSize() > 0 {
-		size := min(g.cfg.Batch.MaxSize, up.MaxBatchSize())
+	g.lister = p.lister
+	if p.size > 0 {
+		up := p.up
 		b, err := batcher.New(batcher.Options[nodeRequest, InstanceStatus]{
 			Name:          "BatchInstanceStatus",
 			MaxTimeout:    g.cfg.Batch.MaxWait.Duration,
-			MaxItems:      size,
+			MaxItems:      p.size,
 			SendAtOnce:    *g.cfg.Batch.SendAtOnce,
 			Admit:         g.admitBatch,
 			Priority:      func(r nodeRequest) int { return int(r.prio) }, // see admitBatch
@@ -87,7 +105,7 @@ func (g *gate) buildBatcher(final bool) {
 			// and MaxBatchSize is used only when positive.
 			klog.ErrorS(err, "cloudgate: batching off")
 		} else {
-			g.batch, g.batchSize = b, size
+			g.batch, g.batchSize = b, p.size
 		}
 	}
 	g.batchDecided.Store(true) // publishes g.batch and g.lister
@@ -273,6 +291,27 @@ type fillMarks struct{ exists, shutdown, metadata cache.Mark }
 
 func (g *gate) fillMarks() fillMarks {
 	return fillMarks{exists: mark(g.inst.exists), shutdown: mark(g.inst.shutdown), metadata: mark(g.inst.metadata)}
+}
+
+// mark, putSince and putNegativeSince fill a cache that may be off (nil)
+// from a batch or list call (cache.Mark).
+func mark[K comparable, V any](c *cache.Cache[K, V]) cache.Mark {
+	if c == nil {
+		return cache.Mark{}
+	}
+	return c.Mark()
+}
+
+func putSince[K comparable, V any](c *cache.Cache[K, V], key K, v V, m cache.Mark) {
+	if c != nil {
+		c.PutSince(key, v, m)
+	}
+}
+
+func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err error, m cache.Mark) {
+	if c != nil {
+		c.PutNegativeSince(key, err, m)
+	}
 }
 
 // fill stores one node's batch or list answer in the instance caches.

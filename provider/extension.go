@@ -1,11 +1,66 @@
 package provider
 
+// This file is the whole surface a provider author or an embedding binary
+// needs besides New and Config: what New returns (Cloud), how to look
+// inside wrappers (Unwrapper), and the optional interfaces an upstream may
+// implement to be batched (BatchInstances), listed (InstanceLister) or to
+// classify its own throttling errors (ProviderClassifier).
+//
+// Stability: these names, their methods and the documented meaning of
+// their fields follow semantic versioning from v1: nothing here is removed
+// or changes meaning within a major version, and a method is never added
+// to an interface an upstream implements (BatchInstances, InstanceLister,
+// ProviderClassifier); a new capability comes as a new optional interface.
+// Everything else exported by this package (Config's fields excepted) may
+// change between minor versions.
+
 import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/cloudgate/cloudgate/limiter"
 )
+
+// Cloud is what New returns: the upstream behind cloudgate, as a
+// cloudprovider.Interface, with its life cycle. Its dynamic type also
+// implements cloudprovider.InformerUser exactly when the upstream does.
+type Cloud interface {
+	cloudprovider.Interface
+	Unwrapper
+	// Close stops cloudgate's goroutines (list prefetch) and waits for
+	// them and for batch calls in flight; with limits.shared it leaves the
+	// fleet. The upstream is not closed. It returns nil.
+	Close() error
+}
+
+// Unwrapper is a cloud that wraps another, as cloudgate does: Unwrap
+// returns the wrapped provider itself, for code that needs its own type
+// (the AWS provider's tagging controller asserts *aws.Cloud). Calls made
+// on it bypass the wrapper. A provider adapter that wraps a provider should
+// implement it too, so a binary finds the provider in a loop:
+//
+//	for c := cloud; c != nil; {
+//		if aws, ok := c.(*aws.Cloud); ok {
+//			return aws
+//		}
+//		u, ok := c.(provider.Unwrapper)
+//		if !ok {
+//			break
+//		}
+//		c = u.Unwrap()
+//	}
+type Unwrapper interface {
+	Unwrap() cloudprovider.Interface
+}
+
+// ProviderClassifier is the throttle-classifier hook: implemented by the
+// upstream cloudprovider.Interface value (or a provider adapter), it
+// recognises the provider's own throttling errors, typically from the
+// error codes its SDK returns, before cloudgate's message patterns
+// (throttle.patterns) are tried. See limiter.ProviderClassifier.
+type ProviderClassifier = limiter.ProviderClassifier
 
 // BatchInstances is an optional interface that an upstream's InstancesV2
 // implementation may satisfy to answer many nodes in one cloud call (AWS

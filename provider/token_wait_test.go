@@ -14,7 +14,7 @@ import (
 
 // Item 8: a token wait without a deadline ends with a retryable error; a
 // Retry-After is capped.
-func TestRegression_WaitsAreBoundedWithRetryError(t *testing.T) {
+func TestWaitsAreBoundedWithRetryError(t *testing.T) {
 	clk := newFakeClock()
 	up := newCountingCloud()
 	cfg := testConfig(clk)
@@ -50,19 +50,19 @@ func TestRegression_WaitsAreBoundedWithRetryError(t *testing.T) {
 	}
 }
 
-type regLongRetryAfter struct{}
+type longRetryAfter struct{}
 
-func (regLongRetryAfter) Error() string                     { return "HTTP 429" }
-func (regLongRetryAfter) RetryAfter() (time.Duration, bool) { return 24 * time.Hour, true }
+func (longRetryAfter) Error() string                     { return "HTTP 429" }
+func (longRetryAfter) RetryAfter() (time.Duration, bool) { return 24 * time.Hour, true }
 
-func TestRegression_RetryAfterIsCapped(t *testing.T) {
+func TestRetryAfterIsCapped(t *testing.T) {
 	clk := newFakeClock()
 	up := newCountingCloud()
 	cfg := testConfig(clk)
 	fail := true
 	up.ensureLBHook = func() error {
 		if fail {
-			return regLongRetryAfter{}
+			return longRetryAfter{}
 		}
 		return nil
 	}
@@ -78,7 +78,7 @@ func TestRegression_RetryAfterIsCapped(t *testing.T) {
 	}
 }
 
-func TestRegression_WaitConfigValidated(t *testing.T) {
+func TestWaitConfigValidated(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"upstream: {name: x}\nlimits: {read: {qps: 1, burst: 1, waitTimeout: -1s}}", "limits.read.waitTimeout"},
 		{"upstream: {name: x}\nlimits: {write: {qps: 1, burst: 1, waitTimeout: -1s}}", "limits.write.waitTimeout"},
@@ -96,7 +96,7 @@ func TestRegression_WaitConfigValidated(t *testing.T) {
 	}
 }
 
-func TestRegression_BreakerConfigValidated(t *testing.T) {
+func TestBreakerConfigValidated(t *testing.T) {
 	_, err := LoadConfig(strings.NewReader("upstream: {name: x}\nbreaker: {minOpenTimeout: 1h}"))
 	if err == nil || !strings.Contains(err.Error(), "breaker.minOpenTimeout") {
 		t.Fatalf("err = %v, want one naming breaker.minOpenTimeout", err)
