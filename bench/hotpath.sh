@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The hot-path benchmarks of issue 15 with their ratios, all from one run:
-# admission (token bucket fast path) next to its floor (one monotonic clock
-# read + one rate.Limiter.AllowN), the cache-layer and provider cached hits,
-# and the parallel cached reads at -cpu 1,2 next to a control benchmark that
-# shares nothing (what the machine allows in the same run).
+# The hot-path benchmarks, all from one run: admission (a token bucket with
+# a token available), the cache-layer and provider cached hits, and the
+# parallel cached reads at -cpu 1,2 next to a control benchmark that shares
+# nothing (what the machine allows in the same run). The only bound is a
+# sanity bound: a cache hit through the provider under 2 us (-race off; a
+# CCM makes at most a few hundred lookups a second, so upstream calls, not
+# nanoseconds, are what the benchmark in bench/ measures).
 #
 # It holds the measurement lock (/tmp/cloudgate-measure.lock) for the whole
 # run and prints the load average at start and end: figures taken while the
@@ -27,9 +29,9 @@ run() { # packages... ; benchmark regexp and -cpu in $re and $cpu
 	echo "running: $cmd" >&2
 	eval "$cmd" | tee -a "$tmp/bench.txt" >&2
 }
-re='^(BenchmarkBucketWaitUncontended|BenchmarkRateLimiterFloor|BenchmarkClockRead)$' cpu=1 run ./limiter/
+re='^(BenchmarkBucketWaitUncontended)$' cpu=1 run ./limiter/
 re='^(BenchmarkCacheHit|BenchmarkCacheHitParallel|BenchmarkControlParallel)$' cpu=1,2 run ./cache/
-re='^(BenchmarkProviderMetadataHit|BenchmarkProviderMetadataHitParallel|BenchmarkControlParallel)$' cpu=1,2 run ./provider/
+re='^(BenchmarkProviderCacheHit|BenchmarkProviderCacheHitParallel|BenchmarkControlParallel)$' cpu=1,2 run ./provider/
 end_load=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # One line per (package, benchmark, GOMAXPROCS): min and median ns/op.
@@ -52,7 +54,6 @@ awk '
 	}' "$tmp/bench.txt" | sort > "$tmp/summary.txt"
 
 med() { awk -v k="$1 $2 $3" '$1" "$2" "$3 == k {print $5}' "$tmp/summary.txt"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 
 echo
 echo "# hot path, $(date -u '+%Y-%m-%d %H:%M UTC'), $($GO version | cut -d' ' -f3-), $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo))"
@@ -61,16 +62,5 @@ echo
 printf '%-10s %-42s %4s %10s %10s %5s\n' package benchmark cpu min median runs
 awk '{printf "%-10s %-42s %4s %10s %10s %5s\n", $1, $2, $3, $4, $5, $6}' "$tmp/summary.txt"
 echo
-adm=$(med limiter BenchmarkBucketWaitUncontended 1)
-floor=$(med limiter BenchmarkRateLimiterFloor 1)
-echo "admission (BucketWaitUncontended), median: $adm ns/op (target <= 50; floor, clock read + AllowN: $floor ns/op; admission/floor $(ratio "$adm" "$floor"))"
-ch=$(med cache BenchmarkCacheHit 1)
-ph=$(med provider BenchmarkProviderMetadataHit 1)
-echo "provider hit / cache hit (medians, cpu 1): $ph / $ch = $(ratio "$ph" "$ch") (target <= 1.6)"
-for b in "cache BenchmarkCacheHitParallel" "cache BenchmarkControlParallel" \
-	"provider BenchmarkProviderMetadataHitParallel" "provider BenchmarkControlParallel"; do
-	set -- $b
-	one=$(med "$1" "$2" 1)
-	two=$(med "$1" "$2" 2)
-	echo "scaling -cpu 2 vs 1, $1 $2 (medians): $one / $two = $(ratio "$one" "$two")x (goal >= 1.7; compare with the control)"
-done
+ph=$(med provider BenchmarkProviderCacheHit 1)
+echo "provider cache hit (BenchmarkProviderCacheHit, median, cpu 1): $ph ns/op (sanity bound: 2000 ns/op)"

@@ -77,13 +77,12 @@ fig() { awk -v n="$1" '$1==n {for (i=1;i<=NF;i++) {if ($(i+1)=="ns/op") ns=$i; i
 	echo "$($GO version | cut -d' ' -f3-), $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo))."
 	echo "Figures vary from run to run and machine to machine; regenerate rather than quote."
 	echo
-	echo "## Hot paths against their targets"
+	echo "## Hot paths"
 	echo
-	echo "Command: \`$hotcmd\` (make bench-hotpath): -count 5, min and median ns/op, the ratios the"
-	echo "targets are stated in (provider hit / cache hit <= 1.6x; -cpu 1 -> 2 scaling of parallel"
-	echo "cached reads >= 1.7x, next to a control benchmark that shares nothing, i.e. what the machine"
-	echo "allowed in the same run; admission <= 50 ns next to its floor, one monotonic clock read + one"
-	echo "rate.Limiter.AllowN). Analysis: docs/perf.md."
+	echo "Command: \`$hotcmd\` (make bench-hotpath): -count 5, min and median ns/op; parallel"
+	echo "cached reads at -cpu 1,2 next to a control benchmark that shares nothing (what the machine"
+	echo "allowed in the same run). The one bound is a sanity bound: a cache hit through the provider"
+	echo "under 2 us with -race off."
 	echo
 	echo '```'
 	cat "$tmp/hotpath.txt"

@@ -15,14 +15,11 @@ import (
 	"hash/maphash"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/clock"
-
-	"github.com/cloudgate/cloudgate/internal/monotime"
 )
 
 // Observer receives one cache's events (Config.Observer: one observer per
@@ -83,23 +80,18 @@ type Config[K comparable, V any] struct {
 	// name something else (a node name reused by a re-created instance).
 	// nil: none.
 	ShortLived func(K) bool
-	// Clone copies a value. It is applied when a value is stored and (unless
-	// Shared) to every value handed to a caller, so neither the upstream nor
-	// any caller can corrupt what others see. nil means V needs no copy (a
+	// Clone copies a value. It is applied when a value is stored and to
+	// every value handed to a caller, so neither the upstream nor any
+	// caller can corrupt what others see. nil means V needs no copy (a
 	// value type, or documented immutable).
 	Clone func(V) V
-	// Shared hands callers the stored copy itself (a fetch's leader and
-	// joiners too, never the fetched value) instead of a Clone each: for values that
-	// callers are documented to treat as read-only. Clone still copies what
-	// is stored, so the upstream cannot change it afterwards.
-	Shared bool
 	// KeyString renders a key for in-flight de-duplication; two keys that are
 	// not == must render differently. nil uses fmt's %#v, which is
 	// injective for strings and structs of strings.
 	KeyString func(K) string
-	// Hash spreads keys over the cache's shards (see Cache); keys that are
-	// == must hash alike. nil uses hash/maphash.Comparable, which is correct
-	// for any key but slower than hashing a key's string field.
+	// Hash spreads keys over the cache's invalidation epoch slots (see
+	// Cache); keys that are == must hash alike. nil uses
+	// hash/maphash.Comparable.
 	Hash func(maphash.Seed, K) uint64
 	// Clock is the time source; nil is the real clock.
 	Clock clock.PassiveClock
@@ -107,84 +99,52 @@ type Config[K comparable, V any] struct {
 	Observer Observer
 }
 
-type entry[K comparable, V any] struct {
+type entry[V any] struct {
 	value    V
 	err      error // non-nil: a negative entry
 	negative bool  // err != nil, or a NegativeValue: never served stale
 	stored   time.Time
-	fresh    time.Time     // fresh until
-	keep     time.Time     // retained (for Stale) until
-	gen      atomic.Uint64 // the shard's stores when the entry was stored or last moved to the front
-	shard    *shard[K, V]  // the shard holding the entry (set when stored)
+	fresh    time.Time // fresh until
+	keep     time.Time // retained (for Stale) until
 }
 
-// Cache is a bounded LRU+TTL read-through cache, safe for concurrent use.
-//
-// A large cache is split by key hash into shards, each an LRU of its own
-// behind its own lock, so that reads of different keys from several CPUs do
-// not queue on one lock. Recency is per shard: when the cache holds Size
-// entries, a store evicts the least recently used entry of the key's own
-// shard. A shard with nothing else to evict lets the cache hold one more
-// until a store in another shard evicts it.
-//
-// A cache of fewer than 256 entries has one shard, an exact LRU: every hit
-// takes the lock and moves its entry to the front. A sharded cache also
-// keeps an index of its entries in a sync.Map, whose reads take no lock and
-// write nothing, and a hit is answered from it: hits from several CPUs then
-// scale instead of passing a lock's cache line back and forth. Such a hit
-// moves its entry to the front of its shard's LRU (under the shard's lock)
-// only when a quarter of the shard's share of Size has been stored in the
-// shard since the entry was stored or last moved: recency is tracked with
-// that resolution, and while nothing is stored hits write nothing at all.
+// Cache is a bounded LRU+TTL read-through cache, safe for concurrent use:
+// one simplelru behind one mutex, as golang-lru's own LRU. (A CCM makes at
+// most a few hundred reads a second; a hit is a lock, a map lookup and a
+// copy.)
 type Cache[K comparable, V any] struct {
 	cfg     Config[K, V]
 	flights singleflight.Group
 	clock   clock.PassiveClock
-	// realClock: clock is monotime's, read without an interface call.
-	realClock bool
-	obs       Observer
-	seed      maphash.Seed
-	shards    []shard[K, V]
-	mask      uint64
-	// index maps each key of a sharded cache to its entry (nil with one
-	// shard). It is changed under the key's shard lock, in step with the
-	// shard's LRU, and read without a lock.
-	index *sync.Map
-	// count is the number of entries over all shards, changed under the
-	// lock of the shard changed.
-	count atomic.Int64
-	// invalidations counts Invalidate calls over all shards (see Mark).
-	invalidations atomic.Uint64
-}
+	obs     Observer
+	seed    maphash.Seed
+	mask    uint64
 
-// shard is one LRU with its lock, invalidation epoch and store count.
-type shard[K comparable, V any] struct {
-	// mu guards the LRU and the epoch together (golang-lru's own pattern: a
-	// lock around simplelru), so an invalidation cannot land between a
-	// fetch's epoch check and its store.
+	// mu guards the LRU and the epochs together, so an invalidation cannot
+	// land between a fetch's epoch check and its store.
 	mu      sync.Mutex
-	entries *simplelru.LRU[K, *entry[K, V]]
-	// epoch counts invalidations of the shard's keys: a fetch that started
-	// before an invalidation must not store its (possibly pre-write)
-	// answer, and a Get that starts after one must not join its flight.
-	epoch uint64
-	// invalidated is the cache's invalidations count at the shard's latest
-	// Invalidate (see Mark, PutSince).
-	invalidated uint64
-	// stores counts the entries stored in the shard (written under mu,
-	// read without it); an entry's gen is its value when the entry was
-	// stored or last moved to the front.
-	stores atomic.Uint64
-	// promoteAfter: an index hit moves its entry to the front once stores
-	// has grown by more than this since the entry's gen.
-	promoteAfter uint64
-	_            [16]byte // 64 bytes: shards' locks on separate cache lines
+	entries *simplelru.LRU[K, *entry[V]]
+	// epochs count the invalidations of the keys hashing to each slot (one
+	// slot for a cache of fewer than 256 entries, up to 16 for larger ones,
+	// so that a write to one key does not discard fills of all others): a
+	// fetch that started before an invalidation must not store its
+	// (possibly pre-write) answer, and a Get that starts after one must not
+	// join its flight.
+	epochs []epoch
+	// invalidations counts Invalidate calls (see Mark).
+	invalidations uint64
 }
 
-// maxShards bounds the shard count; minShardSize keeps small caches whole.
+// epoch is one slot's invalidation count, and the cache's invalidations
+// count at the slot's latest Invalidate (see Mark, PutSince).
+type epoch struct {
+	n, invalidated uint64
+}
+
+// maxEpochs bounds the epoch slots; minSlotSize keeps small caches at one.
 const (
-	maxShards    = 16
-	minShardSize = 128
+	maxEpochs   = 16
+	minSlotSize = 128
 )
 
 // flightResult is what a flight hands its callers.
@@ -223,34 +183,21 @@ func New[K comparable, V any](cfg Config[K, V]) (*Cache[K, V], error) {
 		return nil, fmt.Errorf("cache %q: %w", cfg.Name, err)
 	}
 	n := 1
-	for n < maxShards && cfg.Size/(2*n) >= minShardSize {
+	for n < maxEpochs && cfg.Size/(2*n) >= minSlotSize {
 		n *= 2
 	}
+	entries, err := simplelru.NewLRU[K, *entry[V]](cfg.Size, nil)
+	if err != nil {
+		return nil, fmt.Errorf("cache %q: %w", cfg.Name, err)
+	}
 	c := &Cache[K, V]{cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, seed: maphash.MakeSeed(),
-		shards: make([]shard[K, V], n), mask: uint64(n - 1)}
-	var onEvict simplelru.EvictCallback[K, *entry[K, V]]
-	if n > 1 {
-		c.index = new(sync.Map)
-		// Every removal from an LRU (eviction, Remove) leaves the index
-		// too, under the same lock.
-		onEvict = func(key K, _ *entry[K, V]) { c.index.Delete(key) }
-	}
-	for i := range c.shards {
-		// Each shard may hold up to Size; addLocked keeps the total there.
-		entries, err := simplelru.NewLRU[K, *entry[K, V]](cfg.Size, onEvict)
-		if err != nil {
-			return nil, fmt.Errorf("cache %q: %w", cfg.Name, err)
-		}
-		c.shards[i].entries = entries
-		c.shards[i].promoteAfter = uint64(cfg.Size / n / 4)
-	}
+		entries: entries, epochs: make([]epoch, n), mask: uint64(n - 1)}
 	if c.cfg.Hash == nil {
 		c.cfg.Hash = maphash.Comparable[K]
 	}
-	// The real clock is read through monotime, which skips the wall clock
-	// (entries' times are only compared with each other).
-	c.clock = monotime.RealPassive(c.clock)
-	_, c.realClock = c.clock.(monotime.Clock)
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
 	if c.obs == nil {
 		c.obs = nopObserver{}
 	}
@@ -282,15 +229,15 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 	}
 	c.obs.Miss()
 	keyString := c.cfg.KeyString(key)
-	s := c.shard(key)
+	slot := c.slot(key)
 	for {
 		if err := ctx.Err(); err != nil {
 			var zero V
 			return zero, err
 		}
-		s.mu.Lock()
-		epoch := s.epoch
-		s.mu.Unlock()
+		c.mu.Lock()
+		epoch := c.epochs[slot].n
+		c.mu.Unlock()
 		led := false
 		results := c.flights.DoChan(keyString+"\x00"+strconv.FormatUint(epoch, 10), func() (any, error) {
 			led = true
@@ -300,10 +247,10 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, fetch func(context.Context
 				return flightResult[V]{value: e.value, err: e.err, stored: true}, nil
 			}
 			v, err := fetch(ctx)
-			// The flight's callers get the stored copy, never the fetched
-			// value itself: with Shared it is handed out as is, and the
-			// fetched value is the upstream's (or another caller's).
-			v = c.store(s, key, epoch, v, err)
+			// The flight's callers get copies of the stored copy, never
+			// the fetched value itself (the upstream's, or another
+			// caller's).
+			v = c.store(slot, key, epoch, v, err)
 			return flightResult[V]{value: v, err: err, leaderGone: err != nil && ctx.Err() != nil}, nil
 		})
 		select {
@@ -353,10 +300,9 @@ func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
 func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 	var zero V
 	now := c.now()
-	s := c.shard(key)
-	s.mu.Lock()
-	e, ok := s.entries.Peek(key)
-	s.mu.Unlock()
+	c.mu.Lock()
+	e, ok := c.entries.Peek(key)
+	c.mu.Unlock()
 	if !ok || e.negative {
 		return zero, false
 	}
@@ -374,10 +320,9 @@ func (c *Cache[K, V]) Stale(key K, maxAge time.Duration) (V, bool) {
 // stored as a negative answer.
 func (c *Cache[K, V]) Put(key K, value V) {
 	e := c.newEntry(key, c.clone(value), nil, c.now())
-	s := c.shard(key)
-	s.mu.Lock()
-	evicted := c.addLocked(s, key, e)
-	s.mu.Unlock()
+	c.mu.Lock()
+	evicted := c.addLocked(key, e)
+	c.mu.Unlock()
 	c.evicted(evicted)
 }
 
@@ -386,10 +331,14 @@ type Mark struct{ invalidations uint64 }
 
 // Mark returns the moment now: an answer read after it may be stored with
 // PutSince, which stores nothing if an Invalidate of its key (or of a key
-// sharing its shard) returned since — as Get's fetch stores nothing then.
+// sharing its epoch slot, see Cache) returned since — as Get's fetch stores nothing then.
 // A caller that fills the cache from a call answering many keys (a batch, a
 // list page) takes the Mark before sending the call.
-func (c *Cache[K, V]) Mark() Mark { return Mark{c.invalidations.Load()} }
+func (c *Cache[K, V]) Mark() Mark {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Mark{c.invalidations}
+}
 
 // PutSince is Put for an answer read after m: it stores nothing when key
 // may have been invalidated since m, so an answer read before the change
@@ -407,14 +356,13 @@ func (c *Cache[K, V]) PutNegativeSince(key K, err error, m Mark) {
 	c.putSince(key, c.newEntry(key, *new(V), err, c.now()), m)
 }
 
-func (c *Cache[K, V]) putSince(key K, e *entry[K, V], m Mark) {
-	s := c.shard(key)
-	s.mu.Lock()
+func (c *Cache[K, V]) putSince(key K, e *entry[V], m Mark) {
+	c.mu.Lock()
 	evicted := false
-	if s.invalidated <= m.invalidations {
-		evicted = c.addLocked(s, key, e)
+	if c.epochs[c.slot(key)].invalidated <= m.invalidations {
+		evicted = c.addLocked(key, e)
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	c.evicted(evicted)
 }
 
@@ -424,10 +372,9 @@ func (c *Cache[K, V]) PutNegative(key K, err error) {
 		return
 	}
 	e := c.newEntry(key, *new(V), err, c.now())
-	s := c.shard(key)
-	s.mu.Lock()
-	evicted := c.addLocked(s, key, e)
-	s.mu.Unlock()
+	c.mu.Lock()
+	evicted := c.addLocked(key, e)
+	c.mu.Unlock()
 	c.evicted(evicted)
 }
 
@@ -435,74 +382,55 @@ func (c *Cache[K, V]) PutNegative(key K, err error) {
 // storing an answer it may have read before the change that caused this,
 // and makes later Gets start a fetch of their own.
 func (c *Cache[K, V]) Invalidate(key K) {
-	s := c.shard(key)
-	s.mu.Lock()
-	s.epoch++
-	s.invalidated = c.invalidations.Add(1)
-	if s.entries.Remove(key) {
-		c.count.Add(-1)
-	}
-	s.mu.Unlock()
+	c.mu.Lock()
+	c.invalidations++
+	ep := &c.epochs[c.slot(key)]
+	ep.n++
+	ep.invalidated = c.invalidations
+	c.entries.Remove(key)
+	c.mu.Unlock()
 }
 
 // Has reports whether key has an entry, fresh or kept for Stale. It does
 // not count as a hit or miss, nor change the entry's recency.
 func (c *Cache[K, V]) Has(key K) bool {
-	s := c.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.entries.Contains(key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries.Contains(key)
 }
 
 // Len returns the number of entries held, fresh or kept for Stale.
-func (c *Cache[K, V]) Len() int { return int(c.count.Load()) }
+func (c *Cache[K, V]) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries.Len()
+}
 
 // now reads the cache's clock: one read per Get, Fresh, Stale or Put.
-func (c *Cache[K, V]) now() time.Time {
-	if c.realClock {
-		return monotime.Now()
-	}
-	return c.clock.Now()
-}
+func (c *Cache[K, V]) now() time.Time { return c.clock.Now() }
 
-func (c *Cache[K, V]) shard(key K) *shard[K, V] {
+// slot returns the index of key's epoch slot.
+func (c *Cache[K, V]) slot(key K) int {
 	if c.mask == 0 {
-		return &c.shards[0]
+		return 0
 	}
-	return &c.shards[c.cfg.Hash(c.seed, key)&c.mask]
+	return int(c.cfg.Hash(c.seed, key) & c.mask)
 }
 
-// lookup returns key's entry if it is fresh at now, and drops it if it is
-// past the time it is kept.
-func (c *Cache[K, V]) lookup(key K, now time.Time) (*entry[K, V], bool) {
-	if c.index != nil {
-		v, ok := c.index.Load(key)
-		if !ok {
-			return nil, false
-		}
-		if e := v.(*entry[K, V]); now.Before(e.fresh) {
-			if s := e.shard; s.stores.Load()-e.gen.Load() > s.promoteAfter {
-				s.mu.Lock()
-				if cur, ok := s.entries.Get(key); ok && cur == e { // moves it to the front
-					e.gen.Store(s.stores.Load())
-				}
-				s.mu.Unlock()
-			}
-			return e, true
-		}
-	}
-	s := c.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.entries.Get(key)
+// lookup returns key's entry if it is fresh at now, moving it to the front
+// of the LRU, and drops it if it is past the time it is kept.
+func (c *Cache[K, V]) lookup(key K, now time.Time) (*entry[V], bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries.Get(key)
 	if !ok {
 		return nil, false
 	}
 	if now.Before(e.fresh) {
 		return e, true
 	}
-	if !now.Before(e.keep) && s.entries.Remove(key) {
-		c.count.Add(-1)
+	if !now.Before(e.keep) {
+		c.entries.Remove(key)
 	}
 	return nil, false
 }
@@ -511,7 +439,7 @@ func (c *Cache[K, V]) lookup(key K, now time.Time) (*entry[K, V], bool) {
 // fetch started (epoch), checked under the same lock as the add, and
 // returns the value for the fetch's callers: the stored copy (a copy even
 // when nothing is stored), or v as the fetch returned it with an error.
-func (c *Cache[K, V]) store(s *shard[K, V], key K, epoch uint64, v V, err error) V {
+func (c *Cache[K, V]) store(slot int, key K, epoch uint64, v V, err error) V {
 	if err != nil && (c.cfg.IsNegative == nil || !c.cfg.IsNegative(err)) {
 		return v
 	}
@@ -523,20 +451,20 @@ func (c *Cache[K, V]) store(s *shard[K, V], key K, epoch uint64, v V, err error)
 		v = *new(V)
 	}
 	e := c.newEntry(key, v, err, c.now())
-	s.mu.Lock()
+	c.mu.Lock()
 	evicted := false
-	if s.epoch == epoch {
-		evicted = c.addLocked(s, key, e)
+	if c.epochs[slot].n == epoch {
+		evicted = c.addLocked(key, e)
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	c.evicted(evicted)
 	return out
 }
 
 // newEntry returns the entry for an answer, or nil when it is not to be
 // cached at all (a negative answer with NegativeTTL 0).
-func (c *Cache[K, V]) newEntry(key K, v V, err error, now time.Time) *entry[K, V] {
-	e := &entry[K, V]{value: v, err: err, stored: now}
+func (c *Cache[K, V]) newEntry(key K, v V, err error, now time.Time) *entry[V] {
+	e := &entry[V]{value: v, err: err, stored: now}
 	switch {
 	case err != nil || (c.cfg.NegativeValue != nil && c.cfg.NegativeValue(v)):
 		e.negative = true
@@ -559,36 +487,15 @@ func (c *Cache[K, V]) newEntry(key K, v V, err error, now time.Time) *entry[K, V
 	return e
 }
 
-// addLocked adds e to s, key's shard (nil: nothing to cache, and key's old
-// entry is dropped), and reports whether another entry was evicted to make
-// room. The caller holds s.mu.
-func (c *Cache[K, V]) addLocked(s *shard[K, V], key K, e *entry[K, V]) bool {
+// addLocked adds e for key (nil: nothing to cache, and key's old entry is
+// dropped), and reports whether another entry was evicted to make room.
+// The caller holds c.mu.
+func (c *Cache[K, V]) addLocked(key K, e *entry[V]) bool {
 	if e == nil {
-		if s.entries.Remove(key) {
-			c.count.Add(-1)
-		}
+		c.entries.Remove(key)
 		return false
 	}
-	e.shard = s
-	e.gen.Store(s.stores.Add(1))
-	if c.index != nil {
-		c.index.Store(key, e)
-	}
-	if s.entries.Contains(key) {
-		s.entries.Add(key, e) // a replacement: the count stays
-		return false
-	}
-	if s.entries.Add(key, e) {
-		return true // one shard, full: it evicted its oldest itself
-	}
-	c.count.Add(1)
-	evicted := false
-	for c.count.Load() > int64(c.cfg.Size) && s.entries.Len() > 1 {
-		s.entries.RemoveOldest()
-		c.count.Add(-1)
-		evicted = true
-	}
-	return evicted
+	return c.entries.Add(key, e)
 }
 
 func (c *Cache[K, V]) evicted(evicted bool) {
@@ -597,13 +504,8 @@ func (c *Cache[K, V]) evicted(evicted bool) {
 	}
 }
 
-// out is a value as handed to a caller.
-func (c *Cache[K, V]) out(v V) V {
-	if c.cfg.Shared {
-		return v
-	}
-	return c.clone(v)
-}
+// out is a value as handed to a caller: a copy of its own.
+func (c *Cache[K, V]) out(v V) V { return c.clone(v) }
 
 func (c *Cache[K, V]) clone(v V) V {
 	if c.cfg.Clone == nil {

@@ -35,7 +35,7 @@ func newTestCache(t *testing.T, mutate func(*Config[string, []string])) (*Cache[
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	obs := &counts{}
 	cfg := Config[string, []string]{
-		Name: "test", Size: 4096, TTL: time.Minute, // 16 shards
+		Name: "test", Size: 4096, TTL: time.Minute, // 16 epoch slots
 		NegativeTTL: 10 * time.Second, StaleIfError: 5 * time.Minute,
 		IsNegative: func(err error) bool { return err == errNotFound },
 		Clone:      func(v []string) []string { return append([]string(nil), v...) },

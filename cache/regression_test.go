@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -15,27 +16,33 @@ import (
 // context ended, not on any context-type error (a hung upstream answers
 // every call with a wrapped DeadlineExceeded while the caller is live).
 func TestRegression_JoinersRetryOnlyWhenLeaderGone(t *testing.T) {
-	c, _, obs := newTestCache(t, nil)
-	release := make(chan struct{})
-	var calls atomic.Int64
-	fetch := func(context.Context) ([]string, error) {
-		calls.Add(1)
-		<-release
-		return nil, fmt.Errorf("upstream: %w", context.DeadlineExceeded)
-	}
-	const n = 10
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, _ = c.Get(context.Background(), "k", fetch) }()
-	}
-	waitFor(t, func() bool { obs.Lock(); defer obs.Unlock(); return obs.miss == n })
-	time.Sleep(20 * time.Millisecond) // let the last joiner reach the flight
-	close(release)
-	wg.Wait()
-	if got := calls.Load(); got != 1 {
-		t.Fatalf("upstream fetches = %d for %d joined callers of one failed flight, want 1", got, n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c, _, obs := newTestCache(t, nil)
+		release := make(chan struct{})
+		var calls atomic.Int64
+		fetch := func(context.Context) ([]string, error) {
+			calls.Add(1)
+			<-release
+			return nil, fmt.Errorf("upstream: %w", context.DeadlineExceeded)
+		}
+		const n = 10
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() { _, _ = c.Get(context.Background(), "k", fetch) })
+		}
+		synctest.Wait() // every caller is in the flight, blocked on release
+		obs.Lock()
+		miss := obs.miss
+		obs.Unlock()
+		if miss != n {
+			t.Fatalf("%d misses, want %d", miss, n)
+		}
+		close(release)
+		wg.Wait()
+		if got := calls.Load(); got != 1 {
+			t.Fatalf("upstream fetches = %d for %d joined callers of one failed flight, want 1", got, n)
+		}
+	})
 }
 
 // Item 4: a Get that starts after Invalidate returned never joins a flight

@@ -4,14 +4,10 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"golang.org/x/time/rate"
-
-	"github.com/cloudgate/cloudgate/internal/monotime"
 )
 
 // benchBucket returns a bucket that never runs out of tokens during a
-// benchmark, so Wait always takes the uncontended fast path.
+// benchmark, so Wait never queues.
 func benchBucket(b *testing.B) *Bucket {
 	b.Helper()
 	bk, err := NewBucket("bench", BucketConfig{QPS: 1e12, Burst: 1 << 40}, nil, nil)
@@ -23,7 +19,8 @@ func benchBucket(b *testing.B) *Bucket {
 }
 
 // BenchmarkBucketWaitUncontended is admission with a token available and
-// nobody queued: one monotonic clock read and one rate.Limiter.AllowN.
+// nobody queued: the bucket's lock, a clock read and one
+// rate.Limiter.AllowN.
 func BenchmarkBucketWaitUncontended(b *testing.B) {
 	bk := benchBucket(b)
 	ctx := context.Background()
@@ -97,34 +94,3 @@ type recorderNoAlloc struct{ waits int64 }
 func (r *recorderNoAlloc) WaitDone(Priority, time.Duration, error) { r.waits++ }
 func (*recorderNoAlloc) Throttled(time.Duration)                   {}
 func (*recorderNoAlloc) RateChanged(float64)                       {}
-
-// BenchmarkRateLimiterFloor is the floor of BenchmarkBucketWaitUncontended
-// on this machine, with nothing of cloudgate's: one monotonic clock read
-// (monotime.Now) and one rate.Limiter.AllowN. Wait adds the ctx check, the
-// fast-path flag and the observer call to it.
-func BenchmarkRateLimiterFloor(b *testing.B) {
-	lim := rate.NewLimiter(1e12, 1<<40)
-	b.ReportAllocs()
-	for b.Loop() {
-		if !lim.AllowN(monotime.Now(), 1) {
-			b.Fatal("no token")
-		}
-	}
-}
-
-// BenchmarkClockRead is the clock reads the admission could use:
-// time.Now (wall and monotonic clocks) and monotime.Now (monotonic only).
-func BenchmarkClockRead(b *testing.B) {
-	var sink time.Time
-	b.Run("time.Now", func(b *testing.B) {
-		for b.Loop() {
-			sink = time.Now()
-		}
-	})
-	b.Run("monotime.Now", func(b *testing.B) {
-		for b.Loop() {
-			sink = monotime.Now()
-		}
-	})
-	_ = sink
-}

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
 	"k8s.io/utils/clock"
 )
 
@@ -41,18 +40,6 @@ func (s State) String() string {
 	}
 }
 
-// stateOf converts a gobreaker state.
-func stateOf(s gobreaker.State) State {
-	switch s {
-	case gobreaker.StateHalfOpen:
-		return StateHalfOpen
-	case gobreaker.StateOpen:
-		return StateOpen
-	default:
-		return StateClosed
-	}
-}
-
 // BreakerConfig configures a Breaker. All fields but MinOpenTimeout and
 // Clock are required.
 type BreakerConfig struct {
@@ -64,7 +51,8 @@ type BreakerConfig struct {
 	// (successes+failures) in the window before the breaker may trip.
 	MinRequests uint32
 	// Interval is the closed-state counting window: counts are cleared
-	// every Interval (cyclic, not rolling); > 0.
+	// every Interval (cyclic, not rolling: a window starts when the
+	// previous one is found over, or when the breaker closes); > 0.
 	Interval time.Duration
 	// OpenTimeout is the longest the breaker stays open before it lets
 	// probes through (open -> half-open); > 0. The first open interval is
@@ -80,8 +68,8 @@ type BreakerConfig struct {
 	// reopens on the first failed probe. A probe with an excluded outcome
 	// frees its slot for another probe.
 	HalfOpenRequests uint32
-	// Clock times the open intervals; nil is the real clock. (The closed
-	// state's Interval is gobreaker's, on the real clock.)
+	// Clock times the counting windows and the open intervals; nil is the
+	// real clock.
 	Clock clock.PassiveClock
 }
 
@@ -103,29 +91,44 @@ func (c BreakerConfig) Validate() error {
 	return nil
 }
 
-// Breaker is a circuit breaker for one API family, built on gobreaker's
-// TwoStepCircuitBreaker. gobreaker counts outcomes and runs the
-// closed/open/half-open machine; its own open timeout is fixed and on the
-// real clock, so Breaker holds the open state itself for an interval that
-// grows with consecutive failed probes (set from gobreaker's OnStateChange)
-// and that any sign of the cloud answering ends (CloudAnswered). It is safe
+// Breaker is a circuit breaker for one API family: a small state machine
+// of its own (closed → open → half-open → closed or open again), in the
+// shape of sony/gobreaker's TwoStepCircuitBreaker, with two things
+// gobreaker does not do: the open interval grows with consecutive failed
+// probes (MinOpenTimeout doubling up to OpenTimeout), and any sign of the
+// cloud answering ends it early (CloudAnswered); and all of its time comes
+// from one injected clock, so tests drive it with a fake one. It is safe
 // for concurrent use.
+//
+// Closed: every call is let through; outcomes are counted per Interval
+// window, and the breaker opens when a window holds at least MinRequests
+// counted outcomes of which at least FailureRatio failed. Open: every call
+// is rejected until the open interval has passed. Half-open:
+// HalfOpenRequests probes are let through at a time; that many successes
+// close the breaker, one failure opens it again. Every transition starts a
+// new generation: outcomes of calls admitted in an earlier one are not
+// counted.
 type Breaker struct {
 	name        string
+	ratio       float64
+	minRequests uint32
+	window      time.Duration
+	probes      uint32
 	minOpen     time.Duration
 	openTimeout time.Duration
 	isExcluded  func(error) bool
 	obs         BreakerObserver
 	clock       clock.PassiveClock
-	cb          *gobreaker.TwoStepCircuitBreaker[struct{}]
 
-	// mu is taken inside gobreaker's OnStateChange (under gobreaker's
-	// lock), so it is never held while calling into gobreaker.
-	mu        sync.Mutex
-	lastErr   error         // last failure reported to done
-	holdUntil time.Time     // open: no probe before this
-	interval  time.Duration // the current open interval
-	streak    int           // consecutive failed probes since the breaker last closed
+	mu         sync.Mutex
+	state      State
+	generation uint64
+	counts     counts
+	windowEnd  time.Time     // closed: when the counting window ends
+	holdUntil  time.Time     // open: no probe before this
+	interval   time.Duration // the current open interval
+	streak     int           // consecutive failed probes since the breaker last closed
+	lastErr    error         // last failure reported to done
 	// opened is cancelled when the breaker next opens (then replaced): see
 	// Opened.
 	opened       context.Context
@@ -137,9 +140,10 @@ type Breaker struct {
 	cancelChanged context.CancelFunc
 }
 
-// errReleased frees a probe slot taken by an Allow that raced with the
-// breaker opening: excluded, neither success nor failure.
-var errReleased = errors.New("limiter: breaker slot released")
+// counts are the outcomes of one generation.
+type counts struct {
+	requests, successes, failures, excluded, consecutiveSuccesses uint32
+}
 
 // NewBreaker returns a closed breaker named name (the name appears in
 // errors and OpenError). The outcome err passed to done counts as:
@@ -158,6 +162,10 @@ func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs
 	}
 	b := &Breaker{
 		name:        name,
+		ratio:       cfg.FailureRatio,
+		minRequests: cfg.MinRequests,
+		window:      cfg.Interval,
+		probes:      cfg.HalfOpenRequests,
 		minOpen:     cfg.MinOpenTimeout,
 		openTimeout: cfg.OpenTimeout,
 		isExcluded:  isExcluded,
@@ -175,67 +183,79 @@ func NewBreaker(name string, cfg BreakerConfig, isExcluded func(error) bool, obs
 	}
 	b.opened, b.cancelOpened = context.WithCancel(context.Background())
 	b.changed, b.cancelChanged = context.WithCancel(context.Background())
-	ratio, minRequests := cfg.FailureRatio, cfg.MinRequests
-	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        name,
-		MaxRequests: cfg.HalfOpenRequests,
-		Interval:    cfg.Interval,
-		// Breaker holds the open state (holdUntil); gobreaker's own timeout
-		// only has to be over when the hold is.
-		Timeout: time.Nanosecond,
-		ReadyToTrip: func(c gobreaker.Counts) bool {
-			counted := c.TotalSuccesses + c.TotalFailures
-			return counted > 0 && counted >= minRequests &&
-				float64(c.TotalFailures)/float64(counted) >= ratio
-		},
-		IsExcluded: func(err error) bool { return err == errReleased || isExcluded(err) },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			// Called with gobreaker's lock held.
-			b.mu.Lock()
-			switch to {
-			case gobreaker.StateOpen:
-				if from == gobreaker.StateHalfOpen {
-					b.streak++
-				}
-				b.interval = b.minOpen
-				for i := 0; i < b.streak && b.interval < b.openTimeout; i++ {
-					b.interval *= 2
-				}
-				b.interval = min(b.interval, b.openTimeout)
-				b.holdUntil = b.clock.Now().Add(b.interval)
-				b.cancelOpened()
-				b.opened, b.cancelOpened = context.WithCancel(context.Background())
-			case gobreaker.StateClosed:
-				b.streak = 0
-			}
-			b.signalChangedLocked()
-			b.mu.Unlock()
-			b.obs.StateChanged(stateOf(from), stateOf(to))
-		},
-	})
+	b.windowEnd = b.clock.Now().Add(b.window)
 	return b, nil
 }
 
 // Name returns the name the breaker was created with.
 func (b *Breaker) Name() string { return b.name }
 
-// held reports how long the breaker still holds the open state (0: not).
-func (b *Breaker) held() time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if d := b.holdUntil.Sub(b.clock.Now()); d > 0 {
-		return d
+// currentLocked brings the state up to now: a closed breaker whose window
+// is over starts a new one; an open breaker whose interval has passed
+// becomes half-open. b.mu must be held.
+func (b *Breaker) currentLocked(now time.Time) {
+	switch b.state {
+	case StateClosed:
+		if b.windowEnd.Before(now) {
+			b.generation++
+			b.counts = counts{}
+			b.windowEnd = now.Add(b.window)
+		}
+	case StateOpen:
+		if !now.Before(b.holdUntil) {
+			b.setStateLocked(StateHalfOpen, now)
+		}
 	}
-	return 0
+}
+
+// setStateLocked moves the breaker to state to, starting a new generation,
+// and reports the transition. b.mu must be held (the observer is called
+// under it, as gobreaker calls OnStateChange under its lock).
+func (b *Breaker) setStateLocked(to State, now time.Time) {
+	from := b.state
+	if from == to {
+		return
+	}
+	b.state = to
+	b.generation++
+	b.counts = counts{}
+	switch to {
+	case StateClosed:
+		b.streak = 0
+		b.windowEnd = now.Add(b.window)
+	case StateOpen:
+		if from == StateHalfOpen {
+			b.streak++
+		}
+		b.interval = b.minOpen
+		for i := 0; i < b.streak && b.interval < b.openTimeout; i++ {
+			b.interval *= 2
+		}
+		b.interval = min(b.interval, b.openTimeout)
+		b.holdUntil = now.Add(b.interval)
+		b.cancelOpened()
+		b.opened, b.cancelOpened = context.WithCancel(context.Background())
+	}
+	b.signalChangedLocked()
+	b.obs.StateChanged(from, to)
+}
+
+// heldLocked reports how long the breaker still holds the open state at now
+// (0: not open). b.mu must be held.
+func (b *Breaker) heldLocked(now time.Time) time.Duration {
+	if b.state != StateOpen {
+		return 0
+	}
+	return max(b.holdUntil.Sub(now), 0)
 }
 
 // State returns the current state. An open breaker whose open interval has
 // passed becomes half-open when State, or Allow, looks at it.
 func (b *Breaker) State() State {
-	if b.held() > 0 {
-		return StateOpen
-	}
-	return stateOf(b.cb.State())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.currentLocked(b.clock.Now())
+	return b.state
 }
 
 // Opened returns a context that is cancelled when the breaker next opens
@@ -270,7 +290,9 @@ func (b *Breaker) signalChangedLocked() {
 // Rejection is the error Allow returns while the breaker is open: for a
 // caller admitted before it opened that gives up waiting (see Opened).
 func (b *Breaker) Rejection() *OpenError {
-	return b.openError(false, b.held())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.openErrorLocked(false, b.heldLocked(b.clock.Now()))
 }
 
 // CloudAnswered tells an open breaker that the cloud answered a call
@@ -278,11 +300,15 @@ func (b *Breaker) Rejection() *OpenError {
 // interval ends now, and the next call is a probe.
 func (b *Breaker) CloudAnswered() {
 	b.mu.Lock()
-	if b.holdUntil.After(b.clock.Now()) {
-		b.holdUntil = time.Time{}
+	defer b.mu.Unlock()
+	b.cloudAnsweredLocked(b.clock.Now())
+}
+
+func (b *Breaker) cloudAnsweredLocked(now time.Time) {
+	if b.state == StateOpen && b.holdUntil.After(now) {
+		b.holdUntil = now
 		b.signalChangedLocked()
 	}
-	b.mu.Unlock()
 }
 
 // Allow asks to make one call. If allowed, the caller must make the call and
@@ -290,40 +316,72 @@ func (b *Breaker) CloudAnswered() {
 // ignored). If not allowed — the breaker is open, or half-open with all its
 // probes in flight — done is nil and err is a *OpenError.
 func (b *Breaker) Allow() (done func(err error), err error) {
-	if d := b.held(); d > 0 {
-		return nil, b.openError(false, d)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	b.currentLocked(now)
+	switch {
+	case b.state == StateOpen:
+		return nil, b.openErrorLocked(false, b.heldLocked(now))
+	case b.state == StateHalfOpen && b.counts.requests-min(b.counts.excluded, b.counts.requests) >= b.probes:
+		return nil, b.openErrorLocked(true, 0)
 	}
-	inner, err := b.cb.Allow()
-	if err != nil {
-		return nil, b.openError(errors.Is(err, gobreaker.ErrTooManyRequests), b.held())
-	}
-	if d := b.held(); d > 0 {
-		// The breaker opened between the check and gobreaker's Allow.
-		inner(errReleased)
-		return nil, b.openError(false, d)
-	}
+	b.counts.requests++
+	generation := b.generation
 	var called atomic.Bool
 	return func(err error) {
 		if called.Swap(true) {
 			return
 		}
-		if err != nil && !b.isExcluded(err) {
-			b.mu.Lock()
-			b.lastErr = err
-			b.mu.Unlock()
-		}
-		if err == nil {
-			// A call admitted before the breaker opened succeeded: the
-			// cloud answers, probe now.
-			b.CloudAnswered()
-		}
-		inner(err)
+		b.done(generation, err)
 	}, nil
 }
 
-func (b *Breaker) openError(halfOpen bool, retryIn time.Duration) *OpenError {
+// done records the outcome of a call Allow admitted in generation.
+func (b *Breaker) done(generation uint64, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := b.clock.Now()
+	excluded := err != nil && b.isExcluded(err)
+	if err != nil && !excluded {
+		b.lastErr = err
+	}
+	if err == nil {
+		// A call admitted before the breaker opened succeeded: the cloud
+		// answers, probe now.
+		b.cloudAnsweredLocked(now)
+	}
+	b.currentLocked(now)
+	if generation != b.generation {
+		return
+	}
+	switch {
+	case excluded:
+		b.counts.excluded++ // frees a half-open probe's slot
+	case err == nil:
+		b.counts.successes++
+		b.counts.consecutiveSuccesses++
+		if b.state == StateHalfOpen && b.counts.consecutiveSuccesses >= b.probes {
+			b.setStateLocked(StateClosed, now)
+		}
+	default:
+		b.counts.failures++
+		b.counts.consecutiveSuccesses = 0
+		if b.state == StateHalfOpen || b.readyToTripLocked() {
+			b.setStateLocked(StateOpen, now)
+		}
+	}
+}
+
+// readyToTripLocked: the closed window holds enough counted outcomes, and
+// enough of them failed.
+func (b *Breaker) readyToTripLocked() bool {
+	counted := b.counts.successes + b.counts.failures
+	return counted > 0 && counted >= b.minRequests &&
+		float64(b.counts.failures)/float64(counted) >= b.ratio
+}
+
+func (b *Breaker) openErrorLocked(halfOpen bool, retryIn time.Duration) *OpenError {
 	e := &OpenError{Breaker: b.name, LastErr: b.lastErr, halfOpen: halfOpen}
 	if !halfOpen {
 		e.RetryIn = retryIn

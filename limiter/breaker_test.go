@@ -39,10 +39,14 @@ func call(t *testing.T, b *Breaker, outcome error) {
 	done(outcome)
 }
 
-// waitHalfOpen polls until b's OpenTimeout has passed.
-func waitHalfOpen(t *testing.T, b *Breaker) {
+// waitHalfOpen steps clk, b's clock, past b's open interval and checks
+// that b is half-open.
+func waitHalfOpen(t *testing.T, b *Breaker, clk *clocktesting.FakePassiveClock) {
 	t.Helper()
-	eventually(t, "half-open", func() bool { return b.State() == StateHalfOpen })
+	clk.SetTime(clk.Now().Add(b.openTimeout))
+	if got := b.State(); got != StateHalfOpen {
+		t.Fatalf("State() after the open interval = %v, want half-open", got)
+	}
 }
 
 func TestStateString(t *testing.T) {
@@ -181,7 +185,6 @@ func TestOpenErrorMessage(t *testing.T) {
 }
 
 func TestBreakerHalfOpen(t *testing.T) {
-	cfg := BreakerConfig{FailureRatio: 1, MinRequests: 1, Interval: time.Hour, OpenTimeout: 20 * time.Millisecond, HalfOpenRequests: 1}
 	tests := []struct {
 		name   string
 		probes []error // outcomes of the probes, in order
@@ -210,9 +213,10 @@ func TestBreakerHalfOpen(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{}
-			b := newTestBreaker(t, cfg, rec)
+			clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+			b := newTestBreaker(t, BreakerConfig{FailureRatio: 1, MinRequests: 1, Interval: time.Hour, OpenTimeout: 20 * time.Millisecond, HalfOpenRequests: 1, Clock: clk}, rec)
 			call(t, b, errBoom)
-			waitHalfOpen(t, b)
+			waitHalfOpen(t, b, clk)
 			for i, outcome := range tt.probes {
 				done, err := b.Allow()
 				if err != nil {
@@ -237,9 +241,10 @@ func TestBreakerHalfOpen(t *testing.T) {
 }
 
 func TestBreakerAllProbesMustSucceed(t *testing.T) {
-	b := newTestBreaker(t, BreakerConfig{FailureRatio: 1, MinRequests: 1, Interval: time.Hour, OpenTimeout: 20 * time.Millisecond, HalfOpenRequests: 2}, nil)
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	b := newTestBreaker(t, BreakerConfig{FailureRatio: 1, MinRequests: 1, Interval: time.Hour, OpenTimeout: 20 * time.Millisecond, HalfOpenRequests: 2, Clock: clk}, nil)
 	call(t, b, errBoom)
-	waitHalfOpen(t, b)
+	waitHalfOpen(t, b, clk)
 	done1, err1 := b.Allow()
 	done2, err2 := b.Allow()
 	if err1 != nil || err2 != nil {
@@ -289,7 +294,8 @@ func TestBreakerNilExcluded(t *testing.T) {
 // opens, from closed and from half-open (a failed probe), and not before;
 // Rejection is the open breaker's error.
 func TestBreakerOpened(t *testing.T) {
-	cfg := BreakerConfig{FailureRatio: 0.5, MinRequests: 1, Interval: time.Hour, OpenTimeout: 20 * time.Millisecond, HalfOpenRequests: 1}
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	cfg := BreakerConfig{FailureRatio: 0.5, MinRequests: 1, Interval: time.Hour, OpenTimeout: 20 * time.Millisecond, HalfOpenRequests: 1, Clock: clk}
 	b := newTestBreaker(t, cfg, nil)
 	closed := b.Opened()
 	call(t, b, nil)
@@ -309,7 +315,7 @@ func TestBreakerOpened(t *testing.T) {
 	if err := b.Rejection(); !errors.As(error(err), &oe) || oe.RetryIn <= 0 || !errors.Is(err, errBoom) {
 		t.Fatalf("Rejection() = %v, want the open breaker's *OpenError wrapping boom with a RetryIn", err)
 	}
-	waitHalfOpen(t, b)
+	waitHalfOpen(t, b, clk)
 	halfOpen := b.Opened()
 	if halfOpen.Err() != nil {
 		t.Fatal("the Opened of the half-open breaker is already done")
@@ -358,5 +364,29 @@ func TestBreakerChanged(t *testing.T) {
 	done(nil) // half-open -> closed
 	if halfOpen.Err() == nil || b.State() != StateClosed {
 		t.Fatalf("Changed did not end when the probe closed the breaker (state %v)", b.State())
+	}
+}
+
+// TestBreakerWindowOnItsClock: the closed state's counting window runs on
+// the breaker's clock: failures of an earlier window do not count towards
+// tripping, and an outcome of a call admitted in an earlier window is not
+// counted in the next.
+func TestBreakerWindowOnItsClock(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	b := newTestBreaker(t, BreakerConfig{FailureRatio: 1, MinRequests: 2, Interval: time.Minute, OpenTimeout: time.Hour, HalfOpenRequests: 1, Clock: clk}, nil)
+	call(t, b, errBoom)
+	late, err := b.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(clk.Now().Add(time.Minute + time.Nanosecond)) // a new window
+	late(errBoom)                                             // admitted in the old one: not counted
+	call(t, b, errBoom)
+	if got := b.State(); got != StateClosed {
+		t.Fatalf("State() = %v after one failure in each of two windows, want closed", got)
+	}
+	call(t, b, errBoom)
+	if got := b.State(); got != StateOpen {
+		t.Fatalf("State() = %v after two failures in one window, want open", got)
 	}
 }

@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
-
-	"github.com/cloudgate/cloudgate/internal/monotime"
 )
 
 // ErrClosed is wrapped by the error Wait returns after Close.
@@ -104,31 +101,20 @@ func (c BucketConfig) withDefaults() BucketConfig {
 // Bucket is a token bucket with priority-ordered, context-aware waiting and
 // a rate that adapts to the cloud's throttling.
 //
-// The tokens are kept by a golang.org/x/time/rate.Limiter. A caller that
-// finds a token available and nobody queued takes it without queueing or
-// allocating. Otherwise it queues, and queued callers are granted tokens one
+// The tokens are kept by a golang.org/x/time/rate.Limiter, behind the
+// bucket's one mutex. A caller that finds a token available and nobody
+// queued takes it without queueing or allocating. Otherwise it queues, and queued callers are granted tokens one
 // at a time as they accrue: highest priority first, FIFO within a priority.
 //
 // All methods are safe for concurrent use. A Bucket has no background
 // goroutine: queued waiters drive its timer themselves.
 type Bucket struct {
-	name string
-	clk  clock.Clock
-	// realClock: clk is the real clock, read directly (see now).
-	realClock bool
-	obs       BucketObserver // nil: events are discarded
-	qps       float64
-	burst     int
-	base      time.Time // origin of fastUntil and of the bucket's times (see now)
-	lim       *rate.Limiter
-
-	// fastUntil is the time, as an offset from base, before which Wait may
-	// take a token from lim without b.mu: 0 while the slow path is needed
-	// for every call (waiters queued, a pause, Close), the next recovery
-	// step while recovering, and MaxInt64 otherwise. A caller that read it
-	// just before it changed may still take a token as of just before the
-	// change, as with any two calls that race.
-	fastUntil atomic.Int64
+	name  string
+	clk   clock.Clock
+	obs   BucketObserver // nil: events are discarded
+	qps   float64
+	burst int
+	lim   *rate.Limiter
 
 	mu       sync.Mutex
 	closed   bool
@@ -151,21 +137,19 @@ func NewBucket(name string, cfg BucketConfig, clk clock.Clock, obs BucketObserve
 		return nil, fmt.Errorf("limiter: bucket %q: %w", name, err)
 	}
 	cfg = cfg.withDefaults()
-	clk = monotime.Real(clk)
-	_, realClock := clk.(monotime.Clock)
-	b := &Bucket{
-		name:      name,
-		clk:       clk,
-		realClock: realClock,
-		obs:       obs,
-		qps:       cfg.QPS,
-		burst:     cfg.Burst,
-		base:      clk.Now(),
-		lim:       rate.NewLimiter(rate.Limit(cfg.QPS), cfg.Burst),
-		policy:    newAIMD(cfg),
-		reported:  cfg.QPS,
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	b.fastUntil.Store(math.MaxInt64)
+	b := &Bucket{
+		name:     name,
+		clk:      clk,
+		obs:      obs,
+		qps:      cfg.QPS,
+		burst:    cfg.Burst,
+		lim:      rate.NewLimiter(rate.Limit(cfg.QPS), cfg.Burst),
+		policy:   newAIMD(cfg),
+		reported: cfg.QPS,
+	}
 	return b, nil
 }
 
@@ -228,45 +212,32 @@ func (b *Bucket) Wait(ctx context.Context, p Priority) error {
 		b.waitDone(p, 0, err)
 		return err
 	}
-	// The fast path: one clock read (monotonic only) and one
-	// rate.Limiter.AllowN, which is most of its cost (see
-	// BenchmarkRateLimiterFloor).
-	sinceBase := b.sinceBase()
-	if sinceBase < time.Duration(b.fastUntil.Load()) && b.lim.AllowN(b.base.Add(sinceBase), 1) {
-		if b.obs != nil {
-			b.obs.WaitDone(p, 0, nil)
-		}
+	b.mu.Lock()
+	start := b.now()
+	b.syncLocked(start)
+	switch {
+	case b.closed:
+		b.mu.Unlock()
+		err := b.closedError()
+		b.waitDone(p, 0, err)
+		return err
+	case b.queue.len() == 0 && !b.policy.paused && b.lim.AllowN(start, 1):
+		b.mu.Unlock()
+		b.waitDone(p, 0, nil)
 		return nil
 	}
-	return b.waitSlow(ctx, p)
+	w := newWaiter(p)
+	b.queue.push(w)
+	b.dispatchLocked(start)
+	err := b.await(ctx, w) // unlocks b.mu
+	b.waitDone(p, b.now().Sub(start), err)
+	return err
 }
 
 func (b *Bucket) waitDone(p Priority, waited time.Duration, err error) {
 	if b.obs != nil {
 		b.obs.WaitDone(p, waited, err)
 	}
-}
-
-// waitSlow is Wait when the fast path found no token, or could not look.
-func (b *Bucket) waitSlow(ctx context.Context, p Priority) error {
-	b.mu.Lock()
-	start := b.now()
-	b.syncLocked(start)
-	var err error
-	switch {
-	case b.closed:
-		b.mu.Unlock()
-		err = b.closedError()
-	case b.queue.len() == 0 && !b.policy.paused && b.lim.AllowN(start, 1):
-		b.mu.Unlock()
-	default:
-		w := newWaiter(p)
-		b.queue.push(w)
-		b.dispatchLocked(start)
-		err = b.await(ctx, w) // unlocks b.mu
-	}
-	b.waitDone(p, b.now().Sub(start), err)
-	return err
 }
 
 // OnThrottled tells the bucket the cloud throttled a call.
@@ -305,7 +276,6 @@ func (b *Bucket) OnThrottled(retryAfter time.Duration) {
 		b.obs.Throttled(honoured)
 	}
 	if reset {
-		b.fastUntil.Store(0)
 		b.releaseLocked(now)
 		b.setLimiterAt(now, true)
 		b.reportLocked()
@@ -325,7 +295,6 @@ func (b *Bucket) Close() {
 		return
 	}
 	b.closed = true
-	b.fastUntil.Store(0)
 	for w := b.queue.head(); w != nil; w = b.queue.head() {
 		b.queue.remove(w)
 		w.closed = true
@@ -336,22 +305,8 @@ func (b *Bucket) Close() {
 	b.stopTimerLocked()
 }
 
-// now returns the bucket clock's time as base plus the time since base.
-// With the real clock base is a monotime.Now, so this reads only the
-// monotonic clock (about half the cost of time.Now), directly rather than
-// through the clock interface. rate.Limiter only subtracts and compares
-// such times, which uses their monotonic readings; their wall-clock part
-// is used for nothing (see internal/monotime).
-func (b *Bucket) now() time.Time { return b.base.Add(b.sinceBase()) }
-
-// sinceBase is the bucket clock's time since base: the one clock read of
-// Wait's fast path.
-func (b *Bucket) sinceBase() time.Duration {
-	if b.realClock {
-		return time.Since(b.base)
-	}
-	return b.clk.Since(b.base)
-}
+// now reads the bucket's clock.
+func (b *Bucket) now() time.Time { return b.clk.Now() }
 
 func (b *Bucket) ctxError(ctx context.Context, err error) error {
 	if cause := context.Cause(ctx); cause != nil && cause != err {
@@ -387,7 +342,6 @@ func (b *Bucket) syncLocked(now time.Time) {
 		}
 	}
 	b.reportLocked()
-	b.updateFastLocked()
 }
 
 // advanceLocked brings the bucket up to date at now: the policy's changes
@@ -415,18 +369,6 @@ func (b *Bucket) setLimiterAt(t time.Time, capAtOne bool) {
 	}
 	b.lim.SetBurstAt(t, burst)
 	b.lim.SetLimitAt(t, limit)
-}
-
-// updateFastLocked sets fastUntil from the bucket's state.
-func (b *Bucket) updateFastLocked() {
-	v := time.Duration(math.MaxInt64)
-	switch next := b.policy.next(); {
-	case b.closed || b.queue.len() > 0 || b.policy.paused:
-		v = 0
-	case !next.IsZero():
-		v = next.Sub(b.base)
-	}
-	b.fastUntil.Store(int64(v))
 }
 
 // reportLocked sends the effective rate to RateChanged if it differs from

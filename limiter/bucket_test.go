@@ -29,7 +29,7 @@ func newTestBucket(t *testing.T, cfg BucketConfig, obs BucketObserver) (*Bucket,
 	return b, clk
 }
 
-// drain takes every available token through the fast path.
+// drain takes every available token without queueing.
 func drain(t *testing.T, b *Bucket) {
 	t.Helper()
 	for b.Tokens() >= 1 {

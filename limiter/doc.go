@@ -11,19 +11,21 @@
 //   - [ThrottleClassifier]: recognises a cloud error as "throttled" (HTTP 429,
 //     RequestLimitExceeded, rateLimitExceeded, ...) and extracts the
 //     server's Retry-After when the error carries one ([RetryAfterer]).
-//   - [Breaker]: a circuit breaker per API family, built on
-//     github.com/sony/gobreaker/v2, whose rejections ([OpenError]) carry the
-//     last upstream failure and the time until the next probe.
+//   - [Breaker]: a circuit breaker per API family, a small closed → open →
+//     half-open state machine in the shape of sony/gobreaker's, whose open
+//     interval grows with failed probes and ends early when the cloud is
+//     seen answering, and whose rejections ([OpenError]) carry the last
+//     upstream failure and the time until the next probe.
 //
 // Events are reported to one observer per bucket ([BucketObserver]: waits,
 // throttles, rate changes) and per breaker ([BreakerObserver]:
 // transitions); the metrics package implements them.
 //
-// The token arithmetic is x/time/rate's: a [Bucket] keeps a rate.Limiter and
-// adds only what it lacks, one concern per file: the priority wait queue
-// (waitqueue.go, priority.go), the AIMD policy and Retry-After pauses
-// (aimd.go, a state machine that takes the time as a parameter, as rate
-// does), and the glue (bucket.go). Time is injected into [Bucket] through a
-// k8s.io/utils/clock.Clock so tests drive it with a fake clock and never
-// sleep. [Breaker] uses the real clock because gobreaker does.
+// The token arithmetic is x/time/rate's: a [Bucket] keeps a rate.Limiter
+// behind one mutex and adds only what it lacks, one concern per file: the
+// priority wait queue (waitqueue.go, priority.go), the AIMD policy and
+// Retry-After pauses (aimd.go, a state machine that takes the time as a
+// parameter, as rate does), and the glue (bucket.go). [Bucket] and
+// [Breaker] read all their time from an injected k8s.io/utils/clock clock,
+// so tests drive them with a fake clock and never sleep.
 package limiter

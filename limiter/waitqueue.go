@@ -147,7 +147,6 @@ func (b *Bucket) releaseLocked(t time.Time) {
 // pause or the next recovery step) and makes sure the head is watching it.
 // The policy must have been advanced to now.
 func (b *Bucket) dispatchLocked(now time.Time) {
-	defer b.updateFastLocked()
 	for {
 		w := b.queue.head()
 		if w == nil {

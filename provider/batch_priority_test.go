@@ -308,9 +308,6 @@ func TestHalfOpenBatchTakesNoToken(t *testing.T) {
 		r.up.batchErr = nil
 		r.up.mu.Unlock()
 		r.clk.Step(time.Minute) // the open interval ends; the bucket is full again (4)
-		// gobreaker's own open timeout (1 ns, see limiter.NewBreaker) is on
-		// the real clock, which in the bubble moves only when all wait.
-		time.Sleep(time.Millisecond)
 		r.up.release = make(chan struct{})
 		probe := r.zone("fake://z") // the half-open breaker's one probe: in flight, hung
 		synctest.Wait()

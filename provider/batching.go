@@ -63,7 +63,7 @@ func planBatching(upstream cloudprovider.Interface, cfg *Config, final bool) (p 
 	if l, ok := v2.(InstanceLister); ok && cfg.Batch.ListPrefetch {
 		p.lister = l
 	}
-	if up, ok := v2.(BatchInstances); ok && (cfg.Batch.Enabled == nil || *cfg.Batch.Enabled) && up.MaxBatchSize() > 0 {
+	if up, ok := v2.(BatchInstances); ok && *cfg.Batch.Enabled && up.MaxBatchSize() > 0 {
 		p.up, p.size = up, min(cfg.Batch.MaxSize, up.MaxBatchSize())
 	}
 	return p, true
@@ -88,7 +88,7 @@ func (g *gate) buildBatcher(final bool) {
 			Name:          "BatchInstanceStatus",
 			MaxTimeout:    g.cfg.Batch.MaxWait.Duration,
 			MaxItems:      p.size,
-			SendAtOnce:    g.cfg.Batch.SendAtOnce == nil || *g.cfg.Batch.SendAtOnce,
+			SendAtOnce:    *g.cfg.Batch.SendAtOnce,
 			Admit:         g.admitBatch,
 			Priority:      func(r nodeRequest) int { return int(r.prio) }, // see admitBatch
 			RequestHasher: func(r nodeRequest) string { return keyOfNode(r.node).String() },

@@ -34,7 +34,7 @@ func openReadBreaker(t *testing.T, c cloudprovider.Interface, up *countingCloud)
 }
 
 func tripConfig(cfg *Config) {
-	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(time.Hour), MinOpenTimeout: dur(time.Hour), HalfOpenRequests: 1}
+	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(time.Hour), MinOpenTimeout: dur(time.Hour), HalfOpenRequests: 1, WaitForProbe: boolp(false)}
 }
 
 // Item 2: a hung cloud (wrapped DeadlineExceeded while the caller's context
@@ -168,7 +168,7 @@ func TestBreakerOpenIsRetryErrorAtProbeTime(t *testing.T) {
 	up := newCountingCloud()
 	up.ensureLBHook = func() error { return errors.New("HTTP 503") }
 	cfg := testConfig(newFakeClock())
-	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(5 * time.Second), HalfOpenRequests: 1}
+	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(5 * time.Second), HalfOpenRequests: 1, WaitForProbe: boolp(false)}
 	c := mustNew(t, up, cfg)
 	lb, _ := c.LoadBalancer()
 	for n := range 4 {
@@ -210,7 +210,7 @@ func TestProbeDoesNotQueueBehindEarlierWaiters(t *testing.T) {
 	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = 1, 1
 	cfg.Limits.Read.WaitTimeout = dur(2 * time.Minute)
 	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 2, Interval: dur(time.Hour),
-		OpenTimeout: dur(5 * time.Second), MinOpenTimeout: dur(5 * time.Second), HalfOpenRequests: 1}
+		OpenTimeout: dur(5 * time.Second), MinOpenTimeout: dur(5 * time.Second), HalfOpenRequests: 1, WaitForProbe: boolp(false)}
 	c := mustNew(t, up, cfg)
 	lb, _ := c.LoadBalancer()
 	br := c.(*cloud).g.breakers[familyRead]

@@ -10,8 +10,8 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
 
+	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
-	"github.com/cloudgate/cloudgate/metrics"
 )
 
 // One upstream call: breaker, token, call, and what the outcome tells the
@@ -162,7 +162,7 @@ func (g *gate) openRetry(err error) error {
 // could be overtaken by a newer write of the same object and land last.
 func whileOpen[T any](ctx context.Context, g *gate, m *method, op func() (T, error)) (T, error) {
 	v, err := op()
-	if w := g.cfg.Breaker.WaitForProbe; w == nil || !*w || !limiter.IsOpen(err) || ctx.Err() != nil {
+	if !*g.cfg.Breaker.WaitForProbe || !limiter.IsOpen(err) || ctx.Err() != nil {
 		return v, err // the usual path: nothing more than op
 	}
 	reopened := m.breaker.Opened() // cancelled when a probe fails from now on
@@ -272,13 +272,13 @@ func stoppableAfterFunc(clk clock.Clock, d time.Duration, f func()) (stop func()
 func (g *gate) result(m *method, err error) string {
 	switch {
 	case err == nil:
-		return metrics.ResultOK
+		return recorder.ResultOK
 	case errors.Is(err, cloudprovider.InstanceNotFound):
-		return metrics.ResultNotFound
+		return recorder.ResultNotFound
 	}
 	if throttled, retryAfter := g.throttle.Classify(err); throttled {
 		m.bucket.OnThrottled(retryAfter)
-		return metrics.ResultThrottled
+		return recorder.ResultThrottled
 	}
-	return metrics.ResultError
+	return recorder.ResultError
 }

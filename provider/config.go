@@ -2,15 +2,16 @@ package provider
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
@@ -22,7 +23,9 @@ import (
 
 // Config is cloudgate's configuration (cloudgate.yaml). LoadConfig fills
 // every field it does not set from DefaultConfig; README.md documents each
-// default and why it was chosen.
+// default and why it was chosen. A Config built by hand should start from
+// DefaultConfig too: New fills only the optional switches left nil (see
+// Default), and Validate rejects the required numbers left 0.
 type Config struct {
 	// Upstream names the wrapped provider and its own configuration.
 	Upstream UpstreamConfig `json:"upstream"`
@@ -99,7 +102,8 @@ type BucketConfig struct {
 	// Burst is the bucket size (>= 1).
 	Burst int `json:"burst"`
 	// Adaptive cuts the rate when the cloud throttles (multiplicative
-	// decrease, honouring Retry-After) and recovers it linearly.
+	// decrease, honouring Retry-After) and recovers it linearly. Default
+	// (nil) true.
 	Adaptive *bool `json:"adaptive,omitempty"`
 	// WaitTimeout bounds the wait for a token: a caller still waiting after
 	// it gets a retryable *api.RetryError (the service controller requeues)
@@ -131,9 +135,7 @@ type BreakerConfig struct {
 	MinOpenTimeout Duration `json:"minOpenTimeout,omitempty"`
 	// HalfOpenRequests probes must all succeed to close it again.
 	HalfOpenRequests uint32 `json:"halfOpenRequests"`
-	// WaitForProbe (true in DefaultConfig and so in a config file that
-	// does not set it; nil in a Config built by hand is false): a read the
-	// open breaker rejects, with no stale answer to serve, waits for the
+	// WaitForProbe (default, nil, true): a read the open breaker rejects, with no stale answer to serve, waits for the
 	// breaker's next probe — at most 2 × openTimeout — and is tried again
 	// if the probe shows the cloud answering; it fails with the rejection
 	// when a probe fails meanwhile. A provider's client retries with
@@ -150,7 +152,12 @@ type MethodConfig struct {
 	// TTL of the method's cached answers; only for read methods. 0 turns
 	// caching off for the method: every call is sent (limited, breaker-guarded).
 	TTL *Duration `json:"ttl,omitempty"`
-	// QPS and Burst give the method a bucket of its own instead of its family's.
+	// QPS and Burst give the method a bucket of its own, chained with its
+	// family's: a call takes a token from the method's bucket, then one
+	// from the family's (this process's limits.<family>, or the fleet's
+	// budget with limits.shared), so a method's qps caps that method
+	// within its family's quota and never adds to it. 0: the family's
+	// bucket alone.
 	QPS   float64 `json:"qps,omitempty"`
 	Burst int     `json:"burst,omitempty"`
 }
@@ -159,6 +166,7 @@ type MethodConfig struct {
 // InstancesV2 implements BatchInstances) and list prefetch (InstanceLister).
 type BatchConfig struct {
 	// Enabled coalesces concurrent per-node lookups into batch calls.
+	// Default (nil) true.
 	Enabled *bool `json:"enabled,omitempty"`
 	// MaxSize flushes a batch when it holds this many nodes (capped by the
 	// upstream's MaxBatchSize).
@@ -166,7 +174,7 @@ type BatchConfig struct {
 	// MaxWait flushes a batch at the latest this long after its first node
 	// arrived: a cap, not a delay for a lone lookup (see SendAtOnce).
 	MaxWait Duration `json:"maxWait"`
-	// SendAtOnce (default true) sends a lookup at once when no batch call
+	// SendAtOnce (default, nil, true) sends a lookup at once when no batch call
 	// is in flight and the read bucket has a token; lookups arriving while
 	// a call is in flight, or while the batch waits for its token,
 	// accumulate and go together when it returns or the token comes (or at
@@ -189,7 +197,8 @@ type BatchConfig struct {
 // least ConfirmAfter later says the same and the Node is older than
 // GracePeriod. An instance the cloud describes as terminated passes at once.
 type NotFoundGuardConfig struct {
-	// Enabled turns the guard on (the default); false passes every answer on.
+	// Enabled turns the guard on (default, nil, true); false passes every
+	// answer on.
 	Enabled *bool `json:"enabled,omitempty"`
 	// GracePeriod after a Node's creation during which "does not exist" is
 	// never passed on (a new instance may not yet be visible to reads).
@@ -210,28 +219,14 @@ type ThrottleConfig struct {
 	MaxRetryAfter Duration `json:"maxRetryAfter"`
 }
 
-// Duration is a time.Duration written as a Go duration string ("30s", "5m").
-type Duration struct{ time.Duration }
+// Duration is metav1.Duration, a time.Duration written as a Go duration
+// string ("30s", "5m") in YAML, as in every Kubernetes config; the alias
+// keeps the name callers use. A bad value is an error naming the field
+// (LoadConfig).
+type Duration = metav1.Duration
 
-// UnmarshalJSON accepts a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string such as \"30s\" or \"5m\", got %s", b)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("want a duration string such as \"30s\" or \"5m\": %w", err)
-	}
-	d.Duration = v
-	return nil
-}
-
-// MarshalJSON writes the duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-func dur(d time.Duration) Duration   { return Duration{d} }
-func durp(d time.Duration) *Duration { return &Duration{d} }
+func dur(d time.Duration) Duration   { return Duration{Duration: d} }
+func durp(d time.Duration) *Duration { return &Duration{Duration: d} }
 func boolp(b bool) *bool             { return &b }
 
 // DefaultConfig returns the defaults: safe for a large cluster (thousands of
@@ -259,6 +254,25 @@ func DefaultConfig() *Config {
 	}
 }
 
+// Default fills the optional switches left nil with their defaults:
+// limits.read.adaptive, limits.write.adaptive, breaker.waitForProbe,
+// batch.enabled, batch.sendAtOnce and notFoundGuard.enabled all default to
+// true, and mode to enforce. (DefaultConfig has them set; New applies
+// Default to a copy of the Config it is given, so a Config built by hand
+// means the same as the YAML that leaves them out.) Required numbers are
+// not defaulted: Validate names those left 0.
+func (c *Config) Default() {
+	for _, p := range []**bool{&c.Limits.Read.Adaptive, &c.Limits.Write.Adaptive, &c.Breaker.WaitForProbe,
+		&c.Batch.Enabled, &c.Batch.SendAtOnce, &c.NotFoundGuard.Enabled} {
+		if *p == nil {
+			*p = boolp(true)
+		}
+	}
+	if c.Mode == "" {
+		c.Mode = ModeEnforce
+	}
+}
+
 // LoadConfig reads cloudgate.yaml, fills defaults and validates it. Errors
 // name the offending field and what would fix it; unknown keys are errors.
 func LoadConfig(r io.Reader) (*Config, error) {
@@ -273,13 +287,81 @@ func LoadConfig(r io.Reader) (*Config, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("cloudgate config: empty: set at least upstream.name")
 	}
+	if err := checkDurations(data); err != nil {
+		return nil, err
+	}
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		return nil, fmt.Errorf("cloudgate config: %s", cleanYAMLError(err))
 	}
+	cfg.Default()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// durationType is the type of every duration field.
+var durationType = reflect.TypeFor[metav1.Duration]()
+
+// checkDurations finds the first duration field of a cloudgate.yaml whose
+// value is not a Go duration string, and names it: metav1.Duration's own
+// error names neither the field nor the format.
+func checkDurations(data []byte) error {
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil // not a map: UnmarshalStrict reports it
+	}
+	return walkDurations(reflect.TypeFor[Config](), doc, "")
+}
+
+func walkDurations(t reflect.Type, doc map[string]any, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		v, ok := doc[name]
+		if name == "" || name == "-" || !ok || v == nil {
+			continue
+		}
+		field := path + name
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case ft == durationType:
+			s, isString := v.(string)
+			if !isString {
+				return fmt.Errorf("cloudgate config: %s: want a duration string such as \"30s\" or \"5m\", got %v", field, v)
+			}
+			if _, err := time.ParseDuration(s); err != nil {
+				return fmt.Errorf("cloudgate config: %s: want a duration string such as \"30s\" or \"5m\": %w", field, err)
+			}
+		case ft.Kind() == reflect.Struct:
+			if m, ok := v.(map[string]any); ok {
+				if err := walkDurations(ft, m, field+"."); err != nil {
+					return err
+				}
+			}
+		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
+			m, _ := v.(map[string]any)
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if sub, ok := m[k].(map[string]any); ok {
+					if err := walkDurations(ft.Elem(), sub, field+"."+k+"."); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // cleanYAMLError turns decoder errors into "field ...: ..." text.
@@ -294,8 +376,12 @@ func cleanYAMLError(err error) string {
 	return msg
 }
 
-// Validate checks every field and names the first bad one.
+// Validate checks every field and names the first bad one. Optional
+// switches left nil are read as their defaults (see Default).
 func (c *Config) Validate() error {
+	d := *c
+	d.Default()
+	c = &d
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	if c.Upstream.Config != "" && c.Upstream.ConfigFile != "" {
@@ -305,7 +391,7 @@ func (c *Config) Validate() error {
 		bad("upstream.name: cannot be %q itself; name the provider to wrap", Name)
 	}
 	switch c.Mode {
-	case "", ModeEnforce:
+	case ModeEnforce:
 	case ModeShadow:
 		if c.Limits.Shared != nil {
 			bad("mode: shadow does not take limits.shared (a shadow would hold a share of the fleet's quota it never uses); remove limits.shared or set mode: enforce")
@@ -409,7 +495,7 @@ func (c *Config) Validate() error {
 // limiterConfig is b as the limiter takes it.
 func (b BucketConfig) limiterConfig(maxRetryAfter time.Duration) limiter.BucketConfig {
 	out := limiter.BucketConfig{
-		QPS: b.QPS, Burst: b.Burst, Adaptive: b.Adaptive == nil || *b.Adaptive,
+		QPS: b.QPS, Burst: b.Burst, Adaptive: b.Adaptive != nil && *b.Adaptive,
 		MaxRetryAfter: maxRetryAfter,
 	}
 	if d := b.Recovery.Duration; d > 0 {

@@ -49,7 +49,15 @@ methods:
 		{name: "ttl on a write", yaml: "upstream: {name: aws}\nmethods:\n  CreateRoute: {ttl: 1m}\n", wantErr: "writes are never cached"},
 		{name: "zero cache size", yaml: "upstream: {name: aws}\ncache: {size: 0}\n", wantErr: "cache.size must be >= 1"},
 		{name: "negative staleIfError", yaml: "upstream: {name: aws}\ncache: {staleIfError: -1s}\n", wantErr: "cache.staleIfError must be >= 0"},
-		{name: "bad duration", yaml: "upstream: {name: aws}\ncache: {negativeTTL: 30}\n", wantErr: "duration string"},
+		{name: "bad duration", yaml: "upstream: {name: aws}\ncache: {negativeTTL: 30}\n", wantErr: `cache.negativeTTL: want a duration string such as "30s" or "5m", got 30`},
+		{name: "bad duration string", yaml: "upstream: {name: aws}\nbreaker: {interval: ten}\n", wantErr: `breaker.interval: want a duration string such as "30s" or "5m": time: invalid duration "ten"`},
+		{name: "bad method ttl", yaml: "upstream: {name: aws}\nmethods:\n  InstanceMetadata: {ttl: 1x}\n", wantErr: "methods.InstanceMetadata.ttl: want a duration string"},
+		{name: "bad fleet duration", yaml: "upstream: {name: aws}\nlimits:\n  shared: {heartbeat: true}\n", wantErr: "limits.shared.heartbeat: want a duration string"},
+		{name: "durations", yaml: "upstream: {name: aws}\ncache: {staleIfError: 10m}\nmethods:\n  InstanceMetadata: {ttl: 90s}\n", check: func(t *testing.T, c *Config) {
+			if c.Cache.StaleIfError.Duration != 10*time.Minute || c.ttl("InstanceMetadata") != 90*time.Second {
+				t.Errorf("staleIfError %v, InstanceMetadata ttl %v; want 10m, 90s", c.Cache.StaleIfError, c.ttl("InstanceMetadata"))
+			}
+		}},
 		{name: "both upstream configs", yaml: "upstream: {name: aws, config: x, configFile: /y}\n", wantErr: "not both"},
 		{name: "self as upstream", yaml: "upstream: {name: cloudgate}\n", wantErr: "upstream.name: cannot be"},
 		{name: "failure ratio", yaml: "upstream: {name: aws}\nbreaker: {failureRatio: 1.5}\n", wantErr: "breaker.failureRatio must be in (0, 1]"},
@@ -187,5 +195,41 @@ func TestFactoryErrors(t *testing.T) {
 				t.Fatalf("the upstream's config leaked into an error: %v", err)
 			}
 		})
+	}
+}
+
+// TestDefaultSwitches: every optional switch left nil means the same in a
+// Config built by hand (Default, which New applies) as in a YAML file that
+// leaves it out (DefaultConfig): true for each; an explicit false stays.
+func TestDefaultSwitches(t *testing.T) {
+	loaded, err := LoadConfig(strings.NewReader("upstream: {name: aws}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var byHand Config
+	byHand.Default()
+	switches := func(c *Config) map[string]*bool {
+		return map[string]*bool{
+			"limits.read.adaptive": c.Limits.Read.Adaptive, "limits.write.adaptive": c.Limits.Write.Adaptive,
+			"breaker.waitForProbe": c.Breaker.WaitForProbe, "batch.enabled": c.Batch.Enabled,
+			"batch.sendAtOnce": c.Batch.SendAtOnce, "notFoundGuard.enabled": c.NotFoundGuard.Enabled,
+		}
+	}
+	for name, p := range switches(&byHand) {
+		if p == nil || !*p {
+			t.Errorf("%s left nil by hand: Default gives %v, want true", name, p)
+		}
+		if q := switches(loaded)[name]; q == nil || *q != *p {
+			t.Errorf("%s: YAML default %v, Default %v: they differ", name, q, p)
+		}
+	}
+	if byHand.Mode != ModeEnforce {
+		t.Errorf("mode = %q, want %q", byHand.Mode, ModeEnforce)
+	}
+	off := false
+	byHand.Breaker.WaitForProbe = &off
+	byHand.Default()
+	if *byHand.Breaker.WaitForProbe {
+		t.Error("Default overwrote an explicit false")
 	}
 }

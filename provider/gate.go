@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/metrics"
@@ -42,8 +43,8 @@ type gate struct {
 	upstream     cloudprovider.Interface
 	cfg          *Config
 	clock        clock.Clock
-	rec          *metrics.Recorder
-	metrics      *metrics.Metrics // where rec records
+	rec          *recorder.Recorder
+	metrics      *recorder.Metrics // where rec records
 	throttle     *limiter.ThrottleClassifier
 	providerName string
 
@@ -106,7 +107,7 @@ type method struct {
 	bucket      limiter.Admitter
 	bucketName  string // the bucket's (or the method's own bucket's) name, for errors
 	breaker     *limiter.Breaker
-	requests    *metrics.RequestCounter
+	requests    *recorder.RequestCounter
 }
 
 // bucketState is what Snapshot reads from a *limiter.Bucket or a
@@ -157,6 +158,9 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
+	defaulted := *cfg
+	defaulted.Default()
+	cfg = &defaulted
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -175,10 +179,11 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if g.providerName == "" {
 		g.providerName = upstream.ProviderName()
 	}
-	m := cfg.Metrics
-	if m == nil {
-		m = metrics.Default
+	pm := cfg.Metrics
+	if pm == nil {
+		pm = metrics.Default
 	}
+	m := recorder.Of(pm)
 	g.rec = m.Recorder(g.providerName)
 	g.nf = newNotFoundGuard(cfg.NotFoundGuard, g.clock, g.rec)
 
@@ -240,11 +245,10 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 			if err != nil {
 				return nil, fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
 			}
-			mt.bucket, mt.bucketName = b, name
-			if g.fleet != nil {
-				// The method's own cap, then the fleet's budget of its family.
-				mt.bucket = limiter.Chain{b, familyBuckets[spec.family]}
-			}
+			// The method's own cap, then its family's bucket (this
+			// process's, or the fleet's budget): the same with and without
+			// a fleet.
+			mt.bucket, mt.bucketName = limiter.Chain{b, familyBuckets[spec.family]}, name
 		}
 		g.methods[name] = mt
 		*spec.slot(&g.m) = mt
@@ -313,20 +317,20 @@ func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
 	return bucket, nil
 }
 
-// Snapshot implements metrics.Source.
-func (g *gate) Snapshot() metrics.Snapshot {
-	var s metrics.Snapshot
+// Snapshot implements recorder.Source.
+func (g *gate) Snapshot() recorder.Snapshot {
+	var s recorder.Snapshot
 	for _, c := range g.caches {
-		s.Caches = append(s.Caches, metrics.CacheState{Name: c.Name(), Entries: c.Len()})
+		s.Caches = append(s.Caches, recorder.CacheState{Name: c.Name(), Entries: c.Len()})
 	}
 	for _, b := range g.buckets {
-		s.Buckets = append(s.Buckets, metrics.BucketState{
+		s.Buckets = append(s.Buckets, recorder.BucketState{
 			Name: b.Name(), ConfiguredQPS: b.ConfiguredQPS(), EffectiveQPS: b.EffectiveQPS(),
 			Tokens: b.Tokens(), Waiting: b.Waiting(),
 		})
 	}
 	for _, f := range []string{familyRead, familyWrite} {
-		s.Breakers = append(s.Breakers, metrics.BreakerState{Family: f, State: g.breakers[f].State()})
+		s.Breakers = append(s.Breakers, recorder.BreakerState{Family: f, State: g.breakers[f].State()})
 	}
 	return s
 }

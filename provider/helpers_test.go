@@ -18,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
-		// klog's flush daemon and the breaker's gobreaker have no goroutines;
+		// klog's flush daemon; the breaker has no goroutines;
 		// the HTTP keep-alive of other packages is not used here.
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
 	)

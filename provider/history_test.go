@@ -371,14 +371,13 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 			h.up.maxBatch, maxBatchVariant = maxBatch, ""
 		}
 	}
-	// The breaker's open intervals run on the simulated clock; its closed
-	// counting window is gobreaker's, on the real clock (a run lasts about
-	// a second of real time), so the window and the failure ratio vary by
-	// seed to make it open during outages.
+	// The breaker's open intervals and closed counting window run on the
+	// simulated clock; the window and the failure ratio vary by seed to make
+	// it open during outages.
 	openTimeout := []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}[rng.Intn(3)]
 	interval := []time.Duration{50 * time.Millisecond, time.Second, time.Minute}[rng.Intn(3)]
 	ratio := 0.15 + 0.05*float64(rng.Intn(6))
-	cfg.Breaker = BreakerConfig{FailureRatio: ratio, MinRequests: 6, Interval: dur(interval), OpenTimeout: dur(openTimeout), HalfOpenRequests: 2}
+	cfg.Breaker = BreakerConfig{FailureRatio: ratio, MinRequests: 6, Interval: dur(interval), OpenTimeout: dur(openTimeout), HalfOpenRequests: 2, WaitForProbe: boolp(false)}
 	// Cache policy: small LRUs (evictions), negative caching off or short,
 	// stale-if-error off or shorter, and a method or two with its own TTL
 	// (0: not cached).

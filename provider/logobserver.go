@@ -4,49 +4,52 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/klog/v2"
 
 	"github.com/cloudgate/cloudgate/limiter"
 )
 
 // Breaker transitions and AIMD rate cuts and recoveries are logged at
-// default verbosity, at most logBurst lines per logWindow per breaker or
-// bucket; the next line logged says how many were suppressed.
+// default verbosity: per breaker or bucket, the first logBurst lines, then
+// at most one per logWindow; a line logged says how many were suppressed
+// since the previous one.
 const (
 	logBurst  = 5
 	logWindow = 10 * time.Second
 )
 
-// logLimiter allows logBurst lines per logWindow (wall clock: it paces log
-// output, not cloudgate's behaviour).
+// logLimiter paces one breaker's or bucket's log lines with rate.Sometimes
+// (on the real clock: it paces log output, not cloudgate's behaviour) and
+// counts the lines it suppressed.
 type logLimiter struct {
+	s          rate.Sometimes
 	mu         sync.Mutex
-	start      time.Time
-	n          int
 	suppressed int
-	now        func() time.Time
 }
 
-// allow reports whether a line may be logged now and how many were
-// suppressed since the last one.
-func (l *logLimiter) allow() (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	if now.Sub(l.start) >= logWindow {
-		l.start, l.n = now, 0
-	}
-	if l.n >= logBurst {
+func newLogLimiter() *logLimiter {
+	return &logLimiter{s: rate.Sometimes{First: logBurst, Interval: logWindow}}
+}
+
+// do runs log, with the number of lines suppressed since the last one, if
+// a line may be logged now.
+func (l *logLimiter) do(log func(suppressed int)) {
+	logged := false
+	l.s.Do(func() {
+		logged = true
+		l.mu.Lock()
+		n := l.suppressed
+		l.suppressed = 0
+		l.mu.Unlock()
+		log(n)
+	})
+	if !logged {
+		l.mu.Lock()
 		l.suppressed++
-		return false, 0
+		l.mu.Unlock()
 	}
-	l.n++
-	s := l.suppressed
-	l.suppressed = 0
-	return true, s
 }
-
-func newLogLimiter() *logLimiter { return &logLimiter{now: time.Now} }
 
 // breakerLog logs a breaker's transitions and forwards them to next.
 type breakerLog struct {
@@ -63,9 +66,9 @@ func (b *breakerLog) StateChanged(from, to limiter.State) {
 	if b.next != nil {
 		b.next.StateChanged(from, to)
 	}
-	if ok, suppressed := b.lim.allow(); ok {
+	b.lim.do(func(suppressed int) {
 		klog.InfoS("cloudgate: breaker state changed", "family", b.family, "from", from.String(), "to", to.String(), "suppressedLines", suppressed)
-	}
+	})
 }
 
 // bucketLog logs a bucket's AIMD rate changes (cuts and recoveries) and
@@ -107,7 +110,7 @@ func (b *bucketLog) RateChanged(qps float64) {
 	if prev == 0 || qps < prev {
 		what = "cloudgate: rate cut after throttling (AIMD)"
 	}
-	if ok, suppressed := b.lim.allow(); ok {
+	b.lim.do(func(suppressed int) {
 		klog.InfoS(what, "bucket", b.name, "qps", qps, "previousQPS", prev, "suppressedLines", suppressed)
-	}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -12,23 +13,38 @@ import (
 	"github.com/cloudgate/cloudgate/limiter"
 )
 
+// TestLogLimiter: the first logBurst lines are logged, then one per
+// logWindow, which says how many were suppressed (in a synctest bubble:
+// rate.Sometimes reads the real clock).
 func TestLogLimiter(t *testing.T) {
-	now := time.Unix(1000, 0)
-	l := &logLimiter{now: func() time.Time { return now }}
-	for i := range logBurst {
-		if ok, _ := l.allow(); !ok {
-			t.Fatalf("line %d of the burst suppressed", i+1)
+	synctest.Test(t, func(t *testing.T) {
+		l := newLogLimiter()
+		allow := func() (ok bool, suppressed int) {
+			l.do(func(n int) { ok, suppressed = true, n })
+			return ok, suppressed
 		}
-	}
-	for range 3 {
-		if ok, _ := l.allow(); ok {
-			t.Fatal("line beyond the burst logged")
+		for i := range logBurst {
+			if ok, _ := allow(); !ok {
+				t.Fatalf("line %d of the burst suppressed", i+1)
+			}
 		}
-	}
-	now = now.Add(logWindow)
-	if ok, s := l.allow(); !ok || s != 3 {
-		t.Fatalf("after the window: allow = %v, suppressed %d; want true, 3", ok, s)
-	}
+		for range 3 {
+			if ok, _ := allow(); ok {
+				t.Fatal("line beyond the burst logged")
+			}
+		}
+		time.Sleep(logWindow - time.Nanosecond)
+		if ok, _ := allow(); ok {
+			t.Fatal("line logged before the window passed")
+		}
+		time.Sleep(time.Nanosecond)
+		if ok, s := allow(); !ok || s != 4 {
+			t.Fatalf("after the window: allow = %v, suppressed %d; want true, 4", ok, s)
+		}
+		if ok, _ := allow(); ok {
+			t.Fatal("second line in one window logged")
+		}
+	})
 }
 
 type countBreakerObs struct{ n int }

@@ -8,7 +8,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
 
-	"github.com/cloudgate/cloudgate/metrics"
+	"github.com/cloudgate/cloudgate/internal/recorder"
 )
 
 // notFoundGuard holds back a single "instance does not exist" answer.
@@ -40,7 +40,7 @@ import (
 type notFoundGuard struct {
 	grace, confirmAfter time.Duration
 	clock               clock.PassiveClock
-	rec                 *metrics.Recorder
+	rec                 *recorder.Recorder
 
 	mu      sync.Mutex
 	pending map[nodeKey]*heldNotFound
@@ -56,8 +56,8 @@ type heldNotFound struct {
 // forgetAfter are dropped (their Nodes were deleted some other way).
 const guardPendingLimit = 10000
 
-func newNotFoundGuard(cfg NotFoundGuardConfig, clk clock.PassiveClock, rec *metrics.Recorder) *notFoundGuard {
-	if cfg.Enabled != nil && !*cfg.Enabled {
+func newNotFoundGuard(cfg NotFoundGuardConfig, clk clock.PassiveClock, rec *recorder.Recorder) *notFoundGuard {
+	if !*cfg.Enabled {
 		return nil
 	}
 	return &notFoundGuard{

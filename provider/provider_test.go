@@ -393,7 +393,7 @@ func TestBreakerOpenStaleHalfOpenClosed(t *testing.T) {
 	clk := newFakeClock()
 	up := newCountingCloud()
 	cfg := testConfig(clk)
-	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Minute), OpenTimeout: dur(50 * time.Millisecond), HalfOpenRequests: 1}
+	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Minute), OpenTimeout: dur(50 * time.Millisecond), HalfOpenRequests: 1, WaitForProbe: boolp(false)}
 	c, i, cached := withStaleMetadata(t, up, clk, cfg) // expired but within staleIfError
 	ctx := context.Background()
 

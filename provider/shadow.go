@@ -15,8 +15,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
-	"github.com/cloudgate/cloudgate/metrics"
 )
 
 // Modes (Config.Mode).
@@ -60,13 +60,13 @@ const (
 //     controller's retry that gets through (counted then). Without this a
 //     throttled write retried by its controller counts many times.
 //
-// The predictions are exported as cloudgate_shadow_* (metrics/shadow.go);
+// The predictions are exported as cloudgate_shadow_* (internal/recorder/shadow.go);
 // cloudgate_upstream_calls_total counts the live calls. Nothing of the
 // model reaches a caller: it returns the upstream's value and error
 // unchanged (shadow_test.go checks this against the bare upstream).
 type shadow struct {
 	g        *gate
-	rec      *metrics.ShadowRecorder
+	rec      *recorder.ShadowRecorder
 	methods  map[*method]*shadowMethod
 	breakers map[string]*limiter.Breaker
 	// filled marks, per InstancesV2 read method, the nodes whose entry a
@@ -83,8 +83,12 @@ type shadow struct {
 
 // shadowMethod is one method's shadow state.
 type shadowMethod struct {
-	rec    *metrics.ShadowMethod
+	rec    *recorder.ShadowMethod
 	bucket *rate.Limiter
+	// family is the family's bucket when the method has one of its own
+	// (methods.<m>.qps): a call takes a token from bucket, then from
+	// family, as the enforce path's limiter.Chain. nil otherwise.
+	family *rate.Limiter
 }
 
 // shadowFill is a would-be batch answer for a node whose value the shadow
@@ -147,17 +151,18 @@ func newShadow(g *gate) (*shadow, error) {
 	buckets := map[string]*rate.Limiter{}
 	for _, name := range methodNames() {
 		mt := g.methods[name]
-		b := g.cfg.Limits.Read
+		fam := g.cfg.Limits.Read
 		if mt.family == familyWrite {
-			b = g.cfg.Limits.Write
+			fam = g.cfg.Limits.Write
 		}
+		if buckets[mt.family] == nil {
+			buckets[mt.family] = rate.NewLimiter(rate.Limit(fam.QPS), fam.Burst)
+		}
+		sm := &shadowMethod{rec: sh.rec.Method(mt.family, name), bucket: buckets[mt.family]}
 		if o := g.cfg.Methods[name]; o.QPS > 0 {
-			b = BucketConfig{QPS: o.QPS, Burst: o.Burst}
+			sm.bucket, sm.family = rate.NewLimiter(rate.Limit(o.QPS), o.Burst), buckets[mt.family]
 		}
-		if buckets[mt.bucketName] == nil {
-			buckets[mt.bucketName] = rate.NewLimiter(rate.Limit(b.QPS), b.Burst)
-		}
-		sh.methods[mt] = &shadowMethod{rec: sh.rec.Method(mt.family, name), bucket: buckets[mt.bucketName]}
+		sh.methods[mt] = sm
 	}
 	byName := func(k nodeKey) bool { return !k.byProviderID }
 	for _, mt := range []*method{g.m.instanceExists, g.m.instanceShutdown, g.m.instanceMetadata} {
@@ -186,23 +191,34 @@ func (sh *shadow) begin(m *method) (done func(ctx context.Context, err error), n
 	allowed, err := br.Allow()
 	if err != nil {
 		sh.rec.BreakerRejected(m.family)
-		return nil, metrics.ShadowRejected
+		return nil, recorder.ShadowRejected
 	}
 	now := sh.g.clock.Now()
 	sm := sh.methods[m]
 	r := sm.bucket.ReserveN(now, 1)
 	wait := r.DelayFrom(now)
-	if m.waitTimeout > 0 && wait > m.waitTimeout {
+	var rf *rate.Reservation // the family's token after the method's own
+	if sm.family != nil {
+		rf = sm.family.ReserveN(now.Add(wait), 1)
+		wait += rf.DelayFrom(now.Add(wait))
+	}
+	cancel := func() {
+		if rf != nil {
+			rf.CancelAt(now)
+		}
 		r.CancelAt(now)
+	}
+	if m.waitTimeout > 0 && wait > m.waitTimeout {
+		cancel()
 		allowed(callerGone{errWaitTimeout}) // nothing would have been sent
-		return nil, metrics.ShadowWaitTimeout
+		return nil, recorder.ShadowWaitTimeout
 	}
 	return func(ctx context.Context, err error) {
 		if throttled, _ := sh.g.throttle.Classify(err); throttled {
 			// Enforce mode paces calls below the quota: this call would
 			// have waited instead, and been sent once — as the retry the
 			// controller makes after this throttled one, which is counted.
-			r.CancelAt(now)
+			cancel()
 		} else {
 			sh.rec.Wait(m.family, wait)
 			sm.rec.Call()
@@ -230,14 +246,14 @@ func live[T any](ctx context.Context, g *gate, m *method, fn func(context.Contex
 func liveResult(g *gate, err error) string {
 	switch {
 	case err == nil:
-		return metrics.ResultOK
+		return recorder.ResultOK
 	case errors.Is(err, cloudprovider.InstanceNotFound):
-		return metrics.ResultNotFound
+		return recorder.ResultNotFound
 	}
 	if throttled, _ := g.throttle.Classify(err); throttled {
-		return metrics.ResultThrottled
+		return recorder.ResultThrottled
 	}
-	return metrics.ResultError
+	return recorder.ResultError
 }
 
 // shadowRead is a read in shadow mode: call is the upstream's own method,
@@ -247,7 +263,7 @@ func shadowRead[K comparable, V any](ctx context.Context, sh *shadow, m *method,
 	if c != nil {
 		if cached, cerr, hit := c.Fresh(key); hit {
 			v, err := live(ctx, g, m, call)
-			sm.rec.Read(metrics.ShadowHit)
+			sm.rec.Read(recorder.ShadowHit)
 			if diverges(cached, cerr, v, err) {
 				sm.rec.Diverged()
 			}
@@ -261,7 +277,7 @@ func shadowRead[K comparable, V any](ctx context.Context, sh *shadow, m *method,
 		sm.rec.Read(notSent)
 	} else {
 		done(ctx, err)
-		sm.rec.Read(metrics.ShadowMiss)
+		sm.rec.Read(recorder.ShadowMiss)
 		if c != nil {
 			storeAnswer(c, key, v, err)
 		}
@@ -315,7 +331,7 @@ func shadowNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.
 		}
 		if hit || filled {
 			v, err := live(ctx, g, m, call)
-			sm.rec.Read(metrics.ShadowHit)
+			sm.rec.Read(recorder.ShadowHit)
 			switch {
 			case hit:
 				if diverges(cached, cerr, v, err) {
@@ -341,7 +357,7 @@ func shadowNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.
 	if b.result != "" {
 		sm.rec.Read(b.result)
 	} else {
-		sm.rec.Read(metrics.ShadowBatched)
+		sm.rec.Read(recorder.ShadowBatched)
 		storeAnswer(c, key, v, err)
 		if mark, positive := sh.fillOf(m, v, err); mark {
 			for mt, f := range sh.filled {

@@ -17,7 +17,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/cloudgate/cloudgate/metrics"
+	"github.com/cloudgate/cloudgate/internal/recorder"
 )
 
 // scriptCloud is an upstream whose every answer is scripted by how many
@@ -317,8 +317,8 @@ func TestShadowAnswersAsBare(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bare, up := newScriptCloud(tc.batch), newScriptCloud(tc.batch)
 			if tc.workers == 1 {
-				// Long enough to trip the breaker over the calls before it:
-				// gobreaker's counting interval runs on the real clock.
+				// Long enough to trip the breaker over the calls before it
+				// within its counting interval.
 				bare.outage, up.outage = [2]int{1200, 2600}, [2]int{1200, 2600}
 			}
 			clk := newFakeClock()
@@ -358,10 +358,10 @@ func TestShadowAnswersAsBare(t *testing.T) {
 			if got, want := up.Calls(), bare.Calls(); !reflect.DeepEqual(got, want) {
 				t.Errorf("upstream calls in shadow mode %v, bare %v", got, want)
 			}
-			tot := cfg.Metrics.ShadowTotals("script")
+			tot := recorder.Of(cfg.Metrics).ShadowTotals("script")
 			reads := 0.0
 			for _, r := range tot.Reads {
-				reads += r[metrics.ShadowHit]
+				reads += r[recorder.ShadowHit]
 			}
 			if tot.TotalCalls() == 0 || reads == 0 || len(tot.Divergences) == 0 || (tc.workers == 1 && tot.Rejections["read"] == 0) {
 				t.Errorf("the shadow model did not run: %+v", tot)
@@ -526,7 +526,7 @@ func TestShadowPredicts(t *testing.T) {
 			up := newCountingCloud()
 			c := mustNew(t, up, cfg)
 			tc.run(t, up, c, clk)
-			tot := cfg.Metrics.ShadowTotals("fake")
+			tot := recorder.Of(cfg.Metrics).ShadowTotals("fake")
 			for k, v := range tot.Calls {
 				if v == 0 {
 					delete(tot.Calls, k)
@@ -592,7 +592,7 @@ func TestShadowBatches(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	tot := cfg.Metrics.ShadowTotals("fake")
+	tot := recorder.Of(cfg.Metrics).ShadowTotals("fake")
 	if got := tot.Calls["BatchInstanceStatus"]; got != 4 {
 		t.Errorf("would-be batch calls %v, want 4 (2+1 overlapping, then 1 and 1)", got)
 	}
@@ -756,7 +756,7 @@ func TestShadowFillAgesFromBatch(t *testing.T) {
 	clk.Step(10 * time.Second)
 	exists = true
 	ask() // t0+65 s: expired with the batch's age: a would-be batch of its own
-	tot := cfg.Metrics.ShadowTotals("fake")
+	tot := recorder.Of(cfg.Metrics).ShadowTotals("fake")
 	reads := tot.Reads["InstanceExists"]
 	if reads["hit"] != 2 || reads["batched"] != 1 || tot.Divergences["InstanceExists"] != 1 {
 		t.Errorf("InstanceExists reads %v, divergences %v; want 2 hits (one diverging), then 1 batched",

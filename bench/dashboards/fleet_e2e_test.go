@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
@@ -48,7 +49,7 @@ func startFleetMember(t *testing.T, m *metrics.Metrics) (stop func()) {
 		}
 	}
 	r := fleettest.Start(t)
-	rec := m.Fleet(testProvider, "e2e")
+	rec := recorder.Of(m).Fleet(testProvider, "e2e")
 	rec.Init([]string{"read"})
 	cfg := r.Config("e2e")
 	cfg.RedisTimeout = fleet.Duration{Duration: 100 * time.Millisecond}

@@ -16,8 +16,7 @@ import (
 // real redis-server on 127.0.0.1: Wait with tokens available (the quota is
 // far above what the benchmark asks), i.e. queueing plus one Redis round
 // trip. It reports the p50 and p99 of Wait (wait-p50-ns, wait-p99-ns) and of
-// the Redis round trip alone (redis-p50-ns, redis-p99-ns). The in-process
-// ≤ 50 ns target of local mode does not apply: shared mode costs a round trip.
+// the Redis round trip alone (redis-p50-ns, redis-p99-ns).
 func BenchmarkSharedAdmission(b *testing.B) {
 	l, f, rt := benchLimiter(b)
 	ctx := context.Background()

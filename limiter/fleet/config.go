@@ -3,7 +3,6 @@ package fleet
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Defaults of the optional Config fields.
@@ -149,25 +150,9 @@ type TLSConfig struct {
 	ServerName string `json:"serverName,omitempty"`
 }
 
-// Duration is a time.Duration written as a string such as "5ms" in YAML.
-type Duration struct{ time.Duration }
-
-// UnmarshalJSON accepts a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string such as \"5ms\", got %s", b)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("want a duration string such as \"5ms\": %w", err)
-	}
-	d.Duration = v
-	return nil
-}
-
-// MarshalJSON writes the duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+// Duration is metav1.Duration, a time.Duration written as a string such as
+// "5ms" in YAML (the alias keeps the name callers use).
+type Duration = metav1.Duration
 
 // redactAddr replaces the userinfo of an address (everything before its
 // last '@', after a scheme) by REDACTED.

@@ -65,13 +65,13 @@ func (l *Limiter) run() {
 // sleep waits d, or less if a waiter of a higher class than cls arrives or
 // the limiter falls back. It returns false when the limiter stops.
 func (l *Limiter) sleep(d time.Duration, cls int) bool {
-	t := time.NewTimer(d)
+	t := l.f.clock.NewTimer(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-l.stop:
 			return false
-		case <-t.C:
+		case <-t.C():
 			return true
 		case <-l.wake:
 			l.mu.Lock()
@@ -116,7 +116,7 @@ func (l *Limiter) grantLocked(cls, n int) {
 	}
 	if n > 0 {
 		l.credits[cls] += n
-		l.creditAt = time.Now()
+		l.creditAt = l.f.clock.Now()
 	}
 }
 
@@ -132,10 +132,10 @@ func (l *Limiter) admit(cls, n int) (got int, retry time.Duration, err error) {
 	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), l.f.timeout)
 	defer cancel()
-	start := time.Now()
+	start := l.f.clock.Now()
 	v, err := admitScript.Run(ctx, l.f.client, l.keys[:],
 		l.quota, l.burst, l.reserve, l.bgShare, cls, n, debt).Slice()
-	took := time.Since(start)
+	took := l.f.clock.Since(start)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Options are the settings that are not in cloudgate.yaml.
@@ -42,6 +43,10 @@ type Options struct {
 	// Logf writes the fallback and rejoin log lines; nil means klog. The
 	// lines never hold credentials.
 	Logf func(format string, args ...any)
+	// Clock is the time source of the heartbeat, the fallback timings and
+	// the waits; nil is the real clock. (Redis's scripts read Redis's own
+	// clock.)
+	Clock clock.WithTicker
 }
 
 // Fleet is this member's connection to the fleet of one account: the Redis
@@ -50,6 +55,7 @@ type Options struct {
 type Fleet struct {
 	cfg     Config
 	opts    Options
+	clock   clock.WithTicker
 	obs     Observer
 	client  redis.UniversalClient
 	prefix  string // key prefix, with the account as hash tag
@@ -130,9 +136,13 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 	if opts.Logf == nil {
 		opts.Logf = klog.Infof
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	f := &Fleet{
 		cfg:     cfg,
 		opts:    opts,
+		clock:   opts.Clock,
 		obs:     opts.Observer,
 		prefix:  "cloudgate:{" + cfg.Account + "}:",
 		timeout: cfg.RedisTimeout.Duration,
@@ -240,13 +250,13 @@ func (f *Fleet) fractionLocked() (float64, int) {
 // loop runs the heartbeat until Close.
 func (f *Fleet) loop() {
 	defer close(f.done)
-	tk := time.NewTicker(f.opts.Heartbeat)
+	tk := f.clock.NewTicker(f.opts.Heartbeat)
 	defer tk.Stop()
 	for {
 		select {
 		case <-f.stop:
 			return
-		case <-tk.C:
+		case <-tk.C():
 		}
 		if err := f.heartbeat(); err != nil {
 			f.redisResult(err)
@@ -273,7 +283,7 @@ func (f *Fleet) heartbeat() error {
 	f.mu.Lock()
 	current, _ := f.fractionLocked()
 	f.mu.Unlock()
-	sent := time.Now()
+	sent := f.clock.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	v, err := heartbeatScript.Run(ctx, f.client, keys,
@@ -305,7 +315,7 @@ func (f *Fleet) heartbeat() error {
 	if err != nil || claim < 0 || claim > 1 {
 		return fmt.Errorf("heartbeat: unexpected claim %v", v[4])
 	}
-	now := time.Now()
+	now := f.clock.Now()
 	f.mu.Lock()
 	f.known = true
 	f.lastOK = sent
@@ -353,7 +363,7 @@ func (f *Fleet) stopAtLocked() time.Time {
 	if f.open() || !f.known {
 		return time.Time{}
 	}
-	return time.Now().Add(f.awayLimit() - time.Since(f.lastOK))
+	return f.clock.Now().Add(f.awayLimit() - f.clock.Since(f.lastOK))
 }
 
 // awayTooLong reports whether this member has been without an answered
@@ -362,7 +372,7 @@ func (f *Fleet) stopAtLocked() time.Time {
 func (f *Fleet) awayTooLong() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.away || (f.known && time.Since(f.lastOK) >= f.awayLimit())
+	return f.away || (f.known && f.clock.Since(f.lastOK) >= f.awayLimit())
 }
 
 // goAway stops every limiter's local admissions: this member has been cut
@@ -375,7 +385,7 @@ func (f *Fleet) goAway() {
 	f.mu.Lock()
 	// Looked at again under the lock: a heartbeat may have been answered
 	// since the caller looked.
-	if f.away || f.closed || !f.known || time.Since(f.lastOK) < f.awayLimit() {
+	if f.away || f.closed || !f.known || f.clock.Since(f.lastOK) < f.awayLimit() {
 		f.mu.Unlock()
 		return
 	}
@@ -384,7 +394,7 @@ func (f *Fleet) goAway() {
 	f.fallback, f.failures = true, 0
 	ls := append([]*Limiter(nil), f.limiters...)
 	floor, n := f.fractionLocked()
-	since := time.Since(f.lastOK)
+	since := f.clock.Since(f.lastOK)
 	stop := f.stopAtLocked()
 	f.mu.Unlock()
 	if !wasFallback {
@@ -472,9 +482,9 @@ func (f *Fleet) redisResult(err error) bool {
 	return false
 }
 
-// Held returns the fraction of the quota held for fallen members at the last
+// heldShare returns the fraction of the quota held for fallen members at the last
 // heartbeat, and how many members had fallen.
-func (f *Fleet) Held() (fraction float64, fallen int) {
+func (f *Fleet) heldShare() (fraction float64, fallen int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.held, f.fallen

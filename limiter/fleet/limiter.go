@@ -212,7 +212,7 @@ func (l *Limiter) ConfiguredQPS() float64 { return l.quota }
 // Redis (after AIMD, without the fallen members' held shares), or in
 // fallback the local bucket's rate.
 func (l *Limiter) EffectiveQPS() float64 {
-	held, _ := l.f.Held() // before l.mu: register holds the fleet's lock, then l.mu
+	held, _ := l.f.heldShare() // before l.mu: register holds the fleet's lock, then l.mu
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.away && l.fraction <= 0 {
@@ -224,8 +224,8 @@ func (l *Limiter) EffectiveQPS() float64 {
 	return l.rate * l.quota * (1 - held)
 }
 
-// ShareQPS returns this member's static share: the rate it falls back to.
-func (l *Limiter) ShareQPS() float64 {
+// shareQPS returns this member's static share: the rate it falls back to.
+func (l *Limiter) shareQPS() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.fraction * l.quota
@@ -266,7 +266,7 @@ func (l *Limiter) Waiting() int {
 // limiter.Bucket.Wait (errors.Is context.Canceled, context.DeadlineExceeded
 // or limiter.ErrClosed) and name the family.
 func (l *Limiter) Wait(ctx context.Context, p limiter.Priority) error {
-	start := time.Now()
+	start := l.f.clock.Now()
 	for {
 		if again, err := l.wait1(ctx, p, start); !again {
 			return err
@@ -327,7 +327,7 @@ func (l *Limiter) wait1(ctx context.Context, p limiter.Priority, start time.Time
 		case granted:
 			// Granted while ctx ended: keep the token for the next caller.
 			l.credits[cls]++
-			l.creditAt = time.Now()
+			l.creditAt = l.f.clock.Now()
 		case toLocal:
 			if w.fb != nil {
 				l.unhandLocked(w.fb)
@@ -351,7 +351,7 @@ func (l *Limiter) wait1(ctx context.Context, p limiter.Priority, start time.Time
 }
 
 func (l *Limiter) done1(p limiter.Priority, start time.Time, err error) error {
-	l.bobs.WaitDone(p, time.Since(start), err)
+	l.bobs.WaitDone(p, l.f.clock.Since(start), err)
 	return err
 }
 

@@ -1,4 +1,4 @@
-package metrics
+package recorder
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cloudgate/cloudgate/cache"
-	"github.com/cloudgate/cloudgate/internal/monotime"
 	"github.com/cloudgate/cloudgate/limiter"
 )
 
@@ -81,7 +80,8 @@ func (r *Recorder) UpstreamCall(family, method, result string, took time.Duratio
 	r.m.upstreamDuration.WithLabelValues(r.provider, family, method).Observe(took.Seconds())
 }
 
-// Batch records one batched lookup of size nodes, sent for reason ("size" or "wait").
+// Batch records one batched lookup of size nodes, sent for reason (see
+// internal/batcher's Flush* constants).
 func (r *Recorder) Batch(size int, reason string) {
 	r.m.batchSize.WithLabelValues(r.provider).Observe(float64(size))
 	r.m.batchFlushes.WithLabelValues(r.provider, reason).Inc()
@@ -94,8 +94,7 @@ func (r *Recorder) NotFoundConfirmation(outcome string) {
 }
 
 // CacheObserver returns the observer of the cache named name, its
-// counters resolved once: a hit is on the hot path and WithLabelValues
-// hashes its labels on every call.
+// counters resolved once (WithLabelValues hashes its labels on every call).
 func (r *Recorder) CacheObserver(name string) cache.Observer {
 	m := r.m
 	return &cacheCounters{
@@ -110,8 +109,7 @@ func (r *Recorder) CacheObserver(name string) cache.Observer {
 
 // cacheCounters counts one cache's events.
 type cacheCounters struct {
-	hits, negativeHits                           *stripedCounter
-	misses, deduplicated, staleServed, evictions prometheus.Counter
+	hits, negativeHits, misses, deduplicated, staleServed, evictions prometheus.Counter
 }
 
 // Hit implements cache.Observer.
@@ -165,7 +163,7 @@ func (o *bucketObserver) WaitDone(p limiter.Priority, waited time.Duration, err 
 		}
 		return
 	}
-	o.window.add(monotime.Now())
+	o.window.add(time.Now())
 }
 
 func (o *bucketObserver) Throttled(retryAfter time.Duration) {
@@ -201,8 +199,7 @@ func (r *Recorder) window(bucket string) *windowCounter {
 }
 
 // windowCounter counts events over the last QuotaWindow in one-second
-// slots. Its times are monotime.Now's, and only their monotonic part is
-// used: a slot is a second since monotime's start.
+// slots: a slot is a second of Unix time.
 type windowCounter struct {
 	mu    sync.Mutex
 	slots [60]uint64
@@ -210,9 +207,7 @@ type windowCounter struct {
 }
 
 func (w *windowCounter) add(now time.Time) {
-	s := monotime.Seconds(now)
-	// s is negative inside a synctest bubble, whose clock starts in 2000,
-	// before the process's monotime start: keep the slot index in [0, 60).
+	s := now.Unix()
 	i := (s%60 + 60) % 60
 	w.mu.Lock()
 	if w.secs[i] != s {
@@ -223,7 +218,7 @@ func (w *windowCounter) add(now time.Time) {
 }
 
 func (w *windowCounter) sum(now time.Time) uint64 {
-	s := monotime.Seconds(now)
+	s := now.Unix()
 	var total uint64
 	w.mu.Lock()
 	for i := range w.slots {
@@ -286,7 +281,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.mu.Unlock()
 
-	now := monotime.Now()
+	now := time.Now()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -319,10 +314,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // RequestCounter counts one method's calls from the controllers; its
-// counters are resolved once, and striped, so the hot path is one atomic
-// add on a cache line of the calling goroutine's stripe.
+// counters are resolved once.
 type RequestCounter struct {
-	ok, failed *stripedCounter
+	ok, failed prometheus.Counter
 }
 
 // Requests returns the request counter of method.
@@ -361,7 +355,7 @@ func (r *Recorder) Init(buckets, families []string) {
 			}
 		}
 	}
-	for _, reason := range []string{"size", "wait"} {
+	for _, reason := range []string{"size", "wait", "now", "returned"} {
 		r.m.batchFlushes.WithLabelValues(r.provider, reason)
 	}
 	for _, outcome := range []string{"confirmed", "refuted"} {
