@@ -349,7 +349,11 @@ func TestThrottledListNotRestartedEarly(t *testing.T) {
 				}
 				up.throttled.Store(false)
 				up.down.Store(false)
-				for range 4 { // the interval and its jitter (< 10 %) pass
+				// The interval and its jitter (< 10 %) pass. After a failure
+				// that is not for want of quota, the interval's timer starts
+				// only once the shortest retry gap (interval/30 = 10 s) has
+				// passed: the next list comes by 10 s + 330 s.
+				for range 6 {
 					clk.Step(10 * time.Second)
 					synctest.Wait()
 				}
