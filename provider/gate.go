@@ -91,6 +91,7 @@ type gate struct {
 	// instead of a whole interval later (see start).
 	listFailed   atomic.Bool
 	listAnswered chan struct{}
+	listJitter   *jitterSource // the list refreshes' jitter (prefetch.go)
 	// firstList ends with the first list refresh (see awaitFirstList);
 	// nil until the prefetch loop starts.
 	firstList atomic.Pointer[firstList]
@@ -176,6 +177,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if g.clock == nil {
 		g.clock = clock.RealClock{}
 	}
+	g.listJitter = newJitterSource(g.clock.Now())
 	if g.providerName == "" {
 		g.providerName = upstream.ProviderName()
 	}

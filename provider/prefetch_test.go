@@ -74,8 +74,9 @@ func TestListRefreshJitter(t *testing.T) {
 	hi := interval + time.Duration(listJitter*float64(interval))
 	seen := map[time.Duration]bool{}
 	lo, top := hi, time.Duration(0)
+	j := newJitterSource(time.Now())
 	for range 1000 {
-		d := nextListRefresh(interval)
+		d := j.next(interval)
 		if d < interval || d >= hi {
 			t.Fatalf("refresh wait %v outside [%v, %v)", d, interval, hi)
 		}
@@ -88,6 +89,19 @@ func TestListRefreshJitter(t *testing.T) {
 	// The draws spread over most of the 30 s window.
 	if spread := top - lo; spread < 25*time.Second {
 		t.Fatalf("waits spread over %v only, want most of %v", spread, hi-interval)
+	}
+	// Gates made apart draw apart; a gate made at the same instant of a
+	// virtual clock (a simulation's run of one seed) draws the same waits.
+	at := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	a, b, a2 := newJitterSource(at), newJitterSource(at.Add(time.Nanosecond)), newJitterSource(at)
+	for range 10 {
+		da, db, da2 := a.next(interval), b.next(interval), a2.next(interval)
+		if da == db {
+			t.Fatalf("gates made 1 ns apart drew the same wait %v", da)
+		}
+		if da != da2 {
+			t.Fatalf("two gates made at %v drew %v and %v", at, da, da2)
+		}
 	}
 }
 
