@@ -353,6 +353,12 @@ func (h *history) check() (map[string]int, []violation) {
 				// and are never served stale (issue 12 item 9).
 				ttl, maxStale = min(ttl, negTTL), 0
 			}
+			if op.method == "GetLoadBalancer" && op.val == "absent" {
+				// "Does not exist" in any form: GetLoadBalancer's exists=false
+				// is cached as a negative answer, at most negativeTTL old
+				// whatever the method's TTL, and never served stale.
+				ttl, maxStale = negTTL, 0
+			}
 			openDuring := h.breakerNotClosed(op.family, op.sseq, op.eseq)
 			okFresh := false
 			within := func(f *fact) bool {

@@ -527,6 +527,13 @@ func (s *simCloud) v1Lookup(ctx context.Context, method, key string, byPID bool,
 	in := s.byName[id]
 	if byPID {
 		in = s.byPID[id]
+	} else if in != nil && in.terminated {
+		// By node name a terminated instance is not found, as the AWS
+		// provider's name lookup filters terminated instances out; the
+		// simulator answered InstanceID "exists" for an instance its
+		// InstanceExists called gone, and the two answers made the
+		// not-found guard's history ambiguous (seed 20 of 32).
+		in = nil
 	}
 	if in == nil {
 		s.pendFact(method, method, key, factNeg, "", cloudprovider.InstanceNotFound, 0)
