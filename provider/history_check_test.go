@@ -568,6 +568,18 @@ func (h *history) removedRead(op *opRec) (at time.Time, bound time.Duration, ok 
 // any guarded method, a batch or a list) up to seq, since it last said the
 // instance exists. s.mu is held.
 func (h *history) negsSinceExists(key string, seq int64) []fact {
+	return h.negsSince(key, seq, true)
+}
+
+// negsSinceDelivered is negsSinceExists with every "exists" taken at its
+// delivery: an "exists" computed before a hold but received after it may
+// end the hold (cloudgate cannot tell it from a fresh one), so the
+// removed-in-bound check lets the guard hold again after it.
+func (h *history) negsSinceDelivered(key string, seq int64) []fact {
+	return h.negsSince(key, seq, false)
+}
+
+func (h *history) negsSince(key string, seq int64, bySaid bool) []fact {
 	var facts []fact
 	for _, m := range []string{"InstanceExists", "InstanceExistsByProviderID", "InstanceID"} {
 		for _, f := range h.up.facts[[2]string{m, key}] {
@@ -581,7 +593,17 @@ func (h *history) negsSinceExists(key string, seq int64) []fact {
 	for _, f := range facts {
 		switch f.kind {
 		case factPos:
-			negs = negs[:0] // only answers after the newest "exists" count
+			// Only answers the upstream gave after the newest "exists"
+			// count. An "exists" computed before a "does not exist" but
+			// delivered after it (a list page read before a deletion) does
+			// not undo it (bySaid): the guard may keep its hold then.
+			kept := negs[:0]
+			for _, n := range negs {
+				if bySaid && n.said > f.said {
+					kept = append(kept, n)
+				}
+			}
+			negs = kept
 		case factNeg:
 			negs = append(negs, f)
 		}
@@ -595,7 +617,7 @@ func (h *history) negsSinceExists(key string, seq int64) []fact {
 // removed instance, held once long enough ago. nil: none.
 func (h *history) firstHold(op *opRec) *opRec {
 	ca := h.cfg.NotFoundGuard.ConfirmAfter.Duration
-	negs := h.negsSinceExists(op.key, op.eseq)
+	negs := h.negsSinceDelivered(op.key, op.eseq)
 	if len(negs) == 0 {
 		return nil
 	}

@@ -94,6 +94,10 @@ type fact struct {
 	err     error
 	version int    // of the key's LB or route table (read-your-writes)
 	via     string // the upstream call that said it
+	// said orders the fact by when the upstream computed it (seq is when
+	// it was delivered: an answer may arrive up to 1.5 s later, as a list
+	// page read before a deletion and received after it).
+	said int64
 }
 
 // writeReceipt is one write as received by the upstream.
@@ -196,7 +200,7 @@ func (s *simCloud) stamp() (int64, time.Time) { return s.seq.Add(1), s.clk.Now()
 
 func (s *simCloud) addFact(via, method, key string, kind factKind, val string, err error, version int) {
 	seq, at := s.stamp()
-	f := fact{seq: seq, at: at, method: method, key: key, kind: kind, val: val, err: err, version: version, via: via}
+	f := fact{seq: seq, at: at, method: method, key: key, kind: kind, val: val, err: err, version: version, via: via, said: seq}
 	k := [2]string{method, key}
 	s.facts[k] = append(s.facts[k], f)
 }
@@ -263,7 +267,8 @@ func (s *simCloud) call(ctx context.Context, name string, batchish bool) error {
 // pendFact records a fact of a successful call when the call delivers its
 // answer (see deliver).
 func (s *simCloud) pendFact(via, method, key string, kind factKind, val string, err error, version int) {
-	s.pending = append(s.pending, fact{method: method, key: key, kind: kind, val: val, err: err, version: version, via: via})
+	said, _ := s.stamp()
+	s.pending = append(s.pending, fact{method: method, key: key, kind: kind, val: val, err: err, version: version, via: via, said: said})
 }
 
 // deliver ends a successful call (s.mu held): in quiet rounds some answers
