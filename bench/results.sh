@@ -43,7 +43,7 @@ runto() { echo "running: $2" >&2; eval "$2" > "$tmp/$1"; }
 runcmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --json results.json --html out/results.html"
 runto run.txt "$runcmd"
 
-chaoscmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --scenario chaos,stress --json results-chaos.json --html out/results-chaos.html"
+chaoscmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --scenario chaos,chaos-zone,stress --json results-chaos.json --html out/results-chaos.html"
 runto chaos.txt "$chaoscmd"
 
 # The 100-worker stress case with the cloud as the bottleneck (a read quota
@@ -127,7 +127,9 @@ fig() { awk -v n="$1" '$1==n {for (i=1;i<=NF;i++) {if ($(i+1)=="ns/op") ns=$i; i
 	echo "(Retry-After 5 s), a 2 min outage, then recovery without faults or churn for longer than every"
 	echo "bound checked (the longest TTL + staleIfError + negativeTTL, ~21 min). Every invariant prints how"
 	echo "often it was checked; lost/duplicated join the wire's write requests with the cloud's write log"
-	echo "on request IDs. stress is scaleup with --concurrent-node-syncs 100 (not a CCM default)."
+	echo "on request IDs. chaos-zone is a zone outage (900 Nodes, a third NotReady at once, the instances of a"
+	echo "third of those terminated, 1 in 30 live ones answered 404 once): terminated Nodes deleted within their"
+	echo "bound, no live Node deleted. stress is scaleup with --concurrent-node-syncs 100 (not a CCM default)."
 	echo
 	echo '```'
 	cat "$tmp/chaos.txt"
