@@ -92,6 +92,9 @@ type ScaleSide struct {
 	Throttled      int64 `json:"throttled"`
 	StatusLookups  int64 `json:"status_lookups"` // the controllers' InstanceMetadata calls
 	ControllerCall int64 `json:"controller_calls"`
+	// CallsByMethod splits UpstreamCalls by the simulated cloud's method:
+	// with NotReady Nodes the lifecycle controller's checks are among them.
+	CallsByMethod map[string]int64 `json:"upstream_calls_by_method,omitempty"`
 	// Per round (a sweep and the period after it) and per hour of the
 	// measured window.
 	CallsPerRound float64 `json:"upstream_calls_per_round"`
@@ -373,6 +376,12 @@ func (s *ScaleSide) fill(o *Options, n, rounds int, a, b scaleSnapshot, status [
 	s.ReadCalls = b.cnt.ReadCalls - a.cnt.ReadCalls
 	for _, m := range instanceReadMethods {
 		s.InstanceReads += b.cnt.Calls[m] - a.cnt.Calls[m]
+	}
+	s.CallsByMethod = map[string]int64{}
+	for m, v := range b.cnt.Calls {
+		if d := v - a.cnt.Calls[m]; d > 0 {
+			s.CallsByMethod[m] = d
+		}
 	}
 	s.Throttled = b.cnt.TotalThrottled() - a.cnt.TotalThrottled()
 	s.StatusLookups, s.ControllerCall = b.status-a.status, b.ctrl-a.ctrl

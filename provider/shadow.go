@@ -49,6 +49,13 @@ const (
 //     filled: a later read is a would-be hit, whose value the shadow did
 //     not see; the first live answer then stands for it, aged from the
 //     batch, and later hits are compared with it);
+//   - would-be lifecycle peers (peers.go): the Nodes whose InstanceExists
+//     or InstanceShutdown were asked lately are noted as in enforce mode,
+//     and a would-be batch call, when it opens, carries those due for a
+//     refresh (up to the batch size) and fills their three caches as the
+//     batch answer would (marked filled, as above). Without them the
+//     shadow predicted one call per NotReady Node per TTL where enforce
+//     mode makes one per half-TTL for all of them;
 //   - a shadow token bucket per bucket (golang.org/x/time/rate at the
 //     configured rate and burst, not adaptive): each would-be call reserves
 //     a token, and the delay is the would-be wait; one longer than
@@ -76,6 +83,9 @@ type shadow struct {
 	// batchLimit: the would-be batch size once decided (-1: no batching;
 	// 0: not decided yet, see batchSize).
 	batchLimit atomic.Int64
+	// peers are the Nodes the lifecycle controller checks, carried by
+	// would-be batches as enforce mode's batches carry them (peers.go).
+	peers lifecyclePeers
 
 	mu   sync.Mutex
 	open *shadowBatch // the would-be batch new misses may join
@@ -350,8 +360,9 @@ func shadowNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.
 	if limit <= 0 || key.id == "" {
 		return shadowRead(ctx, sh, m, c, key, call)
 	}
-	b := sh.join(limit, ctx)
+	b, peers := sh.join(limit, ctx, key)
 	at := g.clock.Now()
+	sh.fillPeers(peers, at)
 	v, err := live(ctx, g, m, call)
 	sh.leave(b, ctx, err)
 	if b.result != "" {
@@ -395,28 +406,70 @@ func (sh *shadow) decideBatching(final bool) {
 	sh.batchLimit.CompareAndSwap(0, n)
 }
 
-// join adds a would-be batched miss to the open would-be batch, or opens a
-// new one (a would-be BatchInstanceStatus call). The open batch takes the
-// miss while it is younger than batch.maxWait and below the batch size,
-// unless the miss's caller is in it already: in enforce mode that caller
-// would still be waiting for the batch's answer (its next miss comes
-// after the batch is sent), whereas in shadow mode its live call returned
-// at once. A caller is told by its context (controllers pass theirs down
-// each loop); two callers with one context are taken for one, which
-// predicts more calls, not fewer.
-func (sh *shadow) join(limit int, ctx context.Context) *shadowBatch {
+// join adds a would-be batched miss of node key to the open would-be
+// batch, or opens a new one (a would-be BatchInstanceStatus call). The
+// open batch takes the miss while it is younger than batch.maxWait and
+// below the batch size, unless the miss's caller is in it already: in
+// enforce mode that caller would still be waiting for the batch's answer
+// (its next miss comes after the batch is sent), whereas in shadow mode
+// its live call returned at once. A caller is told by its context
+// (controllers pass theirs down each loop); two callers with one context
+// are taken for one, which predicts more calls, not fewer.
+//
+// A batch that would have been sent carries the lifecycle peers due for a
+// refresh (peers.go), taken when it opens (enforce mode sends at once,
+// batch.sendAtOnce): they are returned for fillPeers. A member that is a
+// peer is refreshed by its batch, as enforce mode's batch members are.
+func (sh *shadow) join(limit int, ctx context.Context, key nodeKey) (*shadowBatch, []*v1.Node) {
 	now := sh.g.clock.Now()
+	in := map[nodeKey]bool{key: true}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if b := sh.open; b != nil && b.size < limit && now.Sub(b.opened) < sh.g.cfg.Batch.MaxWait.Duration && !slices.ContainsFunc(b.callers, sameCaller(ctx)) {
 		b.size++
 		b.callers = append(b.callers, ctx)
-		return b
+		if b.result == "" {
+			sh.peers.take(in, 0, sh.g.peerAge(), now)
+		}
+		return b, nil
 	}
 	b := &shadowBatch{opened: now, size: 1, callers: []context.Context{ctx}}
 	b.done, b.result = sh.begin(sh.g.m.batchInstanceStatus)
 	sh.open = b
-	return b
+	if b.result != "" || sh.g.peerAge() <= 0 {
+		return b, nil // not sent: it refreshes nothing
+	}
+	return b, sh.peers.take(in, limit-1, sh.g.peerAge(), now)
+}
+
+// notePeer records a lifecycle check of node (InstanceExists,
+// InstanceShutdown) when the shadow predicts batches and the answers are
+// cached, as enforce mode's gate.notePeer does when it batches.
+func (sh *shadow) notePeer(node *v1.Node) {
+	if sh.g.peerAge() <= 0 || sh.batchSize() <= 0 {
+		return
+	}
+	if key := keyOfNode(node); key.id != "" {
+		sh.peers.note(key, node, sh.g.clock.Now())
+	}
+}
+
+// fillPeers marks the caches of the peers a would-be batch carried filled
+// at `at`, as the batch answer would fill them (gate.fill). Their value is
+// unknown to the shadow; whether it is positive is the last InstanceExists
+// answer it still holds (else "exists": the first live answer then stands
+// for it, see seen).
+func (sh *shadow) fillPeers(peers []*v1.Node, at time.Time) {
+	for _, node := range peers {
+		key := keyOfNode(node)
+		positive := true
+		if exists, err, ok := sh.g.inst.exists.Fresh(key); ok {
+			positive = exists && err == nil
+		}
+		for _, f := range sh.filled {
+			f.Put(key, shadowFill{at: at, positive: positive})
+		}
+	}
 }
 
 // sameCaller reports whether a context is ctx, compared as interface

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cloudgate/cloudgate/internal/recorder"
@@ -761,5 +762,64 @@ func TestShadowFillAgesFromBatch(t *testing.T) {
 	if reads["hit"] != 2 || reads["batched"] != 1 || tot.Divergences["InstanceExists"] != 1 {
 		t.Errorf("InstanceExists reads %v, divergences %v; want 2 hits (one diverging), then 1 batched",
 			reads, tot.Divergences["InstanceExists"])
+	}
+}
+
+// TestShadowPredictsLifecyclePeers (issue 32): the node lifecycle
+// controller checks n NotReady Nodes every 5 s (InstanceExists, then
+// InstanceShutdown, one after the other) while the status loop looks up a
+// few Ready Nodes each minute. Enforce mode's batch calls carry the
+// NotReady Nodes due for a refresh (peers.go); shadow mode must predict
+// those calls within 10 %, not one call per NotReady Node per TTL (the
+// shadow before it modelled the peers predicted 203 calls to 32, 6.3x).
+func TestShadowPredictsLifecyclePeers(t *testing.T) {
+	const n, ready = 10, 3
+	window := 10 * time.Minute
+	run := func(mode string) (calls float64, lifecycle int) {
+		up := &batchCloud{Cloud: &fake.Cloud{Provider: "fake", ExistsByProviderID: true}, missing: map[string]bool{}}
+		clk := newFakeClock()
+		cfg := testConfig(clk)
+		cfg.Mode = mode
+		cfg.NotFoundGuard.Enabled = boolp(false) // enforce mode's guard may ask again; the shadow has none
+		c := mustNew(t, up, cfg)
+		i := v2(t, c)
+		ctx := context.Background()
+		for at := time.Duration(0); at < window; at += 5 * time.Second {
+			for k := range n {
+				node := testNode(fmt.Sprint("nr-", k), fmt.Sprint("fake://nr-", k))
+				if ok, err := i.InstanceExists(ctx, node); err != nil || !ok {
+					t.Fatalf("%s: InstanceExists(%s) = %v, %v", mode, node.Name, ok, err)
+				}
+				if _, err := i.InstanceShutdown(ctx, node); err != nil {
+					t.Fatalf("%s: InstanceShutdown(%s): %v", mode, node.Name, err)
+				}
+				lifecycle += 2
+			}
+			if at%time.Minute == 0 {
+				for k := range ready {
+					if _, err := i.InstanceMetadata(ctx, testNode(fmt.Sprint("ready-", k), fmt.Sprint("fake://ready-", k))); err != nil {
+						t.Fatalf("%s: InstanceMetadata: %v", mode, err)
+					}
+				}
+			}
+			clk.Step(5 * time.Second)
+		}
+		if mode == ModeShadow {
+			if len(up.batchSizes()) != 0 {
+				t.Errorf("shadow mode sent %d batch calls, want none", len(up.batchSizes()))
+			}
+			return recorder.Of(cfg.Metrics).ShadowTotals("fake").Calls["BatchInstanceStatus"], lifecycle
+		}
+		return float64(len(up.batchSizes())), lifecycle
+	}
+	enf, checks := run(ModeEnforce)
+	pred, _ := run(ModeShadow)
+	t.Logf("%d lifecycle checks of %d NotReady Nodes over %v: enforce mode sent %.0f batch calls, shadow mode predicted %.0f (%.2fx)",
+		checks, n, window, enf, pred, pred/enf)
+	if perNode := float64(n) * window.Seconds() / 30; enf >= perNode/2 {
+		t.Fatalf("enforce mode sent %.0f batch calls: the peers should make far fewer than one per Node per 30 s (%.0f)", enf, perNode)
+	}
+	if pred < 0.9*enf || pred > 1.1*enf {
+		t.Errorf("shadow mode predicted %.0f batch calls, enforce mode sent %.0f: want within 10 %%", pred, enf)
 	}
 }

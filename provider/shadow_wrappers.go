@@ -38,12 +38,14 @@ type shadowInstancesV2 struct {
 }
 
 func (i *shadowInstancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+	i.sh.notePeer(node) // only the lifecycle controller asks (NotReady Nodes): peers.go
 	return shadowNodeRead(ctx, i.sh, i.sh.g.m.instanceExists, i.sh.g.inst.exists, node, func(ctx context.Context) (bool, error) {
 		return i.up.InstanceExists(ctx, node)
 	})
 }
 
 func (i *shadowInstancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	i.sh.notePeer(node)
 	return shadowNodeRead(ctx, i.sh, i.sh.g.m.instanceShutdown, i.sh.g.inst.shutdown, node, func(ctx context.Context) (bool, error) {
 		return i.up.InstanceShutdown(ctx, node)
 	})

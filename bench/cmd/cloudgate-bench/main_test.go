@@ -123,18 +123,30 @@ func TestScaleWritesTableAndJSON(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	var doc struct {
 		Sizes []struct {
-			Nodes   int `json:"nodes"`
-			Columns []struct {
+			Nodes    int `json:"nodes"`
+			NotReady int `json:"not_ready"`
+			Rounds   int `json:"rounds_measured"`
+			Columns  []struct {
 				Column        string  `json:"column"`
 				InstanceReads float64 `json:"instance_reads_per_round"`
+				StatusLookups float64 `json:"status_lookups"`
+				Controller    float64 `json:"controller_calls"`
 			} `json:"columns"`
 		} `json:"sizes"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Sizes) != 1 || doc.Sizes[0].Nodes != 100 || len(doc.Sizes[0].Columns) != 2 || doc.Sizes[0].Columns[0].InstanceReads != 100 {
-		t.Errorf("JSON: %s", raw)
+	// The default 1 % NotReady: one of the 100 Nodes, which the lifecycle
+	// controller checks every 5 s. bare sends every lookup to the cloud:
+	// the status loop's 100 per round and the lifecycle controller's.
+	if len(doc.Sizes) != 1 || doc.Sizes[0].Nodes != 100 || doc.Sizes[0].NotReady != 1 || doc.Sizes[0].Rounds < 1 || len(doc.Sizes[0].Columns) != 2 {
+		t.Fatalf("JSON: %s", raw)
+	}
+	sz := doc.Sizes[0]
+	bare, rounds := sz.Columns[0], float64(sz.Rounds)
+	if bare.Column != "bare" || bare.StatusLookups != 100*rounds || bare.Controller <= bare.StatusLookups || bare.InstanceReads != bare.Controller/rounds {
+		t.Errorf("bare: %+v over %d rounds: want 100 status lookups per round, lifecycle checks beside them, and every lookup a cloud read; JSON: %s", bare, sz.Rounds, raw)
 	}
 	for _, args := range [][]string{
 		{"--scenario", "scale,steady"},
