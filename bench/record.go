@@ -26,6 +26,8 @@ type recorder struct {
 	errs      map[string]int64
 	// writes issued by the controllers (LB ensure/update/delete, routes).
 	writesIssued, writesFailed int64
+	// lastWrite is when the latest write call ended.
+	lastWrite time.Time
 
 	// status are the InstanceMetadata calls (equal work: the status
 	// loop's pace).
@@ -73,7 +75,7 @@ func (r *recorder) oldestInflight() time.Duration {
 }
 
 func newRecorder(up cloudprovider.Interface) *recorder {
-	return &recorder{up: up, calls: map[string]int64{}, errs: map[string]int64{}, inflight: map[uint64]time.Time{}}
+	return &recorder{up: up, calls: map[string]int64{}, errs: map[string]int64{}, inflight: map[uint64]time.Time{}, lastWrite: time.Now()}
 }
 
 // observe records the end of call c.
@@ -89,6 +91,7 @@ func (r *recorder) observe(method string, c call, err error, write bool) {
 	r.calls[method]++
 	if write {
 		r.writesIssued++
+		r.lastWrite = time.Now()
 	}
 	if err != nil && !isAnswer(err) {
 		r.errs[method]++
@@ -109,6 +112,21 @@ type recorded struct {
 	Calls, Errors              map[string]int64
 	P50, P99                   time.Duration
 	WritesIssued, WritesFailed int64
+}
+
+// inflightCount is how many calls are in progress.
+func (r *recorder) inflightCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.inflight)
+}
+
+// sinceLastWrite is how long ago the latest write call ended (since the
+// recorder was made, or reset, when none has).
+func (r *recorder) sinceLastWrite() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Since(r.lastWrite)
 }
 
 // count is how many calls of method the controllers made.
@@ -143,6 +161,7 @@ func (r *recorder) reset() {
 	r.latencies = nil
 	r.calls, r.errs = map[string]int64{}, map[string]int64{}
 	r.writesIssued, r.writesFailed = 0, 0
+	r.lastWrite = time.Now()
 	r.status = nil
 }
 

@@ -113,6 +113,11 @@ func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
 		if err != nil {
 			return err
 		}
+		if done {
+			if err := r.settle(ctx, from.Add(o.QuiesceTimeout)); err != nil {
+				return err
+			}
+		}
 		r.fill()
 		r.side.SimSeconds = r.simSince(from)
 		r.side.TimedOut = !done
