@@ -191,6 +191,24 @@ func (r *colRun) startCluster(handlers ...cache.ResourceEventHandler) error {
 	return nil
 }
 
+// startThenServices starts the controllers, lets them settle on the
+// Nodes already there (a virtual millisecond: the clock moves only once
+// every goroutine is blocked), then creates m LB services. Services made
+// before the start raced the service controller's first node sync at the
+// same instant: a service cached by the service worker but not yet synced
+// (its finalizer being added) looked to the node worker as synced with no
+// Nodes, and got an UpdateLoadBalancer of its own now and then (steady
+// cloudgate:list 20 or 21 writes at 20 services, seed 7).
+func (r *colRun) startThenServices(ctx context.Context, m int) error {
+	if err := r.startCluster(); err != nil {
+		return err
+	}
+	if err := r.sleep(ctx, time.Millisecond); err != nil {
+		return err
+	}
+	return r.c.AddServices(m)
+}
+
 // fill puts the counters and recorder figures into r.side.
 func (r *colRun) fill() {
 	cnt := r.srv.Counters()
