@@ -188,9 +188,15 @@ func churnSpec(o *Options) scenarioSpec {
 				return err
 			}
 		}
-		done, err := r.waitQuiescent(ctx, time.Now(), o.QuiesceTimeout)
+		drain := time.Now()
+		done, err := r.waitQuiescent(ctx, drain, o.QuiesceTimeout)
 		if err != nil {
 			return err
+		}
+		if done {
+			if err := r.settle(ctx, drain.Add(o.QuiesceTimeout)); err != nil {
+				return err
+			}
 		}
 		r.fill()
 		r.side.SimSeconds = r.simSince(r.start)
