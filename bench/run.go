@@ -303,13 +303,15 @@ func (r *colRun) waitQuiescent(ctx context.Context, from time.Time, limit time.D
 }
 
 // settleQuiet is how long the controllers must have made no write, with
-// no call in flight, for settle to end: longer than the gap between two
+// none in flight, for settle to end: longer than the gap between two
 // writes of one of the service controller's node-sync rounds (one per LB
 // service, paced by the write limit: 0.22 s at cloudgate's 4.5/s).
 const settleQuiet = 2 * time.Second
 
 // settle waits, after quiescence, until the controllers' writes have ended:
-// no call in flight and none written for settleQuiet, or until deadline.
+// no write in flight and none ended for settleQuiet, or until deadline.
+// Reads are not waited for: a status sweep under way (a read every round
+// trip for minutes) would hold it open.
 // The counts then hold every call the change caused, not a cut through
 // the service controller's last node-sync round. That round (v0.37.2
 // rewrites every LB whose last synced Nodes' provider IDs changed, one
@@ -320,7 +322,7 @@ const settleQuiet = 2 * time.Second
 // four idle runs; 633 in each after settle).
 func (r *colRun) settle(ctx context.Context, deadline time.Time) error {
 	for time.Now().Before(deadline) {
-		if r.c.rec.sinceLastWrite() >= settleQuiet && r.c.rec.inflightCount() == 0 {
+		if r.c.rec.writesInProgress() == 0 && r.c.rec.sinceLastWrite() >= settleQuiet {
 			return nil
 		}
 		select {
