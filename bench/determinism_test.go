@@ -12,11 +12,15 @@ import (
 // Without -race, like the LB tests (its clusters have LB services: see
 // race_test.go); make test runs it in the non-race job.
 
-// determinismOptions is a small run of the three default scenarios.
+// determinismOptions is a small run of the three default scenarios at the
+// default service count (20 LB services: the service controller's node
+// syncs, one write per LB, are where same-instant order showed); the node
+// counts stay small to keep it affordable (about 40 s of CPU a run on the
+// project's 2-core machine, two runs).
 func determinismOptions() *Options {
 	o := smallOptions()
 	o.Nodes = 200
-	o.Services = 2
+	o.Services = DefaultOptions().Services
 	o.SteadyWindow = 15 * time.Minute
 	o.ScaleupNodes = 300
 	o.ChurnNodes = 200
@@ -26,20 +30,67 @@ func determinismOptions() *Options {
 	return o
 }
 
+// determinismBound is how far a column's figures may differ between two
+// runs of one seed: calls (upstream calls) and split (its reads and
+// writes), as a fraction of the larger.
+type determinismBound struct{ calls, split float64 }
+
+// determinismBounds per column and scenario. Every cloudgate column holds
+// its upstream calls within 1 % in every scenario (the issue's bound; no
+// floor of a call: steady cloudgate:list makes 43). Measured at 20
+// services, seeds 1-5 twice each and seed 7 six times (idle, and two runs
+// at once beside the other work on the shared 2-core machine): scaleup and
+// steady equal in every cloudgate column, churn within 0.56 % (batch
+// 1,253-1,261). Their read/write split may differ by 2 %: churn
+// cloudgate:batch's reads spread 1.32 % (449-455) — the node controller's
+// status sweep visits the Nodes in Go map order, random in every run, and
+// which of the leaving Nodes it reaches before or after their instance is
+// deleted decides how lookups fall into batches.
+//
+// The bare columns are not held to 1 % (the issue lets their spread be
+// reported); their bounds are about 1.5-2x the largest spread measured in
+// the same runs. bare (no client-side limit or retry) churns through
+// ~1,800 429s: which of two calls at one instant gets the cloud's last
+// token, and so which is retried by the service controller's rate-limited
+// queue or the route controller's next reconcile, follows the scheduler,
+// and each lost race costs calls — churn measured 5.85 % (2,993-3,179
+// calls, writes 8.38 %), scaleup 0.97 % (reads 1.15 %), steady 0.17 % (its
+// ~30 writes, startup 429 retries, 6.67 %). bare+client's retries honour
+// Retry-After and its limiter keeps it near the quota: churn 1.33 %
+// (writes 2.33 %), scaleup 1.21 % (reads 1.87 %), steady equal.
+var determinismBounds = map[string]map[string]determinismBound{
+	ColBare: {
+		ScenarioSteady:  {calls: 0.01, split: 0.10},
+		ScenarioScaleup: {calls: 0.02, split: 0.03},
+		ScenarioChurn:   {calls: 0.10, split: 0.15},
+	},
+	ColBareClient: {
+		ScenarioSteady:  {calls: 0.01, split: 0.02},
+		ScenarioScaleup: {calls: 0.03, split: 0.04},
+		ScenarioChurn:   {calls: 0.03, split: 0.05},
+	},
+}
+
+func determinismBoundOf(col, scenario string) determinismBound {
+	if b, ok := determinismBounds[col][scenario]; ok {
+		return b
+	}
+	return determinismBound{calls: 0.01, split: 0.02} // every cloudgate column
+}
+
 // TestDeterminism: in virtual time the machine's load cannot change a
 // figure. The same seed runs alone and beside two CPU hogs (yes >
-// /dev/null, as many as this machine's two cores); every column's
-// upstream, read and write calls must agree within 1 % (at least one call:
-// steady's cloudgate:list makes ~26) in steady and scaleup, within 5 % in
-// churn. Churn's residue is not the load: goroutines woken at the same
-// virtual instant by one step (the node, route, service and lifecycle
-// controllers all see the joins and leaves) run in the order the scheduler
-// picks, and three idle runs spread as much (bare 1,796-1,820 calls,
-// batch 1,416-1,430, list 1,223-1,246); idle vs loaded measured -0.55 %
-// (bare), +1.06 % (batch), -0.73 % (list). The steps sit off the
-// controllers' period grid (churnPhase); before that, bare spread 4 %.
-// A CI run saw bare+client's churn writes at 326 and 315 (3.4 %: its
-// retries follow the same-instant order), hence 5 %, not 3 %.
+// /dev/null, as many as this machine's two cores); every cloudgate
+// column's upstream calls must agree within 1 % in steady, scaleup and
+// churn, the bare columns within their measured bounds
+// (determinismBounds). What made the cloudgate columns vary at 20
+// services, and was removed in the simulation: scaleup and churn ended
+// their count at the first quiescent poll, inside the service controller's
+// last node-sync round, whose LBs go in Go map order (now they count until
+// the controllers' writes end: settle); steady's window ended on a cached
+// ListRoutes refresh (now off the period grid); and the LB services
+// existed before the controllers started, racing the first node sync
+// (now created once the controllers have taken in the Nodes).
 func TestDeterminism(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the three scenarios twice")
@@ -56,30 +107,25 @@ func TestDeterminism(t *testing.T) {
 	}
 	loaded := runVirtual(t, determinismOptions())
 
-	tolerance := map[string]float64{ScenarioSteady: 0.01, ScenarioScaleup: 0.01, ScenarioChurn: 0.05}
 	checks := 0
 	for i, s := range idle.Scenarios {
-		tol := tolerance[s.Scenario]
 		for _, col := range AllColumns {
+			bound := determinismBoundOf(col, s.Scenario)
 			a, b := s.Columns[col], loaded.Scenarios[i].Columns[col]
-			// The total is held to the scenario's tolerance; its split into
-			// reads and writes to at least 2 %: which of two calls at the same
-			// simulated instant reaches the cloud first (and is throttled) follows
-			// the controllers' Go map order, random on an idle machine too (a CI
-			// run saw scaleup/bare's reads at 1,224 and 1,239, total 12,540 and
-			// 12,548).
-			split := max(tol, 0.02)
+			if a.UpstreamCalls == 0 {
+				t.Errorf("%s/%s: no upstream calls: nothing compared", s.Scenario, col)
+			}
 			for _, f := range []struct {
 				name string
 				a, b int64
 				tol  float64
 			}{
-				{"upstream calls", a.UpstreamCalls, b.UpstreamCalls, tol},
-				{"reads", a.ReadCalls, b.ReadCalls, split},
-				{"writes", a.WriteCalls, b.WriteCalls, split},
+				{"upstream calls", a.UpstreamCalls, b.UpstreamCalls, bound.calls},
+				{"reads", a.ReadCalls, b.ReadCalls, bound.split},
+				{"writes", a.WriteCalls, b.WriteCalls, bound.split},
 			} {
 				checks++
-				if diff := math.Abs(float64(f.a - f.b)); diff > max(1, f.tol*float64(max(f.a, f.b))) {
+				if diff := math.Abs(float64(f.a - f.b)); diff > f.tol*float64(max(f.a, f.b)) {
 					t.Errorf("%s/%s: %s %d idle, %d beside two CPU hogs: differ by more than %.0f %%", s.Scenario, col, f.name, f.a, f.b, f.tol*100)
 				}
 			}

@@ -26,6 +26,10 @@ type recorder struct {
 	errs      map[string]int64
 	// writes issued by the controllers (LB ensure/update/delete, routes).
 	writesIssued, writesFailed int64
+	// lastWrite is when the latest write call ended; writesInflight
+	// are the write calls in progress.
+	lastWrite      time.Time
+	writesInflight int
 
 	// status are the InstanceMetadata calls (equal work: the status
 	// loop's pace).
@@ -60,6 +64,14 @@ func (r *recorder) begin() call {
 	return call{id, now}
 }
 
+// beginWrite registers a write call in progress.
+func (r *recorder) beginWrite() call {
+	r.mu.Lock()
+	r.writesInflight++
+	r.mu.Unlock()
+	return r.begin()
+}
+
 // oldestInflight is how long the oldest call in progress has run (real).
 func (r *recorder) oldestInflight() time.Duration {
 	r.mu.Lock()
@@ -73,7 +85,7 @@ func (r *recorder) oldestInflight() time.Duration {
 }
 
 func newRecorder(up cloudprovider.Interface) *recorder {
-	return &recorder{up: up, calls: map[string]int64{}, errs: map[string]int64{}, inflight: map[uint64]time.Time{}}
+	return &recorder{up: up, calls: map[string]int64{}, errs: map[string]int64{}, inflight: map[uint64]time.Time{}, lastWrite: time.Now()}
 }
 
 // observe records the end of call c.
@@ -89,6 +101,8 @@ func (r *recorder) observe(method string, c call, err error, write bool) {
 	r.calls[method]++
 	if write {
 		r.writesIssued++
+		r.writesInflight--
+		r.lastWrite = time.Now()
 	}
 	if err != nil && !isAnswer(err) {
 		r.errs[method]++
@@ -109,6 +123,21 @@ type recorded struct {
 	Calls, Errors              map[string]int64
 	P50, P99                   time.Duration
 	WritesIssued, WritesFailed int64
+}
+
+// writesInProgress is how many write calls are in progress.
+func (r *recorder) writesInProgress() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writesInflight
+}
+
+// sinceLastWrite is how long ago the latest write call ended (since the
+// recorder was made, or reset, when none has).
+func (r *recorder) sinceLastWrite() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Since(r.lastWrite)
 }
 
 // count is how many calls of method the controllers made.
@@ -143,6 +172,7 @@ func (r *recorder) reset() {
 	r.latencies = nil
 	r.calls, r.errs = map[string]int64{}, map[string]int64{}
 	r.writesIssued, r.writesFailed = 0, 0
+	r.lastWrite = time.Now()
 	r.status = nil
 }
 
@@ -252,21 +282,21 @@ func (l *recLB) GetLoadBalancerName(ctx context.Context, cluster string, svc *v1
 }
 
 func (l *recLB) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	start := l.r.begin()
+	start := l.r.beginWrite()
 	st, err := l.up.EnsureLoadBalancer(ctx, cluster, svc, nodes)
 	l.r.observe("EnsureLoadBalancer", start, err, true)
 	return st, err
 }
 
 func (l *recLB) UpdateLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) error {
-	start := l.r.begin()
+	start := l.r.beginWrite()
 	err := l.up.UpdateLoadBalancer(ctx, cluster, svc, nodes)
 	l.r.observe("UpdateLoadBalancer", start, err, true)
 	return err
 }
 
 func (l *recLB) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, svc *v1.Service) error {
-	start := l.r.begin()
+	start := l.r.beginWrite()
 	err := l.up.EnsureLoadBalancerDeleted(ctx, cluster, svc)
 	l.r.observe("EnsureLoadBalancerDeleted", start, err, true)
 	return err
@@ -285,14 +315,14 @@ func (rt *recRoutes) ListRoutes(ctx context.Context, cluster string) ([]*cloudpr
 }
 
 func (rt *recRoutes) CreateRoute(ctx context.Context, cluster, hint string, route *cloudprovider.Route) error {
-	start := rt.r.begin()
+	start := rt.r.beginWrite()
 	err := rt.up.CreateRoute(ctx, cluster, hint, route)
 	rt.r.observe("CreateRoute", start, err, true)
 	return err
 }
 
 func (rt *recRoutes) DeleteRoute(ctx context.Context, cluster string, route *cloudprovider.Route) error {
-	start := rt.r.begin()
+	start := rt.r.beginWrite()
 	err := rt.up.DeleteRoute(ctx, cluster, route)
 	rt.r.observe("DeleteRoute", start, err, true)
 	return err

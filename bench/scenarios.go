@@ -35,13 +35,14 @@ func steadySpec(o *Options, n int, name string) scenarioSpec {
 				return err
 			}
 		}
-		if err := r.c.AddServices(o.Services); err != nil {
+		if err := r.startThenServices(ctx, o.Services); err != nil {
 			return err
 		}
-		if err := r.startCluster(); err != nil {
-			return err
-		}
-		if err := r.sleep(ctx, steadyWarmup); err != nil {
+		// Off the controllers' period grid, like the churn steps: the window
+		// ended on one of the route controller's ListRoutes (every 70 s
+		// through cloudgate's 60 s TTL), counted or not as the scheduler
+		// picked (cloudgate:list 43 or 44 calls at 20 services, seed 7).
+		if err := r.sleep(ctx, steadyWarmup+churnPhase); err != nil {
 			return err
 		}
 		a := r.snapshot()
@@ -113,6 +114,11 @@ func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
 		if err != nil {
 			return err
 		}
+		if done {
+			if err := r.settle(ctx, from.Add(o.QuiesceTimeout)); err != nil {
+				return err
+			}
+		}
 		r.fill()
 		r.side.SimSeconds = r.simSince(from)
 		r.side.TimedOut = !done
@@ -144,10 +150,7 @@ func churnSpec(o *Options) scenarioSpec {
 		if err != nil {
 			return err
 		}
-		if err := r.c.AddServices(o.Services); err != nil {
-			return err
-		}
-		if err := r.startCluster(); err != nil {
+		if err := r.startThenServices(ctx, o.Services); err != nil {
 			return err
 		}
 		// Off the controllers' period grid (5 s, 10 s, 5 min from the
@@ -185,9 +188,15 @@ func churnSpec(o *Options) scenarioSpec {
 				return err
 			}
 		}
-		done, err := r.waitQuiescent(ctx, time.Now(), o.QuiesceTimeout)
+		drain := time.Now()
+		done, err := r.waitQuiescent(ctx, drain, o.QuiesceTimeout)
 		if err != nil {
 			return err
+		}
+		if done {
+			if err := r.settle(ctx, drain.Add(o.QuiesceTimeout)); err != nil {
+				return err
+			}
 		}
 		r.fill()
 		r.side.SimSeconds = r.simSince(r.start)
