@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -205,12 +206,24 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	htmlOut := fs.String("html", "", "write the plan with its plot to this HTML file")
 	jsonOut := fs.String("json", "", "write the plan as JSON to this file")
 	verbose := fs.Bool("v", false, "show the controllers' logs")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the simulation to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	counts, err := parseInts(*nodes)
 	if err != nil {
 		return fmt.Errorf("--nodes: %w", err)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if !*verbose {
 		quietKlog()
