@@ -214,23 +214,30 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--nodes: %w", err)
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
 	if !*verbose {
 		quietKlog()
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	return host(ctx, func(ctx context.Context) error { return writePlan(ctx, o, counts, *jsonOut, *htmlOut, stdout, stderr) })
+	// The profile starts outside the bubble (its writer goroutine must not
+	// be one of the bubble's) and stops inside fn: virtual.Main ends the
+	// process when fn returns.
+	stop := func() {}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		stop = func() { pprof.StopCPUProfile(); f.Close() }
+	}
+	return host(ctx, func(ctx context.Context) error {
+		defer stop()
+		return writePlan(ctx, o, counts, *jsonOut, *htmlOut, stdout, stderr)
+	})
 }
 
 func writePlan(ctx context.Context, o *bench.Options, counts []int, jsonOut, htmlOut string, stdout, stderr io.Writer) error {
