@@ -196,7 +196,7 @@ func DefaultOptions() *Options {
 		// 0 % NotReady by default until RESULTS.md, the scale and shadow
 		// tests are re-measured with NotReady Nodes (issue 32 item 2; run
 		// --not-ready-pct 1 for the lifecycle controller's load).
-		NotReadyPct:      0,
+		NotReadyPct:      1,
 		SteadyWindow:     time.Hour,
 		ScaleupNodes:     1000,
 		StressWorkers:    100,
