@@ -123,6 +123,10 @@ func TestBinding(t *testing.T) {
 		{PlanPoint{ReadsPerMin: 1150}, LimitQuota},
 		{PlanPoint{ReadsPerMin: 10, Throttled: 3}, LimitQuota},
 		{PlanPoint{ReadsPerMin: 667, SweepSeconds: f(683)}, LimitWorkers},
+		// No sweep ended twice (20,000 Nodes, 1 % NotReady): the status
+		// loop's rate names the workers, not the period.
+		{PlanPoint{Nodes: 20000, ReadsPerMin: 997, StatusCallsPerMin: 540, CacheHitRatio: f(0.3)}, LimitWorkers},
+		{PlanPoint{Nodes: 1000, ReadsPerMin: 200, StatusCallsPerMin: 190, CacheHitRatio: f(0.1)}, LimitPeriod},
 		{PlanPoint{ReadsPerMin: 10, CallsPerMin: map[string]float64{"ListInstances": 8}, SweepSeconds: f(3)}, LimitList},
 		{PlanPoint{ReadsPerMin: 100, CacheHitRatio: f(0.5), SweepSeconds: f(60)}, LimitTTL},
 		{PlanPoint{ReadsPerMin: 200, CacheHitRatio: f(0.1), SweepSeconds: f(60)}, LimitPeriod},

@@ -84,6 +84,23 @@ func TestPlanPrintsHeadroomAndRunsOut(t *testing.T) {
 	}
 }
 
+// TestPlanCPUProfile: plan --cpuprofile writes a CPU profile (gzipped
+// protobuf) of the simulation. Started inside the bubble, the profiler's
+// writer goroutine stalled it; stopped after virtual.Main's exit, the file
+// stayed empty.
+func TestPlanCPUProfile(t *testing.T) {
+	useTestHost(t)
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	var stdout, stderr bytes.Buffer
+	if err := run([]string{"plan", "--nodes", "20", "--services", "0", "--steady-window", "5m", "--cpuprofile", prof}, &stdout, &stderr); err != nil {
+		t.Fatalf("plan: %v\n%s", err, stderr.String())
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("plan --cpuprofile: %d bytes, err %v: want a gzipped profile", len(b), err)
+	}
+}
+
 // runCommand runs the command with args in a synctest bubble of t, checks
 // that its table holds every one of want, and returns the JSON report it
 // wrote to jsonPath.
