@@ -231,10 +231,16 @@ func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Prio
 		err = fmt.Errorf("cloudgate: upstream BatchInstanceStatus returned %d results for %d nodes", len(results), len(nodes))
 	}
 	if err == nil {
+		// Every answer is in the caches before any caller has its own: a
+		// caller handed its answer goes on at once (the lifecycle
+		// controller to its next NotReady Node), and a Node of this batch
+		// it asks about next must hit, not miss and send a batch of its own.
 		for i, node := range nodes {
 			results[i].Err = bareNotFound(results[i].Err)
 			b.g.fill(keyOfNode(node), results[i], marks)
-			if b.answer != nil {
+		}
+		if b.answer != nil {
+			for i := range nodes {
 				b.answer(off+i, results[i])
 			}
 		}
