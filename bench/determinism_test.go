@@ -27,16 +27,12 @@ func determinismOptions() *Options {
 	o.ChurnRate = 10
 	o.ChurnDuration = 4 * time.Minute
 	o.Seed = 7
-	// Every Node Ready, not the default 1 % NotReady: with NotReady Nodes
-	// the lifecycle controller's checks ride along in cloudgate's batches
-	// (provider/peers.go), and where they fall still follows same-instant
-	// order. Steady, 200 Nodes, 1 % NotReady, seed 7, eight runs:
-	// cloudgate:list 83-85 calls (2.4 %), cloudgate:batch 676-680 (0.6 %);
-	// the same with both Node listers sorted by name (the status sweep and
-	// the lifecycle pass visit Nodes in Go map order) — so that order is
-	// not the cause, and it is not yet found (issue 32 item 5 stays open for
-	// it). The bench report prints every figure's [min-max] over seeds.
-	o.NotReadyPct = 0
+	// The default 1 % NotReady (2 of 200): the lifecycle controller's
+	// checks ride along in cloudgate's batches (provider/peers.go). Their
+	// count followed goroutine order until a batch cached every answer
+	// before answering its callers (provider/batching.go; steady
+	// cloudgate:list 83-85 calls over eight same-seed runs before, 83 in
+	// every run after).
 	return o
 }
 
