@@ -10,13 +10,18 @@
 # REPEATS (--scale-repeats, default 3: the sweep's node order is random),
 # LOCK_WAIT (seconds to wait for the lock), LOCK=0 (run without the lock, under
 # nice -n 19, e.g. while another helper's long real-time run holds it: the
-# section then says so, and its CPU figures were taken beside that run).
+# section then says so, and its CPU figures were taken beside that run),
+# NOT_READY (--not-ready-pct, default 0: the section measures the status
+# sweep; at the load benchmark's 1 % default the lifecycle controller deep-
+# copies and checks 1,000 NotReady Nodes every 5 s at 100k Nodes, hours of
+# CPU; the steady scenario and plan measure NotReady Nodes).
 set -euo pipefail
 GO=${GO:-go}
 out=bench/RESULTS.scale.md
 NODES=${NODES:-1000,5000,20000,50000,100000}
 WINDOW=${WINDOW:-30m}
 REPEATS=${REPEATS:-3}
+NOT_READY=${NOT_READY:-0}
 LOCK_WAIT=${LOCK_WAIT:-3600}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -24,17 +29,17 @@ trap 'rm -rf "$tmp"' EXIT
 commit=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit+dirty"; fi
 $GO -C bench build -o "$tmp/cloudgate-bench" ./cmd/cloudgate-bench # the bench module
-cmd="cloudgate-bench --scenario scale --scale-nodes $NODES --scale-window $WINDOW --scale-repeats $REPEATS --json bench/results-scale.json"
+cmd="cloudgate-bench --scenario scale --scale-nodes $NODES --scale-window $WINDOW --scale-repeats $REPEATS --not-ready-pct $NOT_READY --json bench/results-scale.json"
 if [ "${LOCK:-1}" = 0 ]; then
 	locked="NOT under the measurement lock (LOCK=0, nice -n 19, beside whatever else ran: see the load averages)"
 	echo "running without the lock: $cmd" >&2
-	nice -n 19 "$tmp/cloudgate-bench" --scenario scale --scale-nodes "$NODES" --scale-window "$WINDOW" --scale-repeats "$REPEATS" --json bench/results-scale.json > "$tmp/scale.txt"
+	nice -n 19 "$tmp/cloudgate-bench" --scenario scale --scale-nodes "$NODES" --scale-window "$WINDOW" --scale-repeats "$REPEATS" --not-ready-pct "$NOT_READY" --json bench/results-scale.json > "$tmp/scale.txt"
 else
 	locked="under the measurement lock"
 	echo "waiting for /tmp/cloudgate-measure.lock, then running: $cmd" >&2
 	exec 9>/tmp/cloudgate-measure.lock
 	flock -w "$LOCK_WAIT" 9
-	"$tmp/cloudgate-bench" --scenario scale --scale-nodes "$NODES" --scale-window "$WINDOW" --scale-repeats "$REPEATS" --json bench/results-scale.json > "$tmp/scale.txt"
+	"$tmp/cloudgate-bench" --scenario scale --scale-nodes "$NODES" --scale-window "$WINDOW" --scale-repeats "$REPEATS" --not-ready-pct "$NOT_READY" --json bench/results-scale.json > "$tmp/scale.txt"
 	flock -u 9
 fi
 
