@@ -36,7 +36,7 @@ GO=$GO bash bench/hotpath.sh > "$tmp/hotpath.txt"
 commit=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit+dirty"; fi
 
-SEEDS=${SEEDS:-5}
+SEEDS=${SEEDS:-3} # bench/RESULTS.md's load tables: 3 seeds (about an hour on 2 cores)
 mkdir -p bench/out
 # runto FILE CMD: print and run one benchmark command, its report to $tmp/FILE.
 # The load benchmark runs in virtual time, so its figures do not depend on the
