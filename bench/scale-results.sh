@@ -29,17 +29,18 @@ trap 'rm -rf "$tmp"' EXIT
 commit=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit+dirty"; fi
 $GO -C bench build -o "$tmp/cloudgate-bench" ./cmd/cloudgate-bench # the bench module
-cmd="cloudgate-bench --scenario scale --scale-nodes $NODES --scale-window $WINDOW --scale-repeats $REPEATS --not-ready-pct $NOT_READY --json bench/results-scale.json"
+args=(--scenario scale --scale-nodes "$NODES" --scale-window "$WINDOW" --scale-repeats "$REPEATS" --not-ready-pct "$NOT_READY" --json bench/results-scale.json)
+cmd="cloudgate-bench ${args[*]}"
 if [ "${LOCK:-1}" = 0 ]; then
 	locked="NOT under the measurement lock (LOCK=0, nice -n 19, beside whatever else ran: see the load averages)"
 	echo "running without the lock: $cmd" >&2
-	nice -n 19 "$tmp/cloudgate-bench" --scenario scale --scale-nodes "$NODES" --scale-window "$WINDOW" --scale-repeats "$REPEATS" --not-ready-pct "$NOT_READY" --json bench/results-scale.json > "$tmp/scale.txt"
+	nice -n 19 "$tmp/cloudgate-bench" "${args[@]}" > "$tmp/scale.txt"
 else
 	locked="under the measurement lock"
 	echo "waiting for /tmp/cloudgate-measure.lock, then running: $cmd" >&2
 	exec 9>/tmp/cloudgate-measure.lock
 	flock -w "$LOCK_WAIT" 9
-	"$tmp/cloudgate-bench" --scenario scale --scale-nodes "$NODES" --scale-window "$WINDOW" --scale-repeats "$REPEATS" --not-ready-pct "$NOT_READY" --json bench/results-scale.json > "$tmp/scale.txt"
+	"$tmp/cloudgate-bench" "${args[@]}" > "$tmp/scale.txt"
 	flock -u 9
 fi
 
