@@ -347,6 +347,22 @@ func (c *Cache[K, V]) PutSince(key K, value V, m Mark) {
 	c.putSince(key, c.newEntry(key, c.clone(value), nil, c.now()), m)
 }
 
+// PutSinceFor is PutSince for an answer that is fresh for at most maxFresh
+// from now (when that is shorter than its TTL; kept for Stale as much less
+// long): a caller that replaces its answers on a schedule of its own (a list
+// refresh) bounds their age by it. maxFresh <= 0 is PutSince.
+func (c *Cache[K, V]) PutSinceFor(key K, value V, m Mark, maxFresh time.Duration) {
+	now := c.now()
+	e := c.newEntry(key, c.clone(value), nil, now)
+	if e != nil && maxFresh > 0 {
+		if cut := now.Add(maxFresh); cut.Before(e.fresh) {
+			e.keep = e.keep.Add(-e.fresh.Sub(cut))
+			e.fresh = cut
+		}
+	}
+	c.putSince(key, e, m)
+}
+
 // PutNegativeSince is PutNegative for an answer read after m (see
 // PutSince).
 func (c *Cache[K, V]) PutNegativeSince(key K, err error, m Mark) {

@@ -1,6 +1,9 @@
 package cache
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestPutSinceSkipsAfterInvalidate: an answer read after a Mark is stored
 // by PutSince and PutNegativeSince unless its key was invalidated since the
@@ -33,5 +36,31 @@ func TestPutSinceSkipsAfterInvalidate(t *testing.T) {
 	c.PutSince("a", []string{"new"}, m)
 	if v, _, ok := c.Fresh("a"); !ok || v[0] != "new" {
 		t.Errorf("a: %v %v, want [new] stored after a later mark", v, ok)
+	}
+}
+
+// TestPutSinceFor: an answer stored with a shorter freshness is fresh that
+// long (and kept for Stale as much less long); a longer one keeps the TTL.
+func TestPutSinceFor(t *testing.T) {
+	c, clk, _ := newTestCache(t, nil) // TTL 1 m, StaleIfError 5 m
+	m := c.Mark()
+	c.PutSinceFor("short", []string{"x"}, m, 20*time.Second)
+	c.PutSinceFor("long", []string{"y"}, m, time.Hour)
+	clk.Step(20 * time.Second)
+	if _, _, ok := c.Fresh("short"); ok {
+		t.Error("short: fresh after its 20 s")
+	}
+	if _, _, ok := c.Fresh("long"); !ok {
+		t.Error("long: not fresh after 20 s (its TTL is 1 m)")
+	}
+	if _, ok := c.Stale("short", 2*time.Hour); !ok {
+		t.Error("short: not kept for Stale within 20 s + StaleIfError")
+	}
+	clk.Step(5 * time.Minute)
+	if _, ok := c.Stale("short", 2*time.Hour); ok {
+		t.Error("short: kept for Stale past 20 s + StaleIfError")
+	}
+	if _, ok := c.Stale("long", 2*time.Hour); !ok {
+		t.Error("long: not kept for Stale within TTL + StaleIfError")
 	}
 }

@@ -66,7 +66,13 @@ type BreakerConfig struct {
 	// HalfOpenRequests is the number of probe calls allowed in half-open;
 	// >= 1. The breaker closes when that many probes have succeeded and
 	// reopens on the first failed probe. A probe with an excluded outcome
-	// frees its slot for another probe.
+	// frees its slot for another probe, and so does a probe that lapses:
+	// one still unanswered OpenTimeout after it was sent, or the last open
+	// interval after it was sent once the cloud has answered a call since
+	// (CloudAnswered, or another call's success). A lapsed probe's outcome
+	// still counts when it comes. So a probe that hangs — a caller's
+	// context with no deadline — holds the breaker shut for at most
+	// OpenTimeout.
 	HalfOpenRequests uint32
 	// Clock times the counting windows and the open intervals; nil is the
 	// real clock.
@@ -129,6 +135,12 @@ type Breaker struct {
 	interval   time.Duration // the current open interval
 	streak     int           // consecutive failed probes since the breaker last closed
 	lastErr    error         // last failure reported to done
+	// probesOut are the half-open generation's probes still in flight, in
+	// the order they were sent (see probe).
+	probesOut []*probe
+	// answeredAt is when the cloud was last seen answering (CloudAnswered,
+	// a success): a probe sent before it that is still out may be hung.
+	answeredAt time.Time
 	// opened is cancelled when the breaker next opens (then replaced): see
 	// Opened.
 	opened       context.Context
@@ -140,9 +152,16 @@ type Breaker struct {
 	cancelChanged context.CancelFunc
 }
 
-// counts are the outcomes of one generation.
+// counts are the outcomes of one generation. lapsed: half-open probes whose
+// slots were freed because they stayed out too long (see probe).
 type counts struct {
-	requests, successes, failures, excluded, consecutiveSuccesses uint32
+	requests, successes, failures, excluded, lapsed, consecutiveSuccesses uint32
+}
+
+// probe is one call admitted while half-open, until its outcome comes.
+type probe struct {
+	sent   time.Time
+	lapsed bool // its slot was freed (counts.lapsed)
 }
 
 // NewBreaker returns a closed breaker named name (the name appears in
@@ -205,7 +224,55 @@ func (b *Breaker) currentLocked(now time.Time) {
 		if !now.Before(b.holdUntil) {
 			b.setStateLocked(StateHalfOpen, now)
 		}
+	case StateHalfOpen:
+		b.lapseLocked(now)
 	}
+}
+
+// lapseLocked frees the slots of the half-open probes that have been out
+// too long at now — OpenTimeout, or the last open interval when the cloud
+// has answered a call since the probe was sent — and returns how long until
+// the next probe in flight lapses (0: none is out, or one lapsed now).
+// b.mu must be held.
+func (b *Breaker) lapseLocked(now time.Time) (next time.Duration) {
+	freed := false
+	for _, p := range b.probesOut {
+		if p.lapsed {
+			continue
+		}
+		due := p.sent.Add(b.openTimeout)
+		if b.answeredAt.After(p.sent) {
+			due = minTime(due, maxTime(p.sent.Add(b.interval), b.answeredAt))
+		}
+		if !now.Before(due) {
+			p.lapsed = true
+			b.counts.lapsed++
+			freed = true
+			continue
+		}
+		if d := due.Sub(now); next == 0 || d < next {
+			next = d
+		}
+	}
+	if freed {
+		b.signalChangedLocked()
+		return 0
+	}
+	return next
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // setStateLocked moves the breaker to state to, starting a new generation,
@@ -219,6 +286,7 @@ func (b *Breaker) setStateLocked(to State, now time.Time) {
 	b.state = to
 	b.generation++
 	b.counts = counts{}
+	b.probesOut = nil
 	switch to {
 	case StateClosed:
 		b.streak = 0
@@ -295,9 +363,11 @@ func (b *Breaker) Rejection() *OpenError {
 	return b.openErrorLocked(false, b.heldLocked(b.clock.Now()))
 }
 
-// CloudAnswered tells an open breaker that the cloud answered a call
-// (another family's, or one admitted before the breaker opened): its open
-// interval ends now, and the next call is a probe.
+// CloudAnswered tells the breaker that the cloud answered a call (another
+// family's, or one admitted before the breaker opened): an open interval
+// ends now, and the next call is a probe; a half-open probe sent before it
+// that has been out the last open interval lapses (HalfOpenRequests), so a
+// hung probe does not hold the breaker shut once the cloud answers.
 func (b *Breaker) CloudAnswered() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -305,9 +375,13 @@ func (b *Breaker) CloudAnswered() {
 }
 
 func (b *Breaker) cloudAnsweredLocked(now time.Time) {
-	if b.state == StateOpen && b.holdUntil.After(now) {
+	b.answeredAt = now
+	switch {
+	case b.state == StateOpen && b.holdUntil.After(now):
 		b.holdUntil = now
 		b.signalChangedLocked()
+	case b.state == StateHalfOpen:
+		b.lapseLocked(now) // a probe out since before the answer may be hung
 	}
 }
 
@@ -323,28 +397,42 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 	switch {
 	case b.state == StateOpen:
 		return nil, b.openErrorLocked(false, b.heldLocked(now))
-	case b.state == StateHalfOpen && b.counts.requests-min(b.counts.excluded, b.counts.requests) >= b.probes:
-		return nil, b.openErrorLocked(true, 0)
+	case b.state == StateHalfOpen && b.counts.requests-min(b.counts.excluded+b.counts.lapsed, b.counts.requests) >= b.probes:
+		return nil, b.openErrorLocked(true, b.lapseLocked(now))
 	}
 	b.counts.requests++
 	generation := b.generation
+	var p *probe
+	if b.state == StateHalfOpen {
+		p = &probe{sent: now}
+		b.probesOut = append(b.probesOut, p)
+	}
 	var called atomic.Bool
 	return func(err error) {
 		if called.Swap(true) {
 			return
 		}
-		b.done(generation, err)
+		b.done(generation, p, err)
 	}, nil
 }
 
-// done records the outcome of a call Allow admitted in generation.
-func (b *Breaker) done(generation uint64, err error) {
+// done records the outcome of a call Allow admitted in generation (p: as a
+// half-open probe, else nil).
+func (b *Breaker) done(generation uint64, p *probe, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
 	excluded := err != nil && b.isExcluded(err)
 	if err != nil && !excluded {
 		b.lastErr = err
+	}
+	if p != nil {
+		for i, q := range b.probesOut {
+			if q == p {
+				b.probesOut = append(b.probesOut[:i], b.probesOut[i+1:]...)
+				break
+			}
+		}
 	}
 	if err == nil {
 		// A call admitted before the breaker opened succeeded: the cloud
@@ -357,7 +445,9 @@ func (b *Breaker) done(generation uint64, err error) {
 	}
 	switch {
 	case excluded:
-		b.counts.excluded++ // frees a half-open probe's slot
+		if p == nil || !p.lapsed {
+			b.counts.excluded++ // frees a half-open probe's slot (a lapsed one's is free)
+		}
 	case err == nil:
 		b.counts.successes++
 		b.counts.consecutiveSuccesses++
@@ -382,11 +472,7 @@ func (b *Breaker) readyToTripLocked() bool {
 }
 
 func (b *Breaker) openErrorLocked(halfOpen bool, retryIn time.Duration) *OpenError {
-	e := &OpenError{Breaker: b.name, LastErr: b.lastErr, halfOpen: halfOpen}
-	if !halfOpen {
-		e.RetryIn = retryIn
-	}
-	return e
+	return &OpenError{Breaker: b.name, LastErr: b.lastErr, halfOpen: halfOpen, RetryIn: retryIn}
 }
 
 // OpenError is returned by Breaker.Allow when the breaker rejects a call.
@@ -395,9 +481,10 @@ type OpenError struct {
 	Breaker string
 	// LastErr is the last failure the breaker recorded (may be nil).
 	LastErr error
-	// RetryIn is how long until the breaker lets a probe through; 0 when it
-	// is half-open and its probes are in flight (the next probe depends on
-	// their outcome).
+	// RetryIn is how long until the breaker lets a probe through: the rest
+	// of the open interval, or, half-open with its probes in flight, until
+	// the first of them lapses (see BreakerConfig.HalfOpenRequests; a probe's
+	// outcome may let calls through sooner).
 	RetryIn time.Duration
 
 	halfOpen bool

@@ -222,11 +222,12 @@ func TestBreakerHalfOpen(t *testing.T) {
 				if err != nil {
 					t.Fatalf("probe %d: Allow: %v", i, err)
 				}
-				// The only probe slot is taken.
+				// The only probe slot is taken, until the probe lapses
+				// (OpenTimeout after it was sent).
 				_, err = b.Allow()
 				var oe *OpenError
-				if !errors.As(err, &oe) || oe.RetryIn != 0 || !errors.Is(err, errBoom) {
-					t.Fatalf("probe %d: second Allow = %v, want *OpenError with RetryIn 0 wrapping boom", i, err)
+				if !errors.As(err, &oe) || oe.RetryIn != 20*time.Millisecond || !errors.Is(err, errBoom) {
+					t.Fatalf("probe %d: second Allow = %v, want *OpenError with RetryIn 20ms (the probe's lapse) wrapping boom", i, err)
 				}
 				done(outcome)
 			}

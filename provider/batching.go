@@ -291,12 +291,22 @@ func failAll(n int, err error) []InstanceStatus {
 	return out
 }
 
-// fillMarks are the instance caches' marks (cache.Mark) taken before a
-// batch or list call is sent.
-type fillMarks struct{ exists, shutdown, metadata cache.Mark }
+// fillMarks are the instance caches' marks (cache.Mark) and the not-found
+// guard's (notFoundGuard.mark) taken before a batch or list call is sent.
+type fillMarks struct {
+	exists, shutdown, metadata cache.Mark
+	guard                      uint64
+	// maxFresh bounds how long the answers are fresh (0: their TTLs): a
+	// list page's answers live at most listInterval × 1.1 from the page's
+	// own fetch.
+	maxFresh time.Duration
+	// listed: the answers are a list page's, whose "terminated" records
+	// the list marks for the guard once it has ended (see prefetch).
+	listed bool
+}
 
 func (g *gate) fillMarks() fillMarks {
-	return fillMarks{exists: mark(g.inst.exists), shutdown: mark(g.inst.shutdown), metadata: mark(g.inst.metadata)}
+	return fillMarks{exists: mark(g.inst.exists), shutdown: mark(g.inst.shutdown), metadata: mark(g.inst.metadata), guard: g.nf.mark()}
 }
 
 // mark, putSince and putNegativeSince fill a cache that may be off (nil)
@@ -308,9 +318,9 @@ func mark[K comparable, V any](c *cache.Cache[K, V]) cache.Mark {
 	return c.Mark()
 }
 
-func putSince[K comparable, V any](c *cache.Cache[K, V], key K, v V, m cache.Mark) {
+func putSince[K comparable, V any](c *cache.Cache[K, V], key K, v V, m cache.Mark, maxFresh time.Duration) {
 	if c != nil {
-		c.PutSince(key, v, m)
+		c.PutSinceFor(key, v, m, maxFresh)
 	}
 }
 
@@ -327,25 +337,31 @@ func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err erro
 // was sent: an answer read before an invalidation of its key is not stored
 // after it (as a fetch of the cache's own is not), so the not-found guard's
 // re-read, which invalidates and asks again, can never be answered by a
-// batch that was on its way before it.
+// batch that was on its way before it. Nor does an "exists" answer to a
+// call sent before the guard began holding the key's "does not exist" refute
+// that hold or replace the held answer: it may have been read before the
+// instance went (the guard's own re-read decides).
 func (g *gate) fill(key nodeKey, st InstanceStatus, marks fillMarks) {
 	switch {
 	case errors.Is(st.Err, cloudprovider.InstanceNotFound):
 		putNegativeSince(g.inst.metadata, key, cloudprovider.InstanceNotFound, marks.metadata)
 		putNegativeSince(g.inst.shutdown, key, cloudprovider.InstanceNotFound, marks.shutdown)
-		putSince(g.inst.exists, key, false, marks.exists) // a negative value
+		putSince(g.inst.exists, key, false, marks.exists, 0) // a negative value
 	case st.Err != nil:
 		// A per-node failure is not an answer: nothing to remember.
 	default:
 		if st.Metadata != nil {
-			putSince(g.inst.metadata, key, st.Metadata, marks.metadata)
+			putSince(g.inst.metadata, key, st.Metadata, marks.metadata, marks.maxFresh)
 		}
-		putSince(g.inst.shutdown, key, st.Shutdown, marks.shutdown)
-		putSince(g.inst.exists, key, !st.Deleted, marks.exists)
-		if st.Deleted {
-			g.nf.markDeleted(key)
-		} else {
-			g.nf.markExists(key)
+		putSince(g.inst.shutdown, key, st.Shutdown, marks.shutdown, marks.maxFresh)
+		switch {
+		case st.Deleted:
+			putSince(g.inst.exists, key, false, marks.exists, 0)
+			if !marks.listed {
+				g.nf.markDeleted(key)
+			}
+		case g.nf.markExists(key, marks.guard):
+			putSince(g.inst.exists, key, true, marks.exists, marks.maxFresh)
 		}
 	}
 }

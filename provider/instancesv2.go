@@ -89,12 +89,15 @@ func nodeRead[V any](ctx context.Context, i *instancesV2, m *method, c *cache.Ca
 	if v, err, ok := fresh(m, c, key); ok {
 		return v, err
 	}
-	if c != nil && i.g.awaitFirstList(ctx) {
+	prio := nodePriority(node, m.priority)
+	// A Node being initialised does not wait for the first list: its pages
+	// are background reads, each waiting for a token, and a critical
+	// lookup goes first (a batch or a call of its own at its priority).
+	if c != nil && prio != limiter.PriorityCritical && i.g.awaitFirstList(ctx) {
 		if v, err, ok := fresh(m, c, key); ok {
 			return v, err
 		}
 	}
-	prio := nodePriority(node, m.priority)
 	return read(ctx, i.g, m, c, key, func(ctx context.Context) (V, error) {
 		if b := i.g.batcher(); b != nil && key.id != "" {
 			st, err := b.Add(ctx, nodeRequest{node, prio})

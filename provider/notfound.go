@@ -45,11 +45,33 @@ type notFoundGuard struct {
 	mu      sync.Mutex
 	pending map[nodeKey]*heldNotFound
 	deleted map[nodeKey]time.Time // described as terminated, when
+	holds   uint64                // holds begun so far (see mark)
 }
 
 // heldNotFound is one instance whose "does not exist" is being held.
 type heldNotFound struct {
 	first, last time.Time // first and latest hold
+	seq         uint64    // the guard's holds count when it began
+}
+
+// mark returns the guard's moment now (0 without a guard): a batch or list
+// call takes it before it is sent, and its "exists" answers refute only the
+// holds begun before it (markExists).
+func (n *notFoundGuard) mark() uint64 {
+	if n == nil {
+		return 0
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.holds
+}
+
+// beginLocked starts holding key's "does not exist" at now. n.mu is held.
+func (n *notFoundGuard) beginLocked(key nodeKey, now time.Time) *heldNotFound {
+	n.holds++
+	p := &heldNotFound{first: now, last: now, seq: n.holds}
+	n.pending[key] = p
+	return p
 }
 
 // guardPendingLimit bounds the guard's memory: beyond it, holds older than
@@ -79,19 +101,28 @@ func (n *notFoundGuard) markDeleted(key nodeKey) {
 	n.mu.Unlock()
 }
 
-// markExists records that the cloud described key's instance as existing
-// (a batch or list answer): a held "does not exist" is refuted.
-func (n *notFoundGuard) markExists(key nodeKey) {
+// markExists records that the cloud described key's instance as existing,
+// in a batch or list answer to a call sent at mark since: a held "does not
+// exist" is refuted. A hold begun after the call was sent is not: that
+// "does not exist" may be the newer answer (a list page read before the
+// instance went and received after), and markExists reports false — the
+// caller must not cache this answer over the held one; the guard's re-read
+// decides.
+func (n *notFoundGuard) markExists(key nodeKey, since uint64) bool {
 	if n == nil {
-		return
+		return true
 	}
 	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p, ok := n.pending[key]; ok && p.seq > since {
+		return false
+	}
 	delete(n.deleted, key)
 	if _, ok := n.pending[key]; ok {
 		delete(n.pending, key)
 		n.rec.NotFoundConfirmation("refuted")
 	}
-	n.mu.Unlock()
+	return true
 }
 
 // check passes on an exists answer, or holds a false one (see
@@ -129,7 +160,7 @@ func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err e
 	if _, ok := n.pending[key]; !ok {
 		// An "exists" answer came in meanwhile (a batch or list fill): the
 		// two answers disagree, so hold this one as a first.
-		n.pending[key] = &heldNotFound{first: n.clock.Now(), last: n.clock.Now()}
+		n.beginLocked(key, n.clock.Now())
 		return false, cloudproviderapi.NewRetryError(fmt.Sprintf(
 			"cloudgate: instance %q reported missing after it was described as existing; held (notFoundGuard)", key.id), max(n.confirmAfter, time.Second))
 	}
@@ -182,8 +213,7 @@ func (n *notFoundGuard) hold(key nodeKey, created time.Time) (pass, due bool, he
 	// exist", and a confirmation still needs a fresh one that agrees.
 	p, ok := n.pending[key]
 	if !ok {
-		p = &heldNotFound{first: now}
-		n.pending[key] = p
+		p = n.beginLocked(key, now)
 		n.forget()
 	}
 	young := !created.IsZero() && now.Sub(created) < n.grace

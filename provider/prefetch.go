@@ -41,8 +41,13 @@ func (j *jitterSource) next(interval time.Duration) time.Duration {
 
 // List prefetch: with batch.listPrefetch and an upstream InstancesV2 that
 // implements InstanceLister, a loop lists every instance once per
-// listInterval (plus up to 10 % jitter, listJitter) and fills the instance caches, so that the periodic resync
-// of every node is answered from the cache.
+// listInterval (plus up to 10 % jitter, listJitter) and fills the instance
+// caches, so that the periodic resync of every node is answered from the
+// cache. A refresh starts listInterval × (1 + jitter) after the previous one
+// started, and a page's answers are fresh for at most listInterval × 1.1 from
+// the page's own fetch (listMaxFresh), however long the list takes: a page
+// fetched early in a slow list (its pages are background reads, each waiting
+// for its token) is not served older than that.
 
 // start runs the list prefetch until stop closes or the gate is closed.
 // A second Initialize (leader migration) replaces the loop: one at a time.
@@ -83,8 +88,10 @@ func (g *gate) start(stop <-chan struct{}) {
 		for {
 			var answered <-chan struct{}
 			var earliest <-chan time.Time
-			quotaShort, err := g.prefetch(ctx)
+			started := g.clock.Now()
+			quotaShort, err := g.prefetch(ctx, listMaxFresh(interval))
 			first.end() // lookups waiting for the first refresh go on, answered or not
+			next := g.listJitter.next(interval)
 			switch {
 			case err != nil && ctx.Err() == nil && quotaShort:
 				// A retry would start again from page 1 and spend the pages
@@ -108,6 +115,10 @@ func (g *gate) start(stop <-chan struct{}) {
 			default:
 				g.listFailed.Store(false)
 				gap = interval / 30
+				// From the start of this list, so that each page is fetched
+				// again about listInterval after it was (its answers expire
+				// at listMaxFresh).
+				next = max(0, started.Add(next).Sub(g.clock.Now()))
 			}
 			if earliest != nil {
 				select {
@@ -120,21 +131,39 @@ func (g *gate) start(stop <-chan struct{}) {
 			case <-ctx.Done():
 				return
 			case <-answered:
-			case <-g.clock.After(g.listJitter.next(interval)):
+			case <-g.clock.After(next):
 			}
 		}
 	}()
 }
 
+// listMaxFresh is how long a listed answer is fresh: listInterval × (1 +
+// listJitter), the longest a successful list waits before the next.
+func listMaxFresh(interval time.Duration) time.Duration {
+	return interval + time.Duration(listJitter*float64(interval))
+}
+
 // prefetch pages through the upstream's instance list once and fills the
-// instance caches, by provider ID and by node name. quotaShort: it failed
+// instance caches, by provider ID and by node name, each page's answers
+// fresh for at most maxFresh from its own fetch. quotaShort: it failed
 // because the cloud throttled a page, or a page's token did not come in
 // time (not because the breaker was open).
-func (g *gate) prefetch(ctx context.Context) (quotaShort bool, err error) {
+//
+// A live record and a Deleted one under one provider ID (an instance
+// re-created under a name-based ID) answer as the live one, whatever their
+// order: a Deleted record listed after a live one of its ID is skipped, and
+// the guard learns that an instance is terminated (which lets its "does not
+// exist" pass at once) only once the list has ended without a live record of
+// that ID. Until then a Deleted record's "does not exist" is held as any
+// other.
+func (g *gate) prefetch(ctx context.Context, maxFresh time.Duration) (quotaShort bool, err error) {
 	m := g.m.listInstances
 	token := ""
+	live := map[string]bool{} // provider IDs listed live in this pass
+	var terminated []nodeKey  // Deleted records, marked for the guard at the end
 	for {
 		marks := g.fillMarks() // before the call: see fill
+		marks.maxFresh, marks.listed = maxFresh, true
 		callCtx, cancelCall := g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
 		type pageAnswer struct {
 			page []InstanceRecord
@@ -151,19 +180,35 @@ func (g *gate) prefetch(ctx context.Context) (quotaShort bool, err error) {
 			throttled, _ := g.throttle.Classify(err)
 			return throttled || (!called && !limiter.IsOpen(err)), err
 		}
-		for i := range p.page {
-			rec := &p.page[i]
-			st := InstanceStatus{Metadata: &rec.Metadata, Shutdown: rec.Shutdown, Deleted: rec.Deleted}
-			if rec.Metadata.ProviderID != "" {
-				g.fill(nodeKey{byProviderID: true, id: rec.Metadata.ProviderID}, st, marks)
-			}
-			// A Deleted record does not answer by name: its name may
-			// already belong to a re-created instance (see InstanceRecord).
-			if rec.NodeName != "" && !rec.Deleted {
-				g.fill(nodeKey{id: rec.NodeName}, st, marks)
+		for _, deleted := range []bool{false, true} { // live records first
+			for i := range p.page {
+				rec := &p.page[i]
+				if rec.Deleted != deleted {
+					continue
+				}
+				st := InstanceStatus{Metadata: &rec.Metadata, Shutdown: rec.Shutdown, Deleted: rec.Deleted}
+				if pid := rec.Metadata.ProviderID; pid != "" && !(deleted && live[pid]) {
+					key := nodeKey{byProviderID: true, id: pid}
+					g.fill(key, st, marks)
+					if deleted {
+						terminated = append(terminated, key)
+					} else {
+						live[pid] = true
+					}
+				}
+				// A Deleted record does not answer by name: its name may
+				// already belong to a re-created instance (see InstanceRecord).
+				if rec.NodeName != "" && !deleted {
+					g.fill(nodeKey{id: rec.NodeName}, st, marks)
+				}
 			}
 		}
 		if p.next == "" {
+			for _, key := range terminated {
+				if !live[key.id] {
+					g.nf.markDeleted(key)
+				}
+			}
 			return false, nil
 		}
 		token = p.next
