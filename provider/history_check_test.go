@@ -366,6 +366,13 @@ func (h *history) check() (map[string]int, []violation) {
 				if f.seq > op.sseq || age < 0 {
 					age = 0 // answered while the call was in progress
 				}
+				ttl := ttl
+				if f.via == "ListInstances" {
+					// A listed answer is fresh at most listInterval × 1.1
+					// from its own page's delivery (after the page's token
+					// wait and latency), however long the list took.
+					ttl = min(ttl, listMaxFresh(h.cfg.Batch.ListInterval.Duration))
+				}
 				okFresh = okFresh || age < ttl || age == 0
 				// staleIfError runs past the TTL (RFC 5861's stale-if-error):
 				// age since the upstream answered <= TTL+staleIfError.
@@ -376,6 +383,7 @@ func (h *history) check() (map[string]int, []violation) {
 				floor, by = h.rywFloor(op)
 			}
 			okBound, okRYW := false, false
+			byList, byOther := false, false // which upstream calls could have given the value
 			facts := window(ttl + maxStale)
 			for i := range facts {
 				f := &facts[i]
@@ -383,6 +391,11 @@ func (h *history) check() (map[string]int, []violation) {
 					continue
 				}
 				if within(f) {
+					if f.via == "ListInstances" {
+						byList = true
+					} else {
+						byOther = true
+					}
 					okBound = true
 					if f.version >= floor {
 						okRYW = true
@@ -391,6 +404,9 @@ func (h *history) check() (map[string]int, []violation) {
 			}
 			if floor > 0 {
 				counts[invRYW]++
+			}
+			if byList && !byOther {
+				counts[infoListServed]++ // served from a list page, checked against its page's own time
 			}
 			if okBound && !okFresh {
 				counts["info:served-stale"]++

@@ -147,6 +147,10 @@ func TestHistory(t *testing.T) {
 	if len(seeds) >= len(defaultHistorySeeds) && total["info:held-in-grace"] == 0 && !t.Failed() {
 		t.Errorf("no revisit of a young Node was held inside gracePeriod over %d seeds", len(seeds))
 	}
+	fmt.Fprintf(&sb, " (list-served reads checked against their page's own time, listInterval × 1.1: %d)", total[infoListServed])
+	if len(seeds) >= len(defaultHistorySeeds) && total[infoListServed] == 0 && !t.Failed() {
+		t.Errorf("no read answered from a list page was checked over %d seeds", len(seeds))
+	}
 	t.Logf("history: %d seeds, %d operations, checks:%s", len(seeds), totalOps, sb.String())
 	if total[infoLongWaitSeeds] > 0 && total[infoLongBatchedWaits] == 0 {
 		t.Errorf("no batched read waited longer than batchCallTimeout (%s) in the %d long-wait seeds: the long-wait variant does not exercise class 4", batchCallTimeout, total[infoLongWaitSeeds])
@@ -157,6 +161,10 @@ func TestHistory(t *testing.T) {
 // that ran it, and the batched reads whose token wait outlasted
 // batchCallTimeout in them.
 const (
+	// infoListServed counts the positive answers only a list page could
+	// have given, each checked to be at most listInterval × 1.1 old from
+	// its page's delivery.
+	infoListServed       = "info:list-served"
 	infoLongWaitSeeds    = "info:long-wait-seeds"
 	infoLongBatchedWaits = "info:batched-wait-over-call-timeout"
 )
