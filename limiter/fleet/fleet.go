@@ -389,6 +389,16 @@ func (f *Fleet) goAway() {
 		f.mu.Unlock()
 		return
 	}
+	if !f.fallback {
+		// Its heartbeats fail but its admissions reach Redis (which resets
+		// the failure count): every call it admits is counted in the
+		// shared budget, whatever the membership says. Going away would
+		// move it to its floor, admitted locally, which nobody holds back
+		// once its claim is freed. It goes away when its admissions fail
+		// too (fallback), at the next heartbeat.
+		f.mu.Unlock()
+		return
+	}
 	f.away = true
 	wasFallback := f.fallback
 	f.fallback, f.failures = true, 0
