@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -433,6 +434,13 @@ func (k *kubelet) run(ctx context.Context, t *testing.T, kind, name, bin string)
 		port := e2e.FreePort(t)
 		if k.hostNetwork && i == 0 {
 			port = podSecurePort(t, args)
+			// Another process answering /healthz on a shared port would pass WaitServing for
+			// this one, which exits "bind: address already in use": check the port first.
+			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
+				t.Fatalf("%s: its secure port %d is held by another Pod on the same host network (the CCM would exit \"bind: address already in use\"): %v", pname, port, err)
+			} else {
+				l.Close()
+			}
 		}
 		args = append(args, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--webhook-secure-port=0")
 		t.Logf("%s: %s %s", pname, filepath.Base(bin), strings.Join(args, " "))
