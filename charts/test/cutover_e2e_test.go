@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,7 +170,10 @@ SigningName = ec2
 	phase("stock chart installed (" + stockRel.Chart.Metadata.Name + " " + pinnedVersion + ")")
 
 	lw := watchLease(ctx, t, cp)
-	k := &kubelet{cp: cp, dir: dir}
+	// Host networking, as the stock chart's hostNetworking and cloudgate's hostNetwork: the
+	// stock CCM binds its real port 10258 and cloudgate's first replica the chart's
+	// metrics.port on the same 127.0.0.1 (one control-plane node), as on a cluster.
+	k := &kubelet{cp: cp, dir: dir, hostNetwork: true}
 	if err := <-builtStock; err != nil {
 		t.Fatal(err)
 	}
@@ -370,6 +374,31 @@ type kubelet struct {
 	cp  *e2e.ControlPlane
 	dir string
 	n   int
+	// hostNetwork: the first Pod of each workload run is on one shared "node" (127.0.0.1,
+	// the network namespace of a host-network Pod) and binds the secure port its Pod spec
+	// asks for (the CCM's default, 10258, when it asks none), as host-network CCM Pods of
+	// two releases on one control-plane node do; the other replicas are on other nodes
+	// (required anti-affinity) and get free ports.
+	hostNetwork bool
+}
+
+// ccmDefaultSecurePort is the cloud-controller-manager's --secure-port default.
+const ccmDefaultSecurePort = 10258
+
+// podSecurePort is the last --secure-port in args (the CCM's default without one).
+func podSecurePort(t *testing.T, args []string) int {
+	t.Helper()
+	port := ccmDefaultSecurePort
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--secure-port="); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("--secure-port=%q: %v", v, err)
+			}
+			port = n
+		}
+	}
+	return port
 }
 
 // run starts the Pods of kind/name (a Deployment's replicas; one for a DaemonSet: one
@@ -398,11 +427,21 @@ func (k *kubelet) run(ctx context.Context, t *testing.T, kind, name, bin string)
 		}
 	}
 	var procs []*ccmProc
-	for range replicas {
+	for i := range replicas {
 		k.n++
 		pname := fmt.Sprintf("%s-%d", name, k.n)
-		port := e2e.FreePort(t)
 		args := k.podArgs(ctx, t, pname, tmpl.Spec)
+		port := e2e.FreePort(t)
+		if k.hostNetwork && i == 0 {
+			port = podSecurePort(t, args)
+			// Another process answering /healthz on a shared port would pass WaitServing for
+			// this one, which exits "bind: address already in use": check the port first.
+			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
+				t.Fatalf("%s: its secure port %d is held by another Pod on the same host network (the CCM would exit \"bind: address already in use\"): %v", pname, port, err)
+			} else {
+				l.Close()
+			}
+		}
 		args = append(args, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--webhook-secure-port=0")
 		t.Logf("%s: %s %s", pname, filepath.Base(bin), strings.Join(args, " "))
 		p := e2e.StartProcess(t, k.dir, pname, bin, args...)

@@ -37,8 +37,14 @@ limits.shared from redis.* when redis.address is set.
 {{- $_ := set $redis "tls" $tls -}}
 {{- end -}}
 {{- $limits := get $c "limits" | default dict -}}
-{{- $_ := set $limits "shared" (dict "redis" $redis "account" (required "redis.account is required with redis.address (the account whose quota the fleet shares)" .Values.redis.account)) -}}
+{{- /* Merged, not replaced: every limits.shared key set under cloudgate (failureMode, maxMembers, weight, ...) is kept. */ -}}
+{{- $shared := get $limits "shared" | default dict -}}
+{{- $_ := set $shared "redis" $redis -}}
+{{- $_ := set $shared "account" (required "redis.account is required with redis.address (the account whose quota the fleet shares)" .Values.redis.account) -}}
+{{- $_ := set $limits "shared" $shared -}}
 {{- $_ := set $c "limits" $limits -}}
+{{- else if and (get $c "limits") (hasKey (get $c "limits") "shared") -}}
+{{- fail "cloudgate.limits.shared is set but redis.address is empty: the fleet's budget lives in Redis; set redis.address and redis.account (docs/fleet.md), or remove cloudgate.limits.shared" -}}
 {{- end -}}
 {{- toYaml $c -}}
 {{- end -}}
