@@ -48,6 +48,7 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 			specs = append(specs, chaosZoneSpec(o))
 		}
 		for _, spec := range specs {
+			o.Meter.begin(spec.name, o.Seeds*len(o.Columns))
 			res, err := runScenario(ctx, o, spec, progress)
 			if err != nil {
 				return nil, err
@@ -112,6 +113,7 @@ func runScenario(ctx context.Context, o *Options, spec scenarioSpec, progress io
 				return nil, fmt.Errorf("%s/%s (seed %d): %w", spec.name, col, seed, err)
 			}
 			res.runs[col] = append(res.runs[col], s)
+			o.Meter.step(fmt.Sprintf("%s seed %d", col, seed))
 		}
 	}
 	if err := checkPace(res); err != nil {
@@ -233,6 +235,7 @@ func (r *colRun) fill() {
 	for _, v := range rec.Errors {
 		s.ControllerErrors += v
 	}
+	s.GuardHolds = rec.Holds
 	s.CallsPerLookup = perCall(s.UpstreamCalls, s.ControllerCalls)
 	if r.col.Registry != nil {
 		s.CacheHitRatio = hitRatio(r.col.Registry)
