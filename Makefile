@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench bench-results bench-results-aws bench-scale bench-hotpath run run-full lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check test-skew bench-real bench-plan
+.PHONY: all build test bench bench-results bench-results-aws bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check test-skew bench-real bench-plan
 
 all: lint build test
 
@@ -76,6 +76,12 @@ run: deps
 run-full: deps
 	@mkdir -p bench/out
 	cd $(BENCH_MOD) && $(GO) run ./cmd/cloudgate-bench --full --html $(CURDIR)/bench/out/report-full.html
+
+# Regenerates docs/img/report-headline.png (README's picture): the HTML report of
+# a small run opened in chromium-headless-shell by bench TestReportInBrowser,
+# which checks the page and screenshots its headline plot.
+report-png: deps setup
+	cd $(BENCH_MOD) && CLOUDGATE_REPORT_PNG=$(CURDIR)/docs/img/report-headline.png $(GO) test -count=1 -run '^TestReportInBrowser$$' .
 
 # Regenerates bench/RESULTS.md (and bench/results.json): make bench's hot-path
 # benchmarks, make run's load benchmark, and the fleet scenario in real time

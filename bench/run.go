@@ -84,8 +84,24 @@ type colRun struct {
 	start    time.Time
 	side     Side
 	// shadowBase: the shadow column's predicted calls when the cloud's
-	// counters were reset (scaleup).
+	// counters were reset (scaleup); shadowMu guards it: the sampler's
+	// goroutine reads it while the scenario sets it.
+	shadowMu   sync.Mutex
 	shadowBase float64
+}
+
+// setShadowBase records the shadow column's predicted calls at a reset.
+func (r *colRun) setShadowBase(v float64) {
+	r.shadowMu.Lock()
+	defer r.shadowMu.Unlock()
+	r.shadowBase = v
+}
+
+// shadowSince is the shadow column's predicted calls since the last reset.
+func (r *colRun) shadowSince() float64 {
+	r.shadowMu.Lock()
+	defer r.shadowMu.Unlock()
+	return shadowCalls(r.col.Registry) - r.shadowBase
 }
 
 // simSince is the (virtual) time since t in seconds.
@@ -239,7 +255,7 @@ func (r *colRun) fill() {
 	s.CallsPerLookup = perCall(s.UpstreamCalls, s.ControllerCalls)
 	if r.col.Registry != nil {
 		s.CacheHitRatio = hitRatio(r.col.Registry)
-		s.ShadowCalls = shadowCalls(r.col.Registry) - r.shadowBase
+		s.ShadowCalls = r.shadowSince()
 	}
 }
 
@@ -378,7 +394,7 @@ func (r *colRun) snapshot() counterSnap {
 	s := counterSnap{at: time.Now(), cnt: r.srv.Counters(), statusCalls: r.c.rec.count("InstanceMetadata"), controllerCalls: r.c.rec.total()}
 	if r.col.Registry != nil {
 		s.hits, s.total = cacheCounts(r.col.Registry)
-		s.shadowCalls = shadowCalls(r.col.Registry) - r.shadowBase
+		s.shadowCalls = r.shadowSince()
 	}
 	return s
 }
