@@ -7,11 +7,13 @@
 #               (`promtool check rules` on dashboards/alerts.yaml)
 #   redis-server /usr/bin/redis-server (limiter/fleet tests: the shared quota
 #               on a real Redis, started by the tests on 127.0.0.1)
+#   chromium-headless-shell /usr/bin/chromium-headless-shell (bench
+#               TestReportInBrowser: the HTML report in a real browser)
 set -euo pipefail
 
-packages=(prometheus redis-server)
+packages=(prometheus redis-server chromium-headless-shell)
 # Each package and the file that shows it is installed.
-declare -A provides=([prometheus]=/usr/bin/promtool [redis-server]=/usr/bin/redis-server)
+declare -A provides=([prometheus]=/usr/bin/promtool [redis-server]=/usr/bin/redis-server [chromium-headless-shell]=/usr/bin/chromium-headless-shell)
 
 missing=()
 for p in "${packages[@]}"; do

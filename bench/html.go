@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"image/color"
 	"os"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -226,13 +227,18 @@ func (r *Report) scenarioPlots(s *ScenarioResult) ([]Plot, error) {
 
 var htmlPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>cloudgate-bench report</title>
-<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
+<style>table.headline{border-collapse:collapse;font-size:13px}table.headline td,table.headline th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
 pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}h2{border-bottom:1px solid #ccc}
 figure{margin:1em 0}figcaption{font-size:13px;color:#555}</style></head><body>
 <h1>cloudgate-bench report</h1>
 <p>Every figure comes from the simulated cloud's own counters; times are simulated seconds.
 Plots show each column's first seed; the table shows medians over seeds.</p>
+<h2>Summary</h2><pre id="summary">{{.Summary}}</pre>
 {{range .Scenarios}}<h2>{{.Name}}</h2><p>{{.Label}}</p>
+<table class="headline" data-scenario="{{.Name}}"><tr><th>column</th>{{range .Keys}}<th>{{.}}</th>{{end}}</tr>
+{{range .Headline}}<tr><th>{{.Column}}</th>{{range .Cells}}<td data-column="{{.Column}}" data-key="{{.Key}}">{{.Value}}</td>{{end}}</tr>
+{{end}}</table>
 {{range .Plots}}<figure>{{.SVG}}<figcaption>{{.Title}}</figcaption></figure>
 {{end}}{{end}}
 <h2>Table</h2><pre>{{.Table}}</pre>
@@ -244,11 +250,13 @@ Plots show each column's first seed; the table shows medians over seeds.</p>
 func (r *Report) WriteHTML(path string) error {
 	type sc struct {
 		Name, Label string
+		Keys        []string
+		Headline    []headlineRow
 		Plots       []Plot
 	}
 	var data struct {
-		Scenarios []sc
-		Table     string
+		Scenarios      []sc
+		Table, Summary string
 	}
 	for i := range r.Scenarios {
 		s := &r.Scenarios[i]
@@ -256,14 +264,59 @@ func (r *Report) WriteHTML(path string) error {
 		if err != nil {
 			return fmt.Errorf("plot %s: %w", s.Scenario, err)
 		}
-		data.Scenarios = append(data.Scenarios, sc{s.Scenario, s.Label, plots})
+		data.Scenarios = append(data.Scenarios, sc{s.Scenario, s.Label, headlineKeys, r.headline(s), plots})
 	}
 	var t bytes.Buffer
 	r.WriteTable(&t)
 	data.Table = t.String()
+	t.Reset()
+	r.WriteSummary(&t, "")
+	data.Summary = strings.TrimSpace(t.String())
 	var b bytes.Buffer
 	if err := htmlPage.Execute(&b, data); err != nil {
 		return err
 	}
 	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// headlineKeys are the headline table's figures, named as in the JSON
+// report ("—": not measured in this scenario).
+var headlineKeys = []string{"upstream_calls", "throttled", "controller_errors", "guard_holds", "init_seconds", "steady_reads_per_hour"}
+
+// headlineRow is one column's headline figures.
+type headlineRow struct {
+	Column string
+	Cells  []headlineCell
+}
+
+type headlineCell struct{ Column, Key, Value string }
+
+// headline is each column's headline figures, exactly as the JSON report
+// has them (full precision), so a reader can check one against the other.
+func (r *Report) headline(s *ScenarioResult) []headlineRow {
+	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	var rows []headlineRow
+	for _, c := range r.Columns {
+		x, ok := s.Columns[c]
+		if !ok {
+			continue
+		}
+		vals := map[string]string{
+			"upstream_calls": num(float64(x.UpstreamCalls)), "throttled": num(float64(x.Throttled)),
+			"controller_errors": num(float64(x.ControllerErrors)), "guard_holds": num(float64(x.GuardHolds)),
+			"init_seconds": "—", "steady_reads_per_hour": "—",
+		}
+		if x.InitSeconds != nil {
+			vals["init_seconds"] = num(*x.InitSeconds)
+		}
+		if x.Steady != nil {
+			vals["steady_reads_per_hour"] = num(x.Steady.ReadsPerHour)
+		}
+		row := headlineRow{Column: c}
+		for _, k := range headlineKeys {
+			row.Cells = append(row.Cells, headlineCell{c, k, vals[k]})
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }

@@ -177,10 +177,14 @@ type Options struct {
 	// about 300 points per run.
 	Sample time.Duration
 
+	// Meter (may be nil) shows each scenario's share of runs done and the
+	// real time left.
+	Meter *Meter
+
 	onRegistry func(*prometheus.Registry)
 }
 
-// DefaultOptions is make run's default: 2,000 nodes and 20 services in
+// DefaultOptions is the full sweep (cloudgate-bench --full, bench/RESULTS.md): 2,000 nodes and 20 services in
 // steady (1 h window; 5,000 and more with --nodes or the sweep, at a lower
 // time factor for fidelity), 1,000 nodes scaling up, 1,000 churning; a cloud
 // allowing 20 reads/s (burst 20) and 5 writes/s (burst 5) with 50 ms ± 20 ms
@@ -223,6 +227,21 @@ func DefaultOptions() *Options {
 		ServiceWorkers:   1,
 		UpstreamSupports: SupportsNone,
 	}
+}
+
+// QuickOptions is make run's first run: DefaultOptions with smaller
+// clusters and windows (1,000 steady nodes for 30 min, 500 scaling up,
+// 500 churning for 3 min), so that it fits a coffee break on 2 cores.
+// The full sweep (DefaultOptions, cloudgate-bench --full) is what
+// bench/RESULTS.md reports.
+func QuickOptions() *Options {
+	o := DefaultOptions()
+	o.Nodes = 1000
+	o.SteadyWindow = 30 * time.Minute
+	o.ScaleupNodes = 500
+	o.ChurnNodes = 500
+	o.ChurnDuration = 3 * time.Minute
+	return o
 }
 
 // Validate names the first bad option and how to fix it.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 )
 
 // recorder is a thin cloudprovider.Interface decorator handed to the
@@ -24,6 +26,7 @@ type recorder struct {
 	latencies []time.Duration
 	calls     map[string]int64
 	errs      map[string]int64
+	holds     map[string]int64 // not-found guard holds, not in errs
 	// writes issued by the controllers (LB ensure/update/delete, routes).
 	writesIssued, writesFailed int64
 	// lastWrite is when the latest write call ended; writesInflight
@@ -85,7 +88,7 @@ func (r *recorder) oldestInflight() time.Duration {
 }
 
 func newRecorder(up cloudprovider.Interface) *recorder {
-	return &recorder{up: up, calls: map[string]int64{}, errs: map[string]int64{}, inflight: map[uint64]time.Time{}, lastWrite: time.Now()}
+	return &recorder{up: up, calls: map[string]int64{}, errs: map[string]int64{}, holds: map[string]int64{}, inflight: map[uint64]time.Time{}, lastWrite: time.Now()}
 }
 
 // observe records the end of call c.
@@ -104,12 +107,23 @@ func (r *recorder) observe(method string, c call, err error, write bool) {
 		r.writesInflight--
 		r.lastWrite = time.Now()
 	}
-	if err != nil && !isAnswer(err) {
+	if isGuardHold(err) {
+		r.holds[method]++
+	} else if err != nil && !isAnswer(err) {
 		r.errs[method]++
 		if write {
 			r.writesFailed++
 		}
 	}
+}
+
+// isGuardHold reports cloudgate's not-found guard holding back a "does not
+// exist" until a second answer confirms it: a deliberate retryable
+// *api.RetryError (the lifecycle controller keeps the Node and asks
+// again), not a failure. The guard names itself in the message.
+func isGuardHold(err error) bool {
+	var retry *cloudproviderapi.RetryError
+	return errors.As(err, &retry) && strings.Contains(err.Error(), "(notFoundGuard)")
 }
 
 // isAnswer reports the errors that are answers, not failures.
@@ -121,6 +135,7 @@ func isAnswer(err error) bool {
 // recorded is a snapshot of what the recorder saw.
 type recorded struct {
 	Calls, Errors              map[string]int64
+	Holds                      int64 // not-found guard holds
 	P50, P99                   time.Duration
 	WritesIssued, WritesFailed int64
 }
@@ -170,7 +185,7 @@ func (r *recorder) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.latencies = nil
-	r.calls, r.errs = map[string]int64{}, map[string]int64{}
+	r.calls, r.errs, r.holds = map[string]int64{}, map[string]int64{}, map[string]int64{}
 	r.writesIssued, r.writesFailed = 0, 0
 	r.lastWrite = time.Now()
 	r.status = nil
@@ -185,6 +200,9 @@ func (r *recorder) snapshot() recorded {
 	}
 	for k, v := range r.errs {
 		out.Errors[k] = v
+	}
+	for _, v := range r.holds {
+		out.Holds += v
 	}
 	lat := append([]time.Duration(nil), r.latencies...)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })

@@ -52,22 +52,22 @@ runto() {
 		eval "$2" > "$tmp/$1"
 	fi
 }
-runcmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --json results.json --html out/results.html"
+runcmd="$GO -C bench run ./cmd/cloudgate-bench --full --seeds $SEEDS --json results.json --html out/results.html"
 runto run.txt "$runcmd"
 
-chaoscmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --scenario chaos,chaos-zone,stress --json results-chaos.json --html out/results-chaos.html"
+chaoscmd="$GO -C bench run ./cmd/cloudgate-bench --full --seeds $SEEDS --scenario chaos,chaos-zone,stress --json results-chaos.json --html out/results-chaos.html"
 runto chaos.txt "$chaoscmd"
 
 # The 100-worker stress case with the cloud as the bottleneck (a read quota
 # of 5/s, the node controller's kube client at 200 QPS): where batches fill.
 # Every column, bare ones included (issue 32: the cache's win shows there too).
-quotacmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --scenario stress --kube-qps 200 --kube-burst 300 --read-qps 5 --read-burst 5 --json results-stress-quota.json"
+quotacmd="$GO -C bench run ./cmd/cloudgate-bench --full --seeds $SEEDS --scenario stress --kube-qps 200 --kube-burst 300 --read-qps 5 --read-burst 5 --json results-stress-quota.json"
 runto stressq.txt "$quotacmd"
 
 # The same 100 workers at the default quota with a kube client that does not
 # limit them (2000 QPS): how large batches get when lookups arrive fast
 # (issue 21 item 1).
-workerscmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --scenario stress --kube-qps 2000 --kube-burst 3000 --columns cloudgate:cache,cloudgate:batch,cloudgate:list --json results-stress-workers.json"
+workerscmd="$GO -C bench run ./cmd/cloudgate-bench --full --seeds $SEEDS --scenario stress --kube-qps 2000 --kube-burst 3000 --columns cloudgate:cache,cloudgate:batch,cloudgate:list --json results-stress-workers.json"
 runto stressw.txt "$workerscmd"
 
 # A tuned CCM (issue 32 item 2): the kube client and node workers operators
@@ -76,7 +76,7 @@ runto stressw.txt "$workerscmd"
 # controller manager (kubernetes/test-infra, the gce-scale performance jobs'
 # CONTROLLER_MANAGER_TEST_ARGS=--kube-api-qps=100 --kube-api-burst=100);
 # --concurrent-node-syncs 10 is the issue's example (the CCM's default is 1).
-tunedcmd="$GO -C bench run ./cmd/cloudgate-bench --seeds $SEEDS --scenario steady,scaleup --kube-qps 100 --kube-burst 100 --node-workers 10 --json results-tuned.json"
+tunedcmd="$GO -C bench run ./cmd/cloudgate-bench --full --seeds $SEEDS --scenario steady,scaleup --kube-qps 100 --kube-burst 100 --node-workers 10 --json results-tuned.json"
 runto tuned.txt "$tunedcmd"
 for p in "${pids[@]}"; do
 	wait "$p" || { echo "a load benchmark run failed (its command is printed above)" >&2; exit 1; }
@@ -120,9 +120,9 @@ fig() { awk -v n="$1" '$1==n {for (i=1;i<=NF;i++) {if ($(i+1)=="ns/op") ns=$i; i
 	grep -E '^(Benchmark|pkg:)' "$tmp/bench.txt"
 	echo '```'
 	echo
-	echo "## Load benchmark (make run, $SEEDS seeds)"
+	echo "## Load benchmark (make run-full, $SEEDS seeds)"
 	echo
-	echo "Command: \`$runcmd\` (make run is the same with one seed). The JSON report is"
+	echo "Command: \`$runcmd\` (make run-full is the same with one seed; make run is a smaller first run). The JSON report is"
 	echo "bench/results.json. Scenarios, columns, bounds and their conditions are explained in"
 	echo "docs/bench.md. Every figure below holds only under the conditions printed with it: the"
 	echo "simulated quota, latency and CCM defaults in the header, and per column what the upstream"

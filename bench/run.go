@@ -48,6 +48,7 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*Report, error) {
 			specs = append(specs, chaosZoneSpec(o))
 		}
 		for _, spec := range specs {
+			o.Meter.begin(spec.name, o.Seeds*len(o.Columns))
 			res, err := runScenario(ctx, o, spec, progress)
 			if err != nil {
 				return nil, err
@@ -83,8 +84,24 @@ type colRun struct {
 	start    time.Time
 	side     Side
 	// shadowBase: the shadow column's predicted calls when the cloud's
-	// counters were reset (scaleup).
+	// counters were reset (scaleup); shadowMu guards it: the sampler's
+	// goroutine reads it while the scenario sets it.
+	shadowMu   sync.Mutex
 	shadowBase float64
+}
+
+// setShadowBase records the shadow column's predicted calls at a reset.
+func (r *colRun) setShadowBase(v float64) {
+	r.shadowMu.Lock()
+	defer r.shadowMu.Unlock()
+	r.shadowBase = v
+}
+
+// shadowSince is the shadow column's predicted calls since the last reset.
+func (r *colRun) shadowSince() float64 {
+	r.shadowMu.Lock()
+	defer r.shadowMu.Unlock()
+	return shadowCalls(r.col.Registry) - r.shadowBase
 }
 
 // simSince is the (virtual) time since t in seconds.
@@ -112,6 +129,7 @@ func runScenario(ctx context.Context, o *Options, spec scenarioSpec, progress io
 				return nil, fmt.Errorf("%s/%s (seed %d): %w", spec.name, col, seed, err)
 			}
 			res.runs[col] = append(res.runs[col], s)
+			o.Meter.step(fmt.Sprintf("%s seed %d", col, seed))
 		}
 	}
 	if err := checkPace(res); err != nil {
@@ -233,10 +251,11 @@ func (r *colRun) fill() {
 	for _, v := range rec.Errors {
 		s.ControllerErrors += v
 	}
+	s.GuardHolds = rec.Holds
 	s.CallsPerLookup = perCall(s.UpstreamCalls, s.ControllerCalls)
 	if r.col.Registry != nil {
 		s.CacheHitRatio = hitRatio(r.col.Registry)
-		s.ShadowCalls = shadowCalls(r.col.Registry) - r.shadowBase
+		s.ShadowCalls = r.shadowSince()
 	}
 }
 
@@ -375,7 +394,7 @@ func (r *colRun) snapshot() counterSnap {
 	s := counterSnap{at: time.Now(), cnt: r.srv.Counters(), statusCalls: r.c.rec.count("InstanceMetadata"), controllerCalls: r.c.rec.total()}
 	if r.col.Registry != nil {
 		s.hits, s.total = cacheCounts(r.col.Registry)
-		s.shadowCalls = shadowCalls(r.col.Registry) - r.shadowBase
+		s.shadowCalls = r.shadowSince()
 	}
 	return s
 }

@@ -97,7 +97,7 @@ func scaleupSpec(o *Options, workers int, name string) scenarioSpec {
 		}
 		r.side.TimeTo, r.side.QuiesceSeconds = nil, nil
 		r.srv.ResetCounters()
-		r.shadowBase = shadowCalls(r.col.Registry)
+		r.setShadowBase(shadowCalls(r.col.Registry))
 		r.c.rec.reset()
 		r.c.ResetKubeRequests()
 		r.samp.restart()

@@ -76,9 +76,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "fleet" {
 		return runFleet(args[1:], stdout, stderr)
 	}
-	o := bench.DefaultOptions()
+	full := fullFlag(args)
+	o := bench.QuickOptions()
+	if full {
+		o = bench.DefaultOptions()
+	}
 	fs := flag.NewFlagSet("cloudgate-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Bool("full", full, "the full sweep's sizes and windows (bench/RESULTS.md's: 2,000 steady nodes for 1 h, 1,000 scaling up, 1,000 churning for 6 min) instead of the first run's (1,000 for 30 min, 500, 500 for 3 min); size flags still override")
 	scenarios := fs.String("scenario", strings.Join(o.Scenarios, ","), "comma-separated scenarios: steady, scaleup, churn, chaos, chaos-zone (a zone outage), stress (100 node workers), sweep (steady at --sweep-nodes), scale (the status sweep per round at --scale-nodes; alone)")
 	columns := fs.String("columns", strings.Join(o.Columns, ","), "comma-separated columns: bare, bare+client, cloudgate:cache, cloudgate:batch, cloudgate:list")
 	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "run every scenario with this many seeds (seed, seed+1, ...) and report medians and spreads")
@@ -158,8 +163,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	start := time.Now()
+	// The per-column detail goes to stderr with -v; otherwise one progress
+	// line per scenario.
+	detail := io.Discard
+	if *verbose {
+		detail = stderr
+	}
+	o.Meter = bench.NewMeter(stderr, isTerminal(stderr), virtual.RealNow)
 	return host(ctx, func(ctx context.Context) error {
-		rep, err := bench.Run(ctx, o, stderr)
+		rep, err := bench.Run(ctx, o, detail)
 		if err != nil {
 			return err
 		}
@@ -174,10 +186,41 @@ func run(args []string, stdout, stderr io.Writer) error {
 			if err := rep.WriteHTML(*htmlOut); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "HTML report: %s\n", *htmlOut)
 		}
+		rep.WriteSummary(stdout, *htmlOut)
 		return rep.Check()
 	})
+}
+
+// fullFlag reports whether args set --full (-full, --full=true): it
+// chooses the defaults the other flags start from, so it is read first.
+func fullFlag(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "full" {
+			continue
+		}
+		if !hasVal {
+			return true
+		}
+		b, err := strconv.ParseBool(val)
+		return err == nil && b
+	}
+	return false
+}
+
+// isTerminal reports whether w is a terminal (a character device), where
+// the progress line is rewritten in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // runScale runs the scale scenario and prints its tables.

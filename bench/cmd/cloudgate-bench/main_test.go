@@ -175,3 +175,24 @@ func TestScaleWritesTableAndJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestFullFlag: --full picks the full sweep's defaults before the other
+// flags are parsed, in every spelling the flag package accepts.
+func TestFullFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"--full"}, true},
+		{[]string{"-full"}, true},
+		{[]string{"--seeds", "3", "--full=true"}, true},
+		{[]string{"--full=false"}, false},
+		{[]string{"--fullness"}, false},
+		{[]string{"--", "--full"}, false},
+	} {
+		if got := fullFlag(tc.args); got != tc.want {
+			t.Errorf("fullFlag(%q) = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
