@@ -497,7 +497,6 @@ func (em *emulator) rollDeployment(ctx context.Context, t *testing.T, name strin
 	}
 	surge, unavailable := rollingParams(t, d, replicas)
 	tmpl := d.Spec.Template
-	var old []*emPod
 	if equality.Semantic.DeepEqual(tmpl, em.podsTmpl) {
 		// Same template: scale only (newest Pods go first).
 		for len(em.pods) > replicas {
@@ -509,7 +508,9 @@ func (em *emulator) rollDeployment(ctx context.Context, t *testing.T, name strin
 		}
 		return
 	}
-	old, em.pods, em.podsTmpl = em.pods, nil, tmpl
+	// A copy: the caller keeps its slice of the old Pods (slices.DeleteFunc below zeroes).
+	old := slices.Clone(em.pods)
+	em.pods, em.podsTmpl = nil, tmpl
 	t.Logf("%s: rolling %d Pods to a new template (replicas %d, maxSurge %d, maxUnavailable %d, minReadySeconds %d)",
 		name, len(old), replicas, surge, unavailable, d.Spec.MinReadySeconds)
 	for steps := 0; len(em.pods) < replicas || len(old) > 0; steps++ {
@@ -636,14 +637,14 @@ func (em *emulator) checkRolled(t *testing.T, old []*emPod, what string) {
 }
 
 // checkImages checks that every Pod runs image and that its binary says it is version (the
-// "Version:" line k8s.io/cloud-provider's app logs at start).
+// "Version: vX.Y.Z" line k8s.io/cloud-provider's app logs at start).
 func (em *emulator) checkImages(t *testing.T, image, version string) {
 	t.Helper()
 	for _, p := range em.pods {
 		if p.image != image {
 			t.Errorf("%s runs image %s, want %s", p.name, p.image, image)
 		}
-		if len(grep(t, p.ccmProc, `Version: .*GitVersion:"`+regexp.QuoteMeta(version)+`"`)) == 0 {
+		if len(grep(t, p.ccmProc, `\] Version: `+regexp.QuoteMeta(version)+`$`)) == 0 {
 			t.Errorf("%s: its log has no Version line naming %s:\n%s", p.name, version, e2e.Tail(p.proc.Log, 20))
 		}
 	}
