@@ -1,6 +1,9 @@
 package test
 
 import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,5 +199,50 @@ func TestChangelogSection(t *testing.T) {
 	}
 	if _, err := PackageRelease(ReleaseOptions{Version: "0.2.0", Out: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "vX.Y.Z") {
 		t.Errorf("version without v: %v", err)
+	}
+}
+
+// TestReadOCIImage reads an OCI layout tarball shaped as make image writes it (index.json
+// naming one image index by digest and ref.name; the index's platforms and version label),
+// and refuses one without a tag. make test's TestRelease reads the real ones.
+func TestReadOCIImage(t *testing.T) {
+	write := func(ref string) string {
+		idx := `{"schemaVersion":2,"manifests":[` +
+			`{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:aa","platform":{"os":"linux","architecture":"amd64"}},` +
+			`{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:bb","platform":{"os":"linux","architecture":"arm64","variant":"v8"}}],` +
+			`"annotations":{"org.opencontainers.image.version":"v0.2.0"}}`
+		sum := sha256.Sum256([]byte(idx))
+		digest := hex.EncodeToString(sum[:])
+		top := `{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"sha256:` + digest +
+			`","annotations":{"org.opencontainers.image.ref.name":"` + ref + `"}}]}`
+		file := filepath.Join(t.TempDir(), "img.oci.tar")
+		f, err := os.Create(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tw := tar.NewWriter(f)
+		for name, data := range map[string]string{"oci-layout": `{"imageLayoutVersion":"1.0.0"}`, "index.json": top, "blobs/sha256/" + digest: idx} {
+			if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tw.Write([]byte(data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		return file
+	}
+	img, err := ReadOCIImage(write("cloudgate-aws-cloud-controller-manager:v0.2.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Tag != "v0.2.0" || img.Version != "v0.2.0" || !slices.Equal(img.Platforms, []string{"linux/amd64", "linux/arm64/v8"}) {
+		t.Errorf("read %+v", img)
+	}
+	if _, err := ReadOCIImage(write("cloudgate-aws-cloud-controller-manager")); err == nil {
+		t.Error("a reference without a tag: no error")
 	}
 }
