@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench bench-results bench-results-aws bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release-check test-skew bench-real bench-plan
+.PHONY: all build test bench bench-results bench-results-aws bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release release-dist release-check test-skew bench-real bench-plan
 
 all: lint build test
 
@@ -48,7 +48,7 @@ test: deps setup control-plane
 	done
 	cd $(BENCH_MOD) && $(GO) test -count=1 -timeout 20m -run 'TestBenchLB|TestDeterminism' .
 	$(MAKE) test-image
-	$(MAKE) test-chart
+	$(MAKE) test-chart RELEASE_IMAGES=$(ABS_OUT)
 	$(MAKE) release-check VERSION=v0.0.0-ci
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 10s ./provider/
 	$(GO) test -run '^$$' -fuzz FuzzCacheKeys -fuzztime 10s ./provider/
@@ -174,10 +174,33 @@ test-skew: deps setup
 # The Helm chart's tests (charts/test, a nested module so Helm stays out of the core module):
 # helm lint rules, every values combination, cloudgate.yaml through provider.LoadConfig, a
 # server-side apply (dry-run) to the real kube-apiserver with and without the monitoring CRDs,
-# and the cut-over from the stock AWS chart and back (TestE2ECutover: it builds both AWS CCM
-# binaries with -race, linking what providers/aws's race tests compiled just before).
-test-chart: control-plane
-	cd charts/test && env $$(cat $(CACHE_DIR)/control-plane.env) $(GO) test -count=1 -timeout 30m ./...
+# the cut-over from the stock AWS chart and back (TestE2ECutover: it builds both AWS CCM
+# binaries with -race, linking what providers/aws's race tests compiled just before), and the
+# release (make release-dist first): TestRelease checks its files, TestE2EUpgrade installs
+# its packaged chart, upgrades and rolls it back, and cuts over by scaling the stock chart
+# to zero. make test passes RELEASE_IMAGES (make test-image's tarballs, not built again).
+test-chart: control-plane release-dist
+	cd charts/test && env $$(cat $(CACHE_DIR)/control-plane.env) CLOUDGATE_RELEASE_DIR=$(RELEASE_DIR) \
+	  CLOUDGATE_RELEASE_VERSION=$(VERSION) CLOUDGATE_RELEASE_IMAGES=$(RELEASE_IMAGES) $(GO) test -count=1 -timeout 40m ./...
+
+# make release VERSION=vX.Y.Z: what a user pulls, in $(RELEASE_DIR): both multi-arch images
+# (make image, OCI layout tarballs tagged VERSION), the chart packaged with Helm's SDK
+# (cloudgate-X.Y.Z.tgz: version X.Y.Z, appVersion VERSION, so it installs the image tagged
+# VERSION by default), RELEASE-NOTES.md (CHANGELOG.md's "## VERSION" section; a pre-release
+# without one gets "## Unreleased") and SHA256SUMS (sha256sum -c checks it). Publishing
+# (skopeo copy, helm push, the tags) is docs/versions.md's "Releasing".
+RELEASE_DIR ?= $(ABS_OUT)/release/$(VERSION)
+release:
+	$(MAKE) image
+	$(MAKE) release-dist RELEASE_IMAGES=$(ABS_OUT)
+
+# The release directory from what exists: the chart, notes and checksums, plus the images
+# make image wrote to RELEASE_IMAGES (refused unless tagged VERSION); no RELEASE_IMAGES:
+# chart only (what make test-chart needs).
+release-dist:
+	rm -rf $(RELEASE_DIR)
+	cd charts/test && $(GO) run ./cmd/release -version $(VERSION) -out $(RELEASE_DIR) \
+	  -source-date-epoch $(SOURCE_DATE_EPOCH) $(if $(RELEASE_IMAGES),-images $(RELEASE_IMAGES))
 
 # The chart can only read files inside it: refresh its copy of the alerts (a test checks it).
 chart-sync:

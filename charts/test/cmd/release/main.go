@@ -1,0 +1,43 @@
+// Command release assembles a cloudgate release directory (make release): the chart
+// packaged with Helm's Go SDK at the release's version, make image's multi-arch OCI
+// tarballs (checked to be tagged with that version), the CHANGELOG section and SHA256SUMS.
+// Run it in charts/test:
+//
+//	go run ./cmd/release -version v0.2.0 -images ../../_out -out ../../_out/release/v0.2.0
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/cloudgate/cloudgate/charts/test"
+)
+
+func main() {
+	o := test.ReleaseOptions{}
+	flag.StringVar(&o.Version, "version", "", "the release, vX.Y.Z (the image tag and the chart's appVersion)")
+	flag.StringVar(&o.ChartDir, "chart", "../cloudgate", "the chart's directory")
+	flag.StringVar(&o.Changelog, "changelog", "../../CHANGELOG.md", "the changelog the release notes come from")
+	flag.StringVar(&o.ImagesDir, "images", "", "the directory make image wrote its OCI tarballs to (empty: chart, notes and checksums only)")
+	flag.StringVar(&o.Out, "out", "", "the release directory to write (must not exist or be empty)")
+	epoch := flag.String("source-date-epoch", "0", "the chart archive's file times, in Unix seconds (make passes the commit's)")
+	flag.Parse()
+	sec, err := strconv.ParseInt(*epoch, 10, 64)
+	if err != nil || o.Out == "" {
+		fmt.Fprintln(os.Stderr, "release: want -out DIR and -source-date-epoch SECONDS")
+		os.Exit(2)
+	}
+	o.Created = time.Unix(sec, 0)
+	files, err := test.PackageRelease(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "release:", err)
+		os.Exit(1)
+	}
+	for _, f := range files {
+		fmt.Println(filepath.Join(o.Out, f))
+	}
+}

@@ -1,0 +1,273 @@
+package test
+
+import (
+	"archive/tar"
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v4/pkg/action"
+)
+
+// Release file names in a release directory (make release writes one per version).
+const (
+	ReleaseNotesFile = "RELEASE-NOTES.md"
+	ChecksumsFile    = "SHA256SUMS"
+)
+
+// ReleaseImages are the OCI layout tarballs make image writes, by their base name
+// (without .oci.tar); a release names each NAME-vX.Y.Z.oci.tar.
+var ReleaseImages = []string{"cloudgate-aws-ccm", "cloudgate-ccm"}
+
+// releaseVersion is what a release is tagged: vMAJOR.MINOR.PATCH with an optional
+// pre-release (git describe's v0.0.0-<commit> between tags is one).
+var releaseVersion = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`)
+
+// ReleaseOptions says what PackageRelease assembles.
+type ReleaseOptions struct {
+	// Version is the release, vX.Y.Z: the images' tag, the chart's appVersion (which is
+	// the image tag the chart installs by default) and, without the "v", its version.
+	Version   string
+	ChartDir  string // the chart's directory (charts/cloudgate)
+	Changelog string // CHANGELOG.md
+	// ImagesDir holds make image's tarballs (ReleaseImages) built at Version; empty: the
+	// release holds the chart, notes and checksums only (what the chart tests need).
+	ImagesDir string
+	Out       string    // the release directory; it must not exist or be empty
+	Created   time.Time // the chart archive's file times (the commit's, as make image's)
+}
+
+// PackageRelease writes a release into o.Out: the packaged chart (helm package
+// --version X.Y.Z --app-version vX.Y.Z, through Helm's SDK), the images (each checked to be
+// tagged o.Version), the CHANGELOG section of the version (ReleaseNotesFile) and
+// ChecksumsFile (sha256sum's format) over every other file. It returns the files written.
+func PackageRelease(o ReleaseOptions) ([]string, error) {
+	if !releaseVersion.MatchString(o.Version) {
+		return nil, fmt.Errorf("version %q: want vX.Y.Z (optionally -PRERELEASE), e.g. make release VERSION=v0.2.0", o.Version)
+	}
+	if ents, err := os.ReadDir(o.Out); err == nil && len(ents) > 0 {
+		return nil, fmt.Errorf("%s is not empty: remove it or choose another release directory", o.Out)
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	notes, err := ChangelogSection(o.Changelog, o.Version)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(o.Out, ReleaseNotesFile), []byte(notes), 0o644); err != nil {
+		return nil, err
+	}
+	p := action.NewPackage()
+	p.Version, p.AppVersion, p.Destination = strings.TrimPrefix(o.Version, "v"), o.Version, o.Out
+	created := o.Created.UTC()
+	p.SourceDateEpoch = &created
+	chartFile, err := p.Run(o.ChartDir, nil)
+	if err != nil {
+		return nil, fmt.Errorf("helm package %s: %w", o.ChartDir, err)
+	}
+	files := []string{filepath.Base(chartFile), ReleaseNotesFile}
+	if o.ImagesDir != "" {
+		for _, name := range ReleaseImages {
+			src := filepath.Join(o.ImagesDir, name+".oci.tar")
+			img, err := ReadOCIImage(src)
+			if err != nil {
+				return nil, fmt.Errorf("%w (make image VERSION=%s writes it)", err, o.Version)
+			}
+			if img.Tag != o.Version || img.Version != o.Version {
+				return nil, fmt.Errorf("%s is tagged %q (version label %q), not %s: run make image VERSION=%s first",
+					src, img.Tag, img.Version, o.Version, o.Version)
+			}
+			dst := fmt.Sprintf("%s-%s.oci.tar", name, o.Version)
+			if err := copyFile(src, filepath.Join(o.Out, dst)); err != nil {
+				return nil, err
+			}
+			files = append(files, dst)
+		}
+	}
+	slices.Sort(files)
+	var sums strings.Builder
+	for _, f := range files {
+		sum, err := sha256File(filepath.Join(o.Out, f))
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&sums, "%s  %s\n", sum, f)
+	}
+	if err := os.WriteFile(filepath.Join(o.Out, ChecksumsFile), []byte(sums.String()), 0o644); err != nil {
+		return nil, err
+	}
+	return append(files, ChecksumsFile), nil
+}
+
+// ChangelogSection returns the section of CHANGELOG.md headed "## vX.Y.Z" (the heading
+// may go on, e.g. "## v0.2.0 — 2026-12-01"), heading included, up to the next "## ". A
+// pre-release (vX.Y.Z-SUFFIX, e.g. a git describe version between tags) without its own
+// section gets the "## Unreleased" section: what it holds beyond the last release.
+func ChangelogSection(file, version string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	section := func(heading string) string {
+		var out []string
+		in := false
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "## ") {
+				if in {
+					break
+				}
+				rest, ok := strings.CutPrefix(line, "## "+heading)
+				in = ok && (rest == "" || strings.HasPrefix(rest, " "))
+			}
+			if in {
+				out = append(out, line)
+			}
+		}
+		return strings.TrimSpace(strings.Join(out, "\n"))
+	}
+	if s := section(version); s != "" {
+		return s + "\n", nil
+	}
+	if strings.Contains(version, "-") {
+		if s := section("Unreleased"); s != "" {
+			return s + "\n", nil
+		}
+	}
+	return "", fmt.Errorf("%s has no section \"## %s\": rename \"## Unreleased\" to \"## %s — DATE\" (the release notes) before releasing", file, version, version)
+}
+
+// OCIImage is what a release check reads from an OCI layout tarball of a multi-arch image.
+type OCIImage struct {
+	Tag       string   // the tag of the index's org.opencontainers.image.ref.name
+	Version   string   // the index's org.opencontainers.image.version
+	Platforms []string // os/arch[/variant] of each image in the index
+}
+
+// ReadOCIImage reads index.json of an OCI layout tarball (make image's) and the image
+// index it points at.
+func ReadOCIImage(file string) (OCIImage, error) {
+	type descriptor struct {
+		MediaType   string            `json:"mediaType"`
+		Digest      string            `json:"digest"`
+		Annotations map[string]string `json:"annotations"`
+		Platform    *struct {
+			OS           string `json:"os"`
+			Architecture string `json:"architecture"`
+			Variant      string `json:"variant"`
+		} `json:"platform"`
+	}
+	type index struct {
+		Manifests   []descriptor      `json:"manifests"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return OCIImage{}, err
+	}
+	defer f.Close()
+	blobs := map[string][]byte{}
+	tr := tar.NewReader(bufio.NewReader(f))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return OCIImage{}, fmt.Errorf("%s: %w", file, err)
+		}
+		name := path.Clean(h.Name)
+		// Only the small JSON documents are kept: index.json and index/manifest blobs.
+		if h.Typeflag == tar.TypeReg && h.Size < 1<<20 {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				return OCIImage{}, fmt.Errorf("%s: %s: %w", file, name, err)
+			}
+			blobs[name] = data
+		}
+	}
+	var top index
+	if err := json.Unmarshal(blobs["index.json"], &top); err != nil || len(top.Manifests) != 1 {
+		return OCIImage{}, fmt.Errorf("%s: index.json: want one image index (err %v, %d entries)", file, err, len(top.Manifests))
+	}
+	ref := top.Manifests[0].Annotations["org.opencontainers.image.ref.name"]
+	_, tag, ok := strings.Cut(ref, ":")
+	if !ok {
+		return OCIImage{}, fmt.Errorf("%s: reference %q has no tag", file, ref)
+	}
+	alg, hexDigest, _ := strings.Cut(top.Manifests[0].Digest, ":")
+	var idx index
+	if err := json.Unmarshal(blobs[path.Join("blobs", alg, hexDigest)], &idx); err != nil {
+		return OCIImage{}, fmt.Errorf("%s: image index %s: %w", file, top.Manifests[0].Digest, err)
+	}
+	img := OCIImage{Tag: tag, Version: idx.Annotations["org.opencontainers.image.version"]}
+	for _, m := range idx.Manifests {
+		if m.Platform == nil {
+			return OCIImage{}, fmt.Errorf("%s: index entry %s has no platform", file, m.Digest)
+		}
+		p := m.Platform.OS + "/" + m.Platform.Architecture
+		if m.Platform.Variant != "" {
+			p += "/" + m.Platform.Variant
+		}
+		img.Platforms = append(img.Platforms, p)
+	}
+	return img, nil
+}
+
+// ReadChecksums parses a sha256sum file: file name to hex digest.
+func ReadChecksums(file string) (map[string]string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	sums := map[string]string{}
+	for i, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok || len(sum) != 64 || name == "" {
+			return nil, fmt.Errorf("%s:%d: %q is not \"SHA256  NAME\"", file, i+1, line)
+		}
+		sums[name] = sum
+	}
+	return sums, nil
+}
+
+func sha256File(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,248 @@
+package test
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	cgversion "github.com/cloudgate/cloudgate/internal/version"
+)
+
+// releaseFiles is a release directory (make release, make release-dist) under test.
+type releaseFiles struct {
+	dir, chart string
+}
+
+// releaseUnderTest returns the release make wrote (CLOUDGATE_RELEASE_DIR: make test-chart
+// runs make release-dist first, and make test hands it make test-image's images). Run
+// outside make, it packages one into a temporary directory with the same code.
+func releaseUnderTest(t *testing.T) releaseFiles {
+	t.Helper()
+	dir := os.Getenv("CLOUDGATE_RELEASE_DIR")
+	if dir == "" {
+		if os.Getenv("CI") != "" || os.Getenv("CLOUDGATE_CACHE_DIR") != "" {
+			t.Fatal("CLOUDGATE_RELEASE_DIR is not set: run `make test-chart`, which packages the release (make release-dist) and sets it")
+		}
+		dir = t.TempDir()
+		if _, err := PackageRelease(ReleaseOptions{Version: "v0.0.0-test", ChartDir: chartDir,
+			Changelog: "../../CHANGELOG.md", Out: dir, Created: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	charts, err := filepath.Glob(filepath.Join(dir, "*.tgz"))
+	if err != nil || len(charts) != 1 {
+		t.Fatalf("release %s: want one packaged chart (*.tgz), found %v (%v)", dir, charts, err)
+	}
+	return releaseFiles{dir: dir, chart: charts[0]}
+}
+
+// TestRelease checks a release directory as a user pulling it would: SHA256SUMS covers every
+// other file and matches it; the packaged chart is cloudgate at version X.Y.Z with
+// appVersion vX.Y.Z, and installs the image tagged vX.Y.Z by default; the release notes are
+// CHANGELOG.md's section for the version; each image tarball present (make release, make
+// test) is a linux/amd64 + linux/arm64 index tagged vX.Y.Z. TestE2EUpgrade installs the
+// same chart archive on a real kube-apiserver.
+func TestRelease(t *testing.T) {
+	rel := releaseUnderTest(t)
+	ents, err := os.ReadDir(rel.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums, err := ReadChecksums(filepath.Join(rel.dir, ChecksumsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range ents {
+		if e.Name() == ChecksumsFile {
+			continue
+		}
+		files = append(files, e.Name())
+		got, err := sha256File(filepath.Join(rel.dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, ok := sums[e.Name()]; !ok || want != got {
+			t.Errorf("%s: sha256 %s, %s says %q", e.Name(), got, ChecksumsFile, want)
+		}
+	}
+	if len(sums) != len(files) {
+		t.Errorf("%s lists %d files, the release holds %d: %v", ChecksumsFile, len(sums), len(files), files)
+	}
+
+	ch, err := loader.Load(rel.chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := ch.Metadata.AppVersion
+	if want := os.Getenv("CLOUDGATE_RELEASE_VERSION"); want != "" && version != want {
+		t.Errorf("the packaged chart's appVersion is %s, the release is %s", version, want)
+	}
+	if ch.Metadata.Name != "cloudgate" || ch.Metadata.Version != strings.TrimPrefix(version, "v") || !releaseVersion.MatchString(version) {
+		t.Errorf("packaged chart %s %s appVersion %s: want cloudgate, version = appVersion without its v", ch.Metadata.Name, ch.Metadata.Version, version)
+	}
+	if base := filepath.Base(rel.chart); base != "cloudgate-"+ch.Metadata.Version+".tgz" {
+		t.Errorf("chart archive %s: want cloudgate-%s.tgz (helm package's name)", base, ch.Metadata.Version)
+	}
+	// The archive renders as the directory does, and its default image is the release's tag.
+	objs, err := Render(rel.chart, map[string]any{}, nil)
+	if err != nil {
+		t.Fatalf("rendering the packaged chart: %v", err)
+	}
+	var image string
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" {
+			ctrs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			if len(ctrs) > 0 {
+				image, _ = ctrs[0].(map[string]any)["image"].(string)
+			}
+		}
+	}
+	if !strings.HasSuffix(image, ":"+version) {
+		t.Errorf("the packaged chart installs image %q by default, want the tag %s", image, version)
+	}
+
+	notes, err := os.ReadFile(filepath.Join(rel.dir, ReleaseNotesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ChangelogSection("../../CHANGELOG.md", version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(notes) != want || !strings.HasPrefix(want, "## ") {
+		t.Errorf("%s is not CHANGELOG.md's section for %s", ReleaseNotesFile, version)
+	}
+
+	// A release (no pre-release suffix) has its row in docs/versions.md, with the range of
+	// Kubernetes minors the AWS CCM's client-go supports (as TestKubeVersion's unreleased row).
+	if !strings.Contains(version, "-") {
+		r, err := cgversion.Supported(requiredVersion(t, "../../providers/aws/go.mod", "k8s.io/client-go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := os.ReadFile("../../docs/versions.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var row string
+		for _, line := range strings.Split(string(doc), "\n") {
+			if strings.HasPrefix(line, "| "+version+" ") {
+				row = line
+			}
+		}
+		if row == "" || !strings.Contains(row, r.String()) || !strings.Contains(row, "`"+r.HelmKubeVersion()+"`") {
+			t.Errorf("docs/versions.md has no row for %s naming Kubernetes %s and `%s`: %q", version, r, r.HelmKubeVersion(), row)
+		}
+	}
+
+	images := 0
+	for _, name := range ReleaseImages {
+		file := filepath.Join(rel.dir, name+"-"+version+".oci.tar")
+		if _, err := os.Stat(file); err != nil {
+			continue
+		}
+		images++
+		img, err := ReadOCIImage(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img.Tag != version || img.Version != version {
+			t.Errorf("%s: tag %q, version %q; the chart's appVersion is %s", file, img.Tag, img.Version, version)
+		}
+		slices.Sort(img.Platforms)
+		if !slices.Equal(img.Platforms, []string{"linux/amd64", "linux/arm64/v8"}) {
+			t.Errorf("%s: platforms %v, want linux/amd64 and linux/arm64/v8", file, img.Platforms)
+		}
+	}
+	if images != 0 && images != len(ReleaseImages) {
+		t.Errorf("the release holds %d of the %d images", images, len(ReleaseImages))
+	}
+	if want := os.Getenv("CLOUDGATE_RELEASE_IMAGES"); want != "" && images == 0 {
+		t.Errorf("CLOUDGATE_RELEASE_IMAGES=%s, but the release holds no image", want)
+	}
+	t.Logf("release %s: chart %s (appVersion %s), %d images, %d files checksummed", rel.dir, filepath.Base(rel.chart), version, images, len(sums))
+}
+
+// TestChangelogSection: a release's own section, heading included and up to the next one;
+// a pre-release without one gets Unreleased; a release without one is an error naming the fix.
+func TestChangelogSection(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "CHANGELOG.md")
+	if err := os.WriteFile(file, []byte("# Changelog\n\nintro\n\n## Unreleased\n\n- next\n\n## v0.2.0 — 2026-12-01\n\n- two\n\n## v0.1.0\n\n- one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ version, want string }{
+		{"v0.2.0", "## v0.2.0 — 2026-12-01\n\n- two\n"},
+		{"v0.1.0", "## v0.1.0\n\n- one\n"},
+		{"v0.3.0-rc.1", "## Unreleased\n\n- next\n"},
+		{"v0.0.0-78addda-dirty", "## Unreleased\n\n- next\n"},
+	} {
+		got, err := ChangelogSection(file, c.version)
+		if err != nil || got != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.version, got, err, c.want)
+		}
+	}
+	if _, err := ChangelogSection(file, "v0.1"); err == nil {
+		t.Error("v0.1: no error")
+	}
+	if _, err := ChangelogSection(file, "v0.3.0"); err == nil || !strings.Contains(err.Error(), `"## v0.3.0`) {
+		t.Errorf("v0.3.0 (no section): %v, want an error naming the heading to add", err)
+	}
+	if _, err := PackageRelease(ReleaseOptions{Version: "0.2.0", Out: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "vX.Y.Z") {
+		t.Errorf("version without v: %v", err)
+	}
+}
+
+// TestReadOCIImage reads an OCI layout tarball shaped as make image writes it (index.json
+// naming one image index by digest and ref.name; the index's platforms and version label),
+// and refuses one without a tag. make test's TestRelease reads the real ones.
+func TestReadOCIImage(t *testing.T) {
+	write := func(ref string) string {
+		idx := `{"schemaVersion":2,"manifests":[` +
+			`{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:aa","platform":{"os":"linux","architecture":"amd64"}},` +
+			`{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:bb","platform":{"os":"linux","architecture":"arm64","variant":"v8"}}],` +
+			`"annotations":{"org.opencontainers.image.version":"v0.2.0"}}`
+		sum := sha256.Sum256([]byte(idx))
+		digest := hex.EncodeToString(sum[:])
+		top := `{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"sha256:` + digest +
+			`","annotations":{"org.opencontainers.image.ref.name":"` + ref + `"}}]}`
+		file := filepath.Join(t.TempDir(), "img.oci.tar")
+		f, err := os.Create(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tw := tar.NewWriter(f)
+		for name, data := range map[string]string{"oci-layout": `{"imageLayoutVersion":"1.0.0"}`, "index.json": top, "blobs/sha256/" + digest: idx} {
+			if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tw.Write([]byte(data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		return file
+	}
+	img, err := ReadOCIImage(write("cloudgate-aws-cloud-controller-manager:v0.2.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Tag != "v0.2.0" || img.Version != "v0.2.0" || !slices.Equal(img.Platforms, []string{"linux/amd64", "linux/arm64/v8"}) {
+		t.Errorf("read %+v", img)
+	}
+	if _, err := ReadOCIImage(write("cloudgate-aws-cloud-controller-manager")); err == nil {
+		t.Error("a reference without a tag: no error")
+	}
+}

@@ -1,0 +1,751 @@
+//go:build linux
+
+package test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/kube"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/cloudgate/cloudgate/internal/e2e"
+	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
+)
+
+// stockDisabledLabel is the nodeSelector the scale-to-zero cut-over adds to the stock
+// chart's values (docs/install-aws.md): a label no Node carries, so its DaemonSet runs on none.
+const stockDisabledLabel = "cloudgate/stock-ccm-disabled"
+
+// emulatedControlPlaneNode is the labels of the one control-plane node the emulated kubelet
+// stands for: a DaemonSet has a Pod there when its nodeSelector matches them.
+var emulatedControlPlaneNode = map[string]string{
+	"kubernetes.io/hostname": "control-plane-1", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+	"node-role.kubernetes.io/control-plane": "",
+}
+
+// TestE2EUpgrade runs, on one real kube-apiserver + etcd and with Helm's Go SDK, what a user
+// does after the first install, from the chart a release ships (make release's .tgz, not the
+// directory):
+//
+//  1. the scale-to-zero cut-over (docs/install-aws.md, "GitOps"): the stock AWS chart
+//     installed and leading; cloudgate's packaged chart installed beside it (2 replicas,
+//     waiting); the stock release upgraded with a nodeSelector no Node matches, so its
+//     DaemonSet runs nowhere but the release stays installed; cloudgate takes the Lease;
+//  2. `helm upgrade` of cloudgate with a config change: the checksum/config annotation
+//     changes the Pod template, the Deployment rolls both Pods, the new ones run the new
+//     cloudgate.yaml;
+//  3. `helm upgrade` with an image tag change: both Pods roll to the new image;
+//  4. `helm rollback cloudgate 1`: the first revision's template (image and config) again;
+//  5. back to the stock CCM the same way: the stock release's saved values restored (its
+//     Pod starts and waits), then cloudgate upgraded to `replicas: 0`; the stock CCM leads.
+//
+// Throughout: the Lease is never leaderless longer than one lease duration (every window
+// printed), the Nodes' providerID, labels and taints are never changed once initialised,
+// every step's new leader initialises a new Node, and no CCM logs a "forbidden".
+//
+// What is emulated (there is no kubelet, scheduler or kube-controller-manager): the Pods are
+// processes started from the workload's Pod template as TestE2ECutover's kubelet does
+// (args, ConfigMap/Secret volumes as files, a token of the Pod's ServiceAccount). An image is
+// a binary: each image reference the test uses maps to an AWS CCM binary stamped with that
+// tag as its version, and each Pod's log must print that version. The Deployment
+// controller is emulated by rollDeployment: it rolls only when the Pod template changed
+// (semantic equality of the stored template, as the controller's template hash), in the
+// Deployment's own RollingUpdate steps (maxSurge rounded up, maxUnavailable rounded down,
+// of spec.replicas; a new Pod counts as available once /healthz and its readinessProbe, if
+// any, answer and minReadySeconds have passed; old Pods go newest first, as the ReplicaSet
+// controller picks them, with SIGTERM and a wait for their exit). The DaemonSet controller
+// is emulated by syncDaemonSet: one Pod when the template's nodeSelector matches
+// emulatedControlPlaneNode, none otherwise, replaced when the template changes.
+func TestE2EUpgrade(t *testing.T) {
+	etcdBin, apiserverBin := os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
+	if etcdBin == "" || apiserverBin == "" {
+		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test-chart`, which builds a real etcd and kube-apiserver"
+		if os.Getenv("CI") != "" || os.Getenv("CLOUDGATE_CACHE_DIR") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	began := time.Now()
+	phase := func(name string) { t.Logf("phase %-52s at %6.1fs", name, time.Since(began).Seconds()) }
+
+	rel := releaseUnderTest(t)
+	relChart, err := loader.Load(rel.chart)
+	if err != nil {
+		t.Fatalf("loading the packaged chart %s: %v", rel.chart, err)
+	}
+	repo, _ := relChart.Values["image"].(map[string]any)["repository"].(string)
+	firstImage := repo + ":" + relChart.Metadata.AppVersion
+	const nextTag = "v0.0.0-e2e-upgrade"
+	nextImage := repo + ":" + nextTag
+
+	// The images: the AWS CCM binary (-race, as providers/aws's race tests compiled it
+	// just before), stamped with each image's tag; the stock chart's image is the upstream
+	// AWS CCM.
+	awsMod, err := filepath.Abs("../../providers/aws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstBin, nextBin, stockBin := filepath.Join(dir, "cloudgate-first"), filepath.Join(dir, "cloudgate-next"), filepath.Join(dir, "stock-aws-ccm")
+	builds := []<-chan error{
+		goBuildRaceVersion(ctx, t, awsMod, firstBin, "./cmd/cloud-controller-manager", relChart.Metadata.AppVersion),
+		goBuildRaceVersion(ctx, t, awsMod, nextBin, "./cmd/cloud-controller-manager", nextTag),
+		goBuildRace(ctx, t, awsMod, stockBin, "k8s.io/cloud-provider-aws/cmd/aws-cloud-controller-manager"),
+	}
+	stockChart := stockChartDir(t)
+
+	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
+	adminKubeconfig := filepath.Join(dir, "admin.kubeconfig")
+	cp.Kubeconfig(t, adminKubeconfig, cp.AdminToken)
+	helm := newHelm(t, adminKubeconfig)
+	phase("control plane")
+
+	sim, err := ec2sim.Start(ec2sim.Config{Region: "us-east-1", Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	var nodeNames []string
+	for i := range 5 {
+		dns := fmt.Sprintf("ip-10-0-3-%d.ec2.internal", i+1)
+		nodeNames = append(nodeNames, dns)
+		sim.Put(ec2sim.Instance{
+			ID: fmt.Sprintf("i-%017x", 0x300+i), Type: "m5.large", Zone: "us-east-1a", PrivateDNSName: dns,
+			PrivateIP:  fmt.Sprintf("10.0.3.%d", i+1),
+			Interfaces: []ec2sim.NetworkInterface{{Status: "in-use", PrivateIPs: []string{fmt.Sprintf("10.0.3.%d", i+1)}}},
+			Tags:       map[string]string{"kubernetes.io/cluster/" + cutoverCluster: "owned"},
+		})
+	}
+	awsConf := fmt.Sprintf(`[Global]
+Zone = us-east-1a
+VPC = vpc-0e2e
+SubnetID = subnet-0e2e
+KubernetesClusterID = %s
+
+[ServiceOverride "1"]
+Service = EC2
+Region = us-east-1
+URL = %s
+SigningRegion = us-east-1
+SigningName = ec2
+`, cutoverCluster, sim.URL)
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIDSIMULATED", "AWS_SECRET_ACCESS_KEY": "simulated-secret",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+	} {
+		t.Setenv(k, v)
+	}
+	userCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "aws-cloud-config", Namespace: "kube-system"},
+		Data: map[string]string{"cloud.conf": awsConf}}
+	if err := e2e.Poll(ctx, "ConfigMap kube-system/aws-cloud-config", 200*time.Millisecond, 30*time.Second, func() (bool, error) {
+		_, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Create(ctx, userCM, metav1.CreateOptions{})
+		return err == nil, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range builds {
+		if err := <-b; err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := &kubelet{cp: cp, dir: dir}
+	em := &emulator{k: k, images: map[string]string{firstImage: firstBin, nextImage: nextBin}, stockBin: stockBin}
+	lw := watchLease(ctx, t, cp)
+	nodes := newNodes(cp)
+	untouched := nodeRecord{}
+	var windows []string
+	phase("images built; ec2sim up")
+
+	// 1. The stock chart, as TestE2ECutover installs it, leading.
+	stockValues := map[string]any{
+		"args":              []any{"--v=2", "--cloud-provider=aws", "--cloud-config=/etc/aws/cloud.conf", "--configure-cloud-routes=false"},
+		"extraVolumes":      []any{map[string]any{"name": "aws-cloud-config", "configMap": map[string]any{"name": "aws-cloud-config"}}},
+		"extraVolumeMounts": []any{map[string]any{"name": "aws-cloud-config", "mountPath": "/etc/aws", "readOnly": true}},
+	}
+	helm.install(t, stockRelease, stockChart, stockValues)
+	em.syncDaemonSet(ctx, t, stockRelease)
+	stockLeader := lw.waitHolder(ctx, t, "the stock CCM leads", func(h string) bool { return h != "" })
+	nodes.add(ctx, t, nodeNames[0])
+	nodes.waitInitialized(ctx, t, nodeNames[0], em.stock)
+	untouched.add(ctx, t, cp, nodeNames[0])
+	phase("stock CCM leads; node 1 initialised by it")
+
+	// cloudgate from the packaged chart, beside it: waiting.
+	cgValues := map[string]any{"upstream": map[string]any{"name": "aws-batch", "cloudConfig": awsConf}}
+	rev1 := helm.install(t, cloudgateRelease, rel.chart, cgValues)
+	if rev1.Chart.Metadata.Version != strings.TrimPrefix(relChart.Metadata.AppVersion, "v") {
+		t.Errorf("installed chart version %s, appVersion %s: want the version without its v", rev1.Chart.Metadata.Version, relChart.Metadata.AppVersion)
+	}
+	em.rollDeployment(ctx, t, workloadName)
+	if n := len(em.pods); n != 2 {
+		t.Fatalf("cloudgate runs %d Pods, want the default 2 replicas", n)
+	}
+	em.checkImages(t, firstImage, relChart.Metadata.AppVersion)
+	time.Sleep(2 * cutoverPoll)
+	if h := lw.holder(); h != stockLeader {
+		t.Fatalf("the Lease went from the stock CCM (%q) to %q while the stock CCM ran", stockLeader, h)
+	}
+	phase("cloudgate " + relChart.Metadata.Version + " (packaged) installed, waiting")
+
+	// The stock release scaled to zero by its values: still installed, its DaemonSet on no Node.
+	saved := filepath.Join(dir, "stock-values.yaml")
+	helm.getValuesYAML(t, stockRelease, saved)
+	disabled := maps.Clone(stockValues)
+	disabled["nodeSelector"] = map[string]any{stockDisabledLabel: "true"}
+	helm.upgrade(t, stockRelease, stockChart, disabled)
+	stopped := em.syncDaemonSet(ctx, t, stockRelease)
+	if len(em.stock) != 0 {
+		t.Fatalf("the stock DaemonSet with nodeSelector %s=true still has %d Pods", stockDisabledLabel, len(em.stock))
+	}
+	if _, err := cp.Admin.AppsV1().DaemonSets("kube-system").Get(ctx, stockRelease, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the stock DaemonSet after scaling to zero: %v (want it kept, with no Pod)", err)
+	}
+	cgLeader := lw.waitHolder(ctx, t, "cloudgate leads", func(h string) bool { return h != "" && h != stockLeader })
+	if em.podOf(t, cgLeader) == nil {
+		t.Fatalf("the Lease holder %q after the stock DaemonSet went to zero is no cloudgate Pod", cgLeader)
+	}
+	lw.handover(t, "scale-to-zero cut-over (stock -> cloudgate)", stockLeader, cgLeader, stopped)
+	nodes.add(ctx, t, nodeNames[1])
+	nodes.waitInitialized(ctx, t, nodeNames[1], em.procs())
+	untouched.add(ctx, t, cp, nodeNames[1])
+	untouched.check(ctx, t, cp, "after the scale-to-zero cut-over")
+	phase("stock at zero (release kept); cloudgate leads; node 2")
+
+	// 2. A config change: the checksum rolls the Pods.
+	mark := time.Now()
+	cfgValues := maps.Clone(cgValues)
+	cfgValues["cloudgate"] = map[string]any{"cache": map[string]any{"negativeTTL": "45s"}}
+	before := em.template(ctx, t, workloadName)
+	rev2 := helm.upgrade(t, cloudgateRelease, rel.chart, cfgValues)
+	after := em.template(ctx, t, workloadName)
+	sumBefore, sumAfter := before.Annotations["checksum/config"], after.Annotations["checksum/config"]
+	if sumBefore == "" || sumBefore == sumAfter {
+		t.Fatalf("revision %d: checksum/config %q -> %q: a config change must change the Pod template's checksum", rev2.Version, sumBefore, sumAfter)
+	}
+	old := em.pods
+	em.rollDeployment(ctx, t, workloadName)
+	em.checkRolled(t, old, "the config change")
+	for _, p := range em.pods {
+		if len(grep(t, p.ccmProc, `effective configuration.*negativeTTL\W+45s`)) == 0 {
+			t.Errorf("%s after the config change: its effective configuration has no negativeTTL 45s:\n%s", p.name, e2e.Tail(p.proc.Log, 20))
+		}
+	}
+	em.waitLeader(ctx, t, lw)
+	windows = append(windows, lw.leaderless(t, "config rollout", mark))
+	untouched.check(ctx, t, cp, "after the config rollout")
+	phase(fmt.Sprintf("helm upgrade (config): revision %d rolled both Pods", rev2.Version))
+
+	// 3. An image tag change.
+	mark = time.Now()
+	imgValues := maps.Clone(cfgValues)
+	imgValues["image"] = map[string]any{"tag": nextTag}
+	rev3 := helm.upgrade(t, cloudgateRelease, rel.chart, imgValues)
+	old = em.pods
+	em.rollDeployment(ctx, t, workloadName)
+	em.checkRolled(t, old, "the image change")
+	em.checkImages(t, nextImage, nextTag)
+	em.waitLeader(ctx, t, lw)
+	windows = append(windows, lw.leaderless(t, "image rollout", mark))
+	nodes.add(ctx, t, nodeNames[2])
+	nodes.waitInitialized(ctx, t, nodeNames[2], em.procs())
+	untouched.add(ctx, t, cp, nodeNames[2])
+	untouched.check(ctx, t, cp, "after the image rollout")
+	phase(fmt.Sprintf("helm upgrade (image): revision %d rolled; node 3", rev3.Version))
+
+	// 4. helm rollback to the first revision: its image and config again.
+	mark = time.Now()
+	helm.rollback(t, cloudgateRelease, rev1.Version)
+	if got := em.template(ctx, t, workloadName); !equality.Semantic.DeepEqual(got, before) {
+		t.Errorf("after helm rollback to revision %d the Pod template differs from that revision's", rev1.Version)
+	}
+	old = em.pods
+	em.rollDeployment(ctx, t, workloadName)
+	em.checkRolled(t, old, "the rollback")
+	em.checkImages(t, firstImage, relChart.Metadata.AppVersion)
+	for _, p := range em.pods {
+		if len(grep(t, p.ccmProc, `effective configuration.*negativeTTL\W+45s`)) > 0 {
+			t.Errorf("%s after the rollback still runs revision 2's configuration", p.name)
+		}
+	}
+	em.waitLeader(ctx, t, lw)
+	windows = append(windows, lw.leaderless(t, "rollback rollout", mark))
+	nodes.add(ctx, t, nodeNames[3])
+	nodes.waitInitialized(ctx, t, nodeNames[3], em.procs())
+	untouched.add(ctx, t, cp, nodeNames[3])
+	untouched.check(ctx, t, cp, "after the rollback")
+	phase(fmt.Sprintf("helm rollback to %d: rolled back; node 4", rev1.Version))
+
+	// 5. Back to the stock CCM, GitOps-style: its values restored, then cloudgate at zero.
+	vals, err := common.ReadValuesFile(saved)
+	if err != nil {
+		t.Fatalf("reading back `helm get values -o yaml` with -f: %v", err)
+	}
+	helm.upgrade(t, stockRelease, stockChart, vals.AsMap())
+	em.syncDaemonSet(ctx, t, stockRelease)
+	if len(em.stock) != 1 {
+		t.Fatalf("the stock DaemonSet with its saved values runs %d Pods, want 1", len(em.stock))
+	}
+	time.Sleep(2 * cutoverPoll)
+	cgLeader = lw.holder()
+	if em.podOf(t, cgLeader) == nil {
+		t.Fatalf("the Lease went to %q (no cloudgate Pod) while cloudgate ran", cgLeader)
+	}
+	zero := maps.Clone(cgValues)
+	zero["replicas"] = 0
+	helm.upgrade(t, cloudgateRelease, rel.chart, zero)
+	stopped = time.Now()
+	em.rollDeployment(ctx, t, workloadName)
+	stockLeader2 := lw.waitHolder(ctx, t, "the stock CCM leads again", func(h string) bool { return h != "" && h != cgLeader })
+	back := lw.handover(t, "scale-to-zero rollback (cloudgate -> stock)", cgLeader, stockLeader2, stopped)
+	// cloudgate's RBAC stays (its release is installed): its Pods release the Lease on SIGTERM.
+	if back >= cutoverLease-cutoverRetry {
+		t.Errorf("rollback: the stock CCM led %v after cloudgate's Pods were stopped; a released Lease is taken at the next poll (< %v)", back, cutoverLease-cutoverRetry)
+	}
+	nodes.add(ctx, t, nodeNames[4])
+	nodes.waitInitialized(ctx, t, nodeNames[4], em.stock)
+	untouched.add(ctx, t, cp, nodeNames[4])
+	untouched.check(ctx, t, cp, "after the rollback to the stock CCM")
+	phase("stock restored by values, cloudgate at zero; node 5")
+
+	for _, p := range em.all {
+		if f := grep(t, p, `(?i)forbidden`); len(f) > 0 {
+			t.Errorf("%s: the API server refused it %d times:\n%s", p.name, len(f), strings.Join(f[:min(len(f), 10)], "\n"))
+		}
+	}
+	t.Logf("%d CCM processes run; Nodes checked unchanged %d times (%d Nodes); leaderless windows: %s",
+		len(em.all), untouched.checks, len(untouched.nodes), strings.Join(windows, "; "))
+}
+
+// goBuildRaceVersion is goBuildRace with the binary stamped as version (the image tag it
+// stands for), as make image stamps it.
+func goBuildRaceVersion(ctx context.Context, t *testing.T, dir, out, pkg, version string) <-chan error {
+	t.Helper()
+	return goBuildRaceArgs(ctx, t, dir, out, pkg, "-ldflags", "-X k8s.io/component-base/version.gitVersion="+version)
+}
+
+// goBuildRaceArgs runs `go build -race ARGS -o out pkg` in dir in the background.
+func goBuildRaceArgs(ctx context.Context, t *testing.T, dir, out, pkg string, args ...string) <-chan error {
+	t.Helper()
+	built, done := make(chan error, 1), make(chan struct{})
+	bctx, bcancel := context.WithTimeout(ctx, 22*time.Minute)
+	go func() {
+		defer close(done)
+		argv := append(append([]string{"build", "-race"}, args...), "-o", out, pkg)
+		cmd := exec.CommandContext(bctx, "go", argv...)
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		if output, err := cmd.CombinedOutput(); err != nil {
+			built <- fmt.Errorf("go %s (in %s): %v\n%s", strings.Join(argv, " "), dir, err, output)
+			return
+		}
+		built <- nil
+	}()
+	t.Cleanup(func() { bcancel(); <-done })
+	return built
+}
+
+// upgrade is `helm upgrade NAME CHART -n kube-system` with vals (the full values, as a
+// GitOps repository holds them: not --reuse-values).
+func (h *helmClient) upgrade(t *testing.T, name, chartPath string, vals map[string]any) *release.Release {
+	t.Helper()
+	ch, err := loader.Load(chartPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := action.NewUpgrade(h.cfg)
+	u.Namespace = "kube-system"
+	u.WaitStrategy, u.Timeout = kube.HookOnlyStrategy, 2*time.Minute
+	r, err := u.Run(name, ch, vals)
+	if err != nil {
+		t.Fatalf("helm upgrade %s %s: %v", name, chartPath, err)
+	}
+	rel, ok := r.(*release.Release)
+	if !ok {
+		t.Fatalf("helm upgrade %s: release of type %T", name, r)
+	}
+	return rel
+}
+
+// rollback is `helm rollback NAME REVISION -n kube-system`.
+func (h *helmClient) rollback(t *testing.T, name string, revision int) {
+	t.Helper()
+	r := action.NewRollback(h.cfg)
+	r.Version = revision
+	r.WaitStrategy, r.Timeout = kube.HookOnlyStrategy, 2*time.Minute
+	if err := r.Run(name); err != nil {
+		t.Fatalf("helm rollback %s %d: %v", name, revision, err)
+	}
+}
+
+// emPod is one emulated Pod: a process started from a Pod template.
+type emPod struct {
+	*ccmProc
+	image   string
+	started time.Time
+}
+
+// emulator stands in for the Deployment and DaemonSet controllers and the kubelet (see
+// TestE2EUpgrade).
+type emulator struct {
+	k        *kubelet
+	images   map[string]string // image reference -> binary
+	stockBin string
+
+	pods      []*emPod               // cloudgate's Deployment's Pods
+	podsTmpl  corev1.PodTemplateSpec // the template they run
+	stock     []*ccmProc             // the stock DaemonSet's Pod (0 or 1)
+	stockTmpl corev1.PodTemplateSpec
+	all       []*ccmProc // every process ever started
+}
+
+func (em *emulator) procs() []*ccmProc {
+	var out []*ccmProc
+	for _, p := range em.pods {
+		out = append(out, p.ccmProc)
+	}
+	return out
+}
+
+func (em *emulator) template(ctx context.Context, t *testing.T, name string) corev1.PodTemplateSpec {
+	t.Helper()
+	d, err := em.k.cp.Admin.AppsV1().Deployments("kube-system").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Spec.Template
+}
+
+// syncDaemonSet brings the stock DaemonSet's Pod in line with its stored spec: one Pod on
+// the emulated control-plane node when its nodeSelector matches that node, none otherwise,
+// a new one when the template changed (RollingUpdate, maxUnavailable 1: the old Pod first).
+// It returns when the last Pod it stopped was sent SIGTERM.
+func (em *emulator) syncDaemonSet(ctx context.Context, t *testing.T, name string) time.Time {
+	t.Helper()
+	ds, err := em.k.cp.Admin.AppsV1().DaemonSets("kube-system").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := ds.Spec.Template
+	want := 0
+	if selects(tmpl.Spec.NodeSelector, emulatedControlPlaneNode) {
+		want = 1
+	}
+	var stopped time.Time
+	if len(em.stock) > 0 && (want == 0 || !equality.Semantic.DeepEqual(tmpl, em.stockTmpl)) {
+		stopped = time.Now()
+		for _, p := range em.stock {
+			p.proc.Terminate(t)
+			_ = p.proc.WaitExit(30 * time.Second) // the stock CCM exits on SIGTERM without releasing the Lease
+		}
+		em.stock = nil
+	}
+	if want == 1 && len(em.stock) == 0 {
+		em.stock = em.k.run(ctx, t, "DaemonSet", name, em.stockBin)
+		em.all = append(em.all, em.stock...)
+	}
+	em.stockTmpl = tmpl
+	return stopped
+}
+
+// selects reports whether a nodeSelector matches a node's labels.
+func selects(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// rollDeployment brings cloudgate's Pods in line with the stored Deployment, as the
+// Deployment controller would: a new template rolls in RollingUpdate steps; the same
+// template only scales to spec.replicas.
+func (em *emulator) rollDeployment(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	d, err := em.k.cp.Admin.AppsV1().Deployments("kube-system").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := 1
+	if d.Spec.Replicas != nil {
+		replicas = int(*d.Spec.Replicas)
+	}
+	surge, unavailable := rollingParams(t, d, replicas)
+	tmpl := d.Spec.Template
+	if equality.Semantic.DeepEqual(tmpl, em.podsTmpl) {
+		// Same template: scale only (newest Pods go first).
+		for len(em.pods) > replicas {
+			em.stopPod(t, em.pods[len(em.pods)-1])
+			em.pods = em.pods[:len(em.pods)-1]
+		}
+		for len(em.pods) < replicas {
+			em.pods = append(em.pods, em.startPod(ctx, t, name, d))
+		}
+		return
+	}
+	// A copy: the caller keeps its slice of the old Pods (slices.DeleteFunc below zeroes).
+	old := slices.Clone(em.pods)
+	em.pods, em.podsTmpl = nil, tmpl
+	t.Logf("%s: rolling %d Pods to a new template (replicas %d, maxSurge %d, maxUnavailable %d, minReadySeconds %d)",
+		name, len(old), replicas, surge, unavailable, d.Spec.MinReadySeconds)
+	for steps := 0; len(em.pods) < replicas || len(old) > 0; steps++ {
+		if steps > 4*(replicas+len(old))+4 {
+			t.Fatalf("%s: the rollout does not progress (replicas %d, maxSurge %d, maxUnavailable %d)", name, replicas, surge, unavailable)
+		}
+		// Scale up the new Pods within replicas + maxSurge...
+		for len(em.pods) < replicas && len(em.pods)+len(old) < replicas+surge {
+			em.pods = append(em.pods, em.startPod(ctx, t, name, d))
+		}
+		// ...and down the old ones while replicas - maxUnavailable stay available (every
+		// running Pod here is available: startPod returns once it is).
+		for len(old) > 0 && (len(em.pods)+len(old)-1 >= replicas-unavailable || len(em.pods) >= replicas) {
+			newest := old[len(old)-1]
+			for _, p := range old {
+				if p.started.After(newest.started) {
+					newest = p
+				}
+			}
+			em.stopPod(t, newest)
+			old = slices.DeleteFunc(old, func(p *emPod) bool { return p == newest })
+		}
+	}
+}
+
+// rollingParams returns a Deployment's maxSurge and maxUnavailable as Pod counts, rounded
+// as the Deployment controller rounds them (surge up, unavailable down).
+func rollingParams(t *testing.T, d *appsv1.Deployment, replicas int) (int, int) {
+	t.Helper()
+	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+		return 0, replicas
+	}
+	def := intstr.FromString("25%")
+	surgeV, unavailV := &def, &def
+	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
+		if ru.MaxSurge != nil {
+			surgeV = ru.MaxSurge
+		}
+		if ru.MaxUnavailable != nil {
+			unavailV = ru.MaxUnavailable
+		}
+	}
+	surge, err := intstr.GetScaledValueFromIntOrPercent(surgeV, replicas, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unavailable, err := intstr.GetScaledValueFromIntOrPercent(unavailV, replicas, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if surge == 0 && unavailable == 0 {
+		unavailable = 1 // the controller's own rule when both round to zero
+	}
+	return surge, unavailable
+}
+
+// startPod starts one Pod of the Deployment from its current template and returns once it
+// is available: /healthz served, the readinessProbe (if any) answered without credentials
+// as the kubelet probes, and minReadySeconds passed.
+func (em *emulator) startPod(ctx context.Context, t *testing.T, name string, d *appsv1.Deployment) *emPod {
+	t.Helper()
+	spec := d.Spec.Template.Spec
+	img := spec.Containers[0].Image
+	bin, ok := em.images[img]
+	if !ok {
+		t.Fatalf("%s: image %q is none the test has a binary for (%v)", name, img, slices.Collect(maps.Keys(em.images)))
+	}
+	k := em.k
+	k.n++
+	pname := fmt.Sprintf("%s-%d", name, k.n)
+	port := e2e.FreePort(t)
+	args := k.podArgs(ctx, t, pname, spec)
+	args = append(args, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--webhook-secure-port=0")
+	t.Logf("%s (%s): %s", pname, img, strings.Join(args, " "))
+	proc := e2e.StartProcess(t, k.dir, pname, bin, args...)
+	proc.WaitServing(ctx, t, port, k.cp.AdminToken, 3*time.Minute)
+	if rp := spec.Containers[0].ReadinessProbe; rp != nil && rp.HTTPGet != nil {
+		url := fmt.Sprintf("%s://127.0.0.1:%d%s", strings.ToLower(string(rp.HTTPGet.Scheme)), port, rp.HTTPGet.Path)
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		if err := e2e.Poll(ctx, pname+" readinessProbe "+url, 250*time.Millisecond, 2*time.Minute, func() (bool, error) {
+			resp, err := client.Get(url)
+			if err != nil {
+				return false, err
+			}
+			resp.Body.Close()
+			return resp.StatusCode >= 200 && resp.StatusCode < 400, fmt.Errorf("HTTP %d", resp.StatusCode)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d.Spec.MinReadySeconds > 0 {
+		time.Sleep(time.Duration(d.Spec.MinReadySeconds) * time.Second)
+	}
+	p := &emPod{ccmProc: &ccmProc{name: pname, proc: proc}, image: img, started: time.Now()}
+	em.all = append(em.all, p.ccmProc)
+	return p
+}
+
+// stopPod is the kubelet deleting a Pod: SIGTERM, and a wait for a clean exit.
+func (em *emulator) stopPod(t *testing.T, p *emPod) {
+	t.Helper()
+	p.proc.Terminate(t)
+	if err := p.proc.WaitExit(30 * time.Second); err != nil {
+		t.Errorf("%s after SIGTERM: %v (want exit status 0)", p.name, err)
+	}
+}
+
+// checkRolled fails unless every Pod now running is new (none of old).
+func (em *emulator) checkRolled(t *testing.T, old []*emPod, what string) {
+	t.Helper()
+	if len(em.pods) == 0 {
+		t.Fatalf("%s: no Pod runs", what)
+	}
+	for _, p := range em.pods {
+		if slices.Contains(old, p) {
+			t.Errorf("%s did not roll %s: the Pod template stayed the same", what, p.name)
+		}
+	}
+	for _, p := range old {
+		if done, _ := p.proc.Exited(); !done {
+			t.Errorf("%s: old Pod %s still runs", what, p.name)
+		}
+	}
+}
+
+// checkImages checks that every Pod runs image and that its binary says it is version (the
+// "Version: vX.Y.Z" line k8s.io/cloud-provider's app logs at start).
+func (em *emulator) checkImages(t *testing.T, image, version string) {
+	t.Helper()
+	for _, p := range em.pods {
+		if p.image != image {
+			t.Errorf("%s runs image %s, want %s", p.name, p.image, image)
+		}
+		if len(grep(t, p.ccmProc, `\] Version: `+regexp.QuoteMeta(version)+`$`)) == 0 {
+			t.Errorf("%s: its log has no Version line naming %s:\n%s", p.name, version, e2e.Tail(p.proc.Log, 20))
+		}
+	}
+}
+
+// podOf returns the running cloudgate Pod whose identity is the Lease holder h (each logs
+// its identity while it waits), or nil.
+func (em *emulator) podOf(t *testing.T, h string) *emPod {
+	if h == "" {
+		return nil
+	}
+	for _, p := range em.pods {
+		if len(grep(t, p.ccmProc, regexp.QuoteMeta(strconv.Quote(h)))) > 0 {
+			return p
+		}
+	}
+	return nil
+}
+
+// waitLeader waits until a Pod of the new set holds the Lease.
+func (em *emulator) waitLeader(ctx context.Context, t *testing.T, lw *leaseWatch) {
+	t.Helper()
+	lw.waitHolder(ctx, t, "a new cloudgate Pod leads", func(h string) bool { return em.podOf(t, h) != nil })
+}
+
+// leaderless fails the test if a hand-over of the Lease acquired after from left it without
+// a live holder for longer than one lease duration: a holder's lease ends at its release
+// (the holder emptied) or else at its last renewal plus its duration, and the window runs
+// to the next holder's acquire time. It logs the windows and returns them as one line.
+func (lw *leaseWatch) leaderless(t *testing.T, what string, from time.Time) string {
+	t.Helper()
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	var windows []time.Duration
+	var ended time.Time
+	prev := ""
+	for i, r := range lw.records {
+		switch {
+		case r.holder == "":
+			if prev != "" {
+				ended = r.renew // released
+			}
+		case r.holder != prev:
+			if i > 0 && prev != "" {
+				ended = lw.records[i-1].renew.Add(lw.records[i-1].duration) // waited out
+			}
+			if !ended.IsZero() && r.acquire.After(from) {
+				windows = append(windows, max(0, r.acquire.Sub(ended)))
+			}
+		}
+		prev = r.holder
+	}
+	var parts []string
+	for _, w := range windows {
+		parts = append(parts, fmt.Sprintf("%.2fs", w.Seconds()))
+		if w > cutoverLease {
+			t.Errorf("%s: leaderless for %v, longer than the lease duration %v", what, w, cutoverLease)
+		}
+	}
+	if len(windows) == 0 {
+		t.Errorf("%s: the Lease never changed hands; the rollout stops every old Pod, the leader too", what)
+	}
+	t.Logf("leaderless windows of the %s (bound: lease duration %v): %s", what, cutoverLease, strings.Join(parts, ", "))
+	return fmt.Sprintf("%s [%s]", what, strings.Join(parts, " "))
+}
+
+// nodeRecord keeps each initialised Node's providerID, labels and taints.
+type nodeRecord struct {
+	nodes  map[string]corev1.Node
+	checks int
+}
+
+func (n *nodeRecord) add(ctx context.Context, t *testing.T, cp *e2e.ControlPlane, name string) {
+	t.Helper()
+	node, err := cp.Admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.nodes == nil {
+		n.nodes = map[string]corev1.Node{}
+	}
+	n.nodes[name] = *node
+}
+
+// check fails the test if any recorded Node's providerID, labels or taints changed.
+func (n *nodeRecord) check(ctx context.Context, t *testing.T, cp *e2e.ControlPlane, when string) {
+	t.Helper()
+	for name, was := range n.nodes {
+		node, err := cp.Admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: node %s: %v", when, name, err)
+		}
+		if node.Spec.ProviderID != was.Spec.ProviderID {
+			t.Errorf("%s: node %s providerID %q, was %q", when, name, node.Spec.ProviderID, was.Spec.ProviderID)
+		}
+		if !maps.Equal(node.Labels, was.Labels) {
+			t.Errorf("%s: node %s labels %v, were %v", when, name, node.Labels, was.Labels)
+		}
+		if !equality.Semantic.DeepEqual(node.Spec.Taints, was.Spec.Taints) {
+			t.Errorf("%s: node %s taints %v, were %v", when, name, node.Spec.Taints, was.Spec.Taints)
+		}
+		n.checks++
+	}
+}
