@@ -37,7 +37,11 @@ type ClientConfig struct {
 	// ClusterName is used by LoadBalancer and Routes calls that pass an
 	// empty cluster name.
 	ClusterName string
-	// Timeout bounds each HTTP request. Default 10s.
+	// Timeout bounds each HTTP request from when it is sent: it covers the
+	// round trip and the body read, not a wait in a WrapTransport before
+	// the request reaches the wire (a client-side token bucket), and a
+	// retry a WrapTransport makes gets a fresh Timeout, as the SDK clients
+	// of real providers count their attempt timeouts. Default 10s.
 	Timeout time.Duration
 	// APIKey is sent as "Authorization: Bearer <APIKey>". Required. It is a
 	// Secret: it never appears in errors or in formatted output.
@@ -136,6 +140,7 @@ func NewClient(cfg ClientConfig) (*Cloud, error) {
 	if cfg.Transport != nil {
 		rt = cfg.Transport
 	}
+	rt = &sendDeadline{next: rt, timeout: cfg.Timeout}
 	if cfg.WrapTransport != nil {
 		rt = cfg.WrapTransport(rt)
 	}
@@ -254,9 +259,6 @@ const maxResponseBytes = 64 << 20
 // do makes one API call: apiMethod names it for errors. A 2xx answer is
 // decoded into out (when non-nil); anything else is an *APIError.
 func (c *Cloud) do(ctx context.Context, apiMethod, httpMethod, path string, query url.Values, in, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-
 	u := c.cfg.Endpoint + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -316,6 +318,36 @@ func newAPIError(apiMethod, reqID string, resp *http.Response, data []byte) *API
 		e.RetryAfterDuration = time.Duration(secs) * time.Second
 	}
 	return e
+}
+
+// sendDeadline bounds one request from when it is sent (under any
+// WrapTransport): the deadline covers the round trip and the body, and is
+// released when the body is closed.
+type sendDeadline struct {
+	next    http.RoundTripper
+	timeout time.Duration
+}
+
+func (d *sendDeadline) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), d.timeout)
+	resp, err := d.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }
 
 // isNotFound reports whether err is the API's 404 with the given code.
