@@ -57,7 +57,7 @@ func newFleetMetrics() *fleetMetrics {
 			"1 while this member serves from its local share because Redis is unavailable or slow, 0 on the shared budget.",
 			"provider", "account"),
 		stop: gauge("fleet_stop_timestamp_seconds",
-			"While this member is in fallback with limits.shared.failureMode closed: the Unix time at which it admits nothing (the others may free its share then) unless Redis answers first; in the past once it has stopped. 0 when no stop is coming (on the shared budget, failureMode open, or a member that never reached Redis).",
+			"While this member is in fallback with limits.shared.failureMode closed: the Unix time at which it admits nothing (the others may free its share then) unless Redis answers first; in the past once it has stopped. With failureMode closed and its heartbeats failing while its admissions still reach Redis: the time from which the first admission Redis does not answer stops it. 0 when no stop is coming (heartbeats answered, failureMode open, or a member that never reached Redis).",
 			"provider", "account"),
 		transitions: counter("fleet_fallback_transitions_total",
 			"Switches between the shared budget and the local fallback share, by the mode switched to (fallback, shared).",

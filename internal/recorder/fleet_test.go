@@ -58,7 +58,7 @@ cloudgate_fleet_redis_errors_total{account="acct-1",provider="simcloud"} 1
 # HELP cloudgate_fleet_share_rate This member's static share of a family's quota (weight / sum of registered members' weights, live or fallen), the rate it falls back to when Redis is unavailable, in calls per second.
 # TYPE cloudgate_fleet_share_rate gauge
 cloudgate_fleet_share_rate{account="acct-1",family="read",provider="simcloud"} 25
-# HELP cloudgate_fleet_stop_timestamp_seconds While this member is in fallback with limits.shared.failureMode closed: the Unix time at which it admits nothing (the others may free its share then) unless Redis answers first; in the past once it has stopped. 0 when no stop is coming (on the shared budget, failureMode open, or a member that never reached Redis).
+# HELP cloudgate_fleet_stop_timestamp_seconds While this member is in fallback with limits.shared.failureMode closed: the Unix time at which it admits nothing (the others may free its share then) unless Redis answers first; in the past once it has stopped. With failureMode closed and its heartbeats failing while its admissions still reach Redis: the time from which the first admission Redis does not answer stops it. 0 when no stop is coming (heartbeats answered, failureMode open, or a member that never reached Redis).
 # TYPE cloudgate_fleet_stop_timestamp_seconds gauge
 cloudgate_fleet_stop_timestamp_seconds{account="acct-1",provider="simcloud"} 1.7000001175e+09
 # HELP cloudgate_fleet_usage_ratio Calls the whole fleet sharing this account admitted in the last minute, divided by what the family's quota allows in a minute.

@@ -86,6 +86,9 @@ type Fleet struct {
 	// claim (it may be freed by now): its floor in failureMode open,
 	// nothing in closed.
 	away bool
+	// stopWarned: its heartbeats fail while its admissions still reach
+	// Redis, and the stop that comes if they fail too has been reported.
+	stopWarned bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -260,12 +263,14 @@ func (f *Fleet) loop() {
 		}
 		if err := f.heartbeat(); err != nil {
 			f.redisResult(err)
+			f.heartbeatFailed()
 			if f.awayTooLong() {
 				f.goAway()
 			}
 		} else {
 			f.redisResult(nil)
 			f.setFallback(false, nil)
+			f.heartbeatAnswered()
 		}
 	}
 }
@@ -345,6 +350,39 @@ func (f *Fleet) heartbeat() error {
 		l.heartbeat(now, fraction, n, count, rate)
 	}
 	return nil
+}
+
+// heartbeatFailed reports the coming stop of a member whose heartbeat
+// failed while it stays on the shared budget (its admissions reach Redis
+// and keep it out of fallback): the others forget it ForgetAfter after its
+// last recorded heartbeat, and from lastOK + awayLimit the first admission
+// Redis does not answer stops it at once (failureMode closed). Reported
+// now, so the alert on the stop fires before it and not at it.
+func (f *Fleet) heartbeatFailed() {
+	f.mu.Lock()
+	if f.fallback || f.stopWarned || f.closed {
+		f.mu.Unlock()
+		return
+	}
+	stop := f.stopAtLocked()
+	if stop.IsZero() {
+		f.mu.Unlock()
+		return
+	}
+	f.stopWarned = true
+	f.mu.Unlock()
+	f.obs.StopAt(stop)
+}
+
+// heartbeatAnswered withdraws the stop heartbeatFailed reported.
+func (f *Fleet) heartbeatAnswered() {
+	f.mu.Lock()
+	warned := f.stopWarned && !f.fallback
+	f.stopWarned = false
+	f.mu.Unlock()
+	if warned {
+		f.obs.StopAt(time.Time{})
+	}
 }
 
 // awayLimit is how long after sending its last answered heartbeat a member
@@ -435,6 +473,7 @@ func (f *Fleet) setFallback(on bool, cause error) {
 	}
 	f.fallback = on
 	f.failures = 0
+	f.stopWarned = false
 	ls := append([]*Limiter(nil), f.limiters...)
 	fraction, n := f.fractionLocked()
 	var stop time.Time
