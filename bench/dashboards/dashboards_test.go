@@ -341,10 +341,16 @@ func TestDashboardExpressions(t *testing.T) {
 // externalAlertMetrics are the series alerts may name besides cloudgate's
 // own: client-go's leader-election gauge, which the CCM binary exports
 // (internal/ccm imports component-base's clientgo metrics), and
-// kube-state-metrics' node count.
+// kube-state-metrics' series: the node count, and the Lease and Pods of another CCM
+// (CloudgateLeaseHeldElsewhere, CloudgateSecondCCM; docs/monitoring.md says they need
+// kube-state-metrics).
 var externalAlertMetrics = map[string]bool{
 	"leader_election_master_status": true,
 	"kube_node_info":                true,
+	"kube_lease_owner":              true,
+	"kube_lease_renew_time":         true,
+	"kube_pod_container_info":       true,
+	"kube_pod_status_phase":         true,
 }
 
 func TestAlertRules(t *testing.T) {

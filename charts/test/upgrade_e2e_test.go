@@ -5,6 +5,7 @@ package test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -57,6 +58,10 @@ var emulatedControlPlaneNode = map[string]string{
 //     changes the Pod template, the Deployment rolls both Pods, the new ones run the new
 //     cloudgate.yaml;
 //  3. `helm upgrade` with an image tag change: both Pods roll to the new image;
+//     then `helm upgrade` to a config the CCM refuses (the schema cannot see into the
+//     upstream's cloudConfig): the surge Pod never becomes ready, maxUnavailable 0 keeps
+//     both old Pods running and leading, Nodes keep initialising; `helm rollback` to the
+//     last good revision ends the stalled rollout without restarting the old Pods;
 //  4. `helm rollback cloudgate 1`: the first revision's template (image and config) again;
 //  5. back to the stock CCM the same way: the stock release's saved values restored (its
 //     Pod starts and waits), then cloudgate upgraded to `replicas: 0`; the stock CCM leads.
@@ -130,7 +135,7 @@ func TestE2EUpgrade(t *testing.T) {
 	}
 	t.Cleanup(func() { sim.Close() })
 	var nodeNames []string
-	for i := range 5 {
+	for i := range 6 {
 		dns := fmt.Sprintf("ip-10-0-3-%d.ec2.internal", i+1)
 		nodeNames = append(nodeNames, dns)
 		sim.Put(ec2sim.Instance{
@@ -275,6 +280,45 @@ SigningName = ec2
 	untouched.add(ctx, t, cp, nodeNames[2])
 	untouched.check(ctx, t, cp, "after the image rollout")
 	phase(fmt.Sprintf("helm upgrade (image): revision %d rolled; node 3", rev3.Version))
+
+	// A bad config: a cloudConfig without KubernetesClusterID passes the chart's schema
+	// (it is the upstream's own text) and the AWS provider refuses it at start.
+	leader := lw.holder()
+	badValues := maps.Clone(imgValues)
+	badConf := strings.Replace(awsConf, "KubernetesClusterID = "+cutoverCluster+"\n", "", 1)
+	if badConf == awsConf {
+		t.Fatal("the bad cloudConfig is the good one")
+	}
+	badValues["upstream"] = map[string]any{"name": "aws-batch", "cloudConfig": badConf}
+	rev4 := helm.upgrade(t, cloudgateRelease, rel.chart, badValues)
+	old = em.pods
+	failed := em.rollDeploymentStalls(ctx, t, workloadName, 90*time.Second)
+	for _, p := range old {
+		if done, err := p.proc.Exited(); done {
+			t.Errorf("%s (revision %d) exited during the rollout to a bad config: %v", p.name, rev3.Version, err)
+		}
+	}
+	if h := lw.holder(); h != leader || em.podOf(t, h) == nil {
+		t.Errorf("the Lease went from %q to %q during the rollout to a bad config, want it kept by the old Pod", leader, h)
+	}
+	nodes.add(ctx, t, nodeNames[5])
+	nodes.waitInitialized(ctx, t, nodeNames[5], em.procs())
+	untouched.add(ctx, t, cp, nodeNames[5])
+	untouched.check(ctx, t, cp, "during the rollout to a bad config")
+	helm.rollback(t, cloudgateRelease, rev3.Version)
+	for _, p := range failed {
+		em.stopPod(t, p, false)
+	}
+	em.rollDeployment(ctx, t, workloadName) // rev3's template again: nothing rolls
+	for _, p := range old {
+		if !slices.Contains(em.pods, p) {
+			t.Errorf("%s was replaced by the rollback to revision %d, want it kept", p.name, rev3.Version)
+		}
+	}
+	if h := lw.holder(); h != leader {
+		t.Errorf("the Lease went from %q to %q at the rollback of the bad config", leader, h)
+	}
+	phase(fmt.Sprintf("helm upgrade to a bad config (revision %d) stalled, old Pods served; rolled back; node 6", rev4.Version))
 
 	// 4. helm rollback to the first revision: its image and config again.
 	mark = time.Now()
@@ -500,7 +544,7 @@ func (em *emulator) rollDeployment(ctx context.Context, t *testing.T, name strin
 	if equality.Semantic.DeepEqual(tmpl, em.podsTmpl) {
 		// Same template: scale only (newest Pods go first).
 		for len(em.pods) > replicas {
-			em.stopPod(t, em.pods[len(em.pods)-1])
+			em.stopPod(t, em.pods[len(em.pods)-1], true)
 			em.pods = em.pods[:len(em.pods)-1]
 		}
 		for len(em.pods) < replicas {
@@ -530,7 +574,7 @@ func (em *emulator) rollDeployment(ctx context.Context, t *testing.T, name strin
 					newest = p
 				}
 			}
-			em.stopPod(t, newest)
+			em.stopPod(t, newest, true)
 			old = slices.DeleteFunc(old, func(p *emPod) bool { return p == newest })
 		}
 	}
@@ -572,6 +616,22 @@ func rollingParams(t *testing.T, d *appsv1.Deployment, replicas int) (int, int) 
 // as the kubelet probes, and minReadySeconds passed.
 func (em *emulator) startPod(ctx context.Context, t *testing.T, name string, d *appsv1.Deployment) *emPod {
 	t.Helper()
+	p, port := em.launchPod(ctx, t, name, d)
+	p.proc.WaitServing(ctx, t, port, em.k.cp.AdminToken, 3*time.Minute)
+	if err := readiness(ctx, p, port, d, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.MinReadySeconds > 0 {
+		time.Sleep(time.Duration(d.Spec.MinReadySeconds) * time.Second)
+	}
+	p.started = time.Now()
+	return p
+}
+
+// launchPod starts one Pod's process from the Deployment's current template, on a free
+// secure port, and returns it with that port.
+func (em *emulator) launchPod(ctx context.Context, t *testing.T, name string, d *appsv1.Deployment) (*emPod, int) {
+	t.Helper()
 	spec := d.Spec.Template.Spec
 	img := spec.Containers[0].Image
 	bin, ok := em.images[img]
@@ -586,34 +646,86 @@ func (em *emulator) startPod(ctx context.Context, t *testing.T, name string, d *
 	args = append(args, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--webhook-secure-port=0")
 	t.Logf("%s (%s): %s", pname, img, strings.Join(args, " "))
 	proc := e2e.StartProcess(t, k.dir, pname, bin, args...)
-	proc.WaitServing(ctx, t, port, k.cp.AdminToken, 3*time.Minute)
-	if rp := spec.Containers[0].ReadinessProbe; rp != nil && rp.HTTPGet != nil {
-		url := fmt.Sprintf("%s://127.0.0.1:%d%s", strings.ToLower(string(rp.HTTPGet.Scheme)), port, rp.HTTPGet.Path)
-		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-		if err := e2e.Poll(ctx, pname+" readinessProbe "+url, 250*time.Millisecond, 2*time.Minute, func() (bool, error) {
-			resp, err := client.Get(url)
-			if err != nil {
-				return false, err
-			}
-			resp.Body.Close()
-			return resp.StatusCode >= 200 && resp.StatusCode < 400, fmt.Errorf("HTTP %d", resp.StatusCode)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if d.Spec.MinReadySeconds > 0 {
-		time.Sleep(time.Duration(d.Spec.MinReadySeconds) * time.Second)
-	}
 	p := &emPod{ccmProc: &ccmProc{name: pname, proc: proc}, image: img, started: time.Now()}
 	em.all = append(em.all, p.ccmProc)
-	return p
+	return p, port
 }
 
-// stopPod is the kubelet deleting a Pod: SIGTERM, and a wait for a clean exit.
-func (em *emulator) stopPod(t *testing.T, p *emPod) {
+// readiness polls the template's readinessProbe (if any) as the kubelet does, without
+// credentials, until it answers 2xx/3xx; it fails at once when the process has exited.
+func readiness(ctx context.Context, p *emPod, port int, d *appsv1.Deployment, timeout time.Duration) error {
+	rp := d.Spec.Template.Spec.Containers[0].ReadinessProbe
+	if rp == nil || rp.HTTPGet == nil {
+		return nil
+	}
+	url := fmt.Sprintf("%s://127.0.0.1:%d%s", strings.ToLower(string(rp.HTTPGet.Scheme)), port, rp.HTTPGet.Path)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	// An exited process ends the wait at once (Poll goes on through errors).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	return e2e.Poll(ctx, p.name+" readinessProbe "+url, 250*time.Millisecond, timeout, func() (bool, error) {
+		if done, err := p.proc.Exited(); done {
+			cancel()
+			return false, fmt.Errorf("%w: exited (%v):\n%s", errExited, err, e2e.Tail(p.proc.Log, 15))
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode >= 200 && resp.StatusCode < 400, fmt.Errorf("HTTP %d", resp.StatusCode)
+	})
+}
+
+// errExited marks a Pod whose process ended before it became ready.
+var errExited = errors.New("the Pod's process ended")
+
+// rollDeploymentStalls is rollDeployment for a template whose Pods never become ready:
+// it starts the surge Pods the Deployment allows and waits up to within for each; as the
+// Deployment controller does, it stops an old Pod only within maxUnavailable, which must
+// be 0 (else a bad config would take old Pods down before any new one is ready). It
+// returns the Pods that failed, and keeps em.pods and their template as they were.
+func (em *emulator) rollDeploymentStalls(ctx context.Context, t *testing.T, name string, within time.Duration) []*emPod {
 	t.Helper()
-	p.proc.Terminate(t)
-	if err := p.proc.WaitExit(30 * time.Second); err != nil {
+	d, err := em.k.cp.Admin.AppsV1().Deployments("kube-system").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := 1
+	if d.Spec.Replicas != nil {
+		replicas = int(*d.Spec.Replicas)
+	}
+	surge, unavailable := rollingParams(t, d, replicas)
+	if unavailable != 0 {
+		t.Fatalf("%s: maxUnavailable rounds to %d of %d replicas: a rollout to a bad config stops that many old Pods before any new one is ready", name, unavailable, replicas)
+	}
+	if surge == 0 {
+		t.Fatalf("%s: maxSurge 0 and maxUnavailable 0: the rollout cannot start", name)
+	}
+	var failed []*emPod
+	for range surge {
+		p, port := em.launchPod(ctx, t, name, d)
+		err := readiness(ctx, p, port, d, within)
+		if err == nil {
+			t.Fatalf("%s became ready on a config the CCM refuses", p.name)
+		}
+		t.Logf("%s never became ready (the rollout stalls, old Pods kept): %v", p.name, err)
+		if !errors.Is(err, errExited) {
+			t.Errorf("%s: not ready within %v but still running; want the CCM to refuse the config and exit", p.name, within)
+		}
+		failed = append(failed, p)
+	}
+	return failed
+}
+
+// stopPod is the kubelet deleting a Pod: SIGTERM, and a wait for its exit, which must be
+// clean when clean is set (a Pod that failed on its own has already exited).
+func (em *emulator) stopPod(t *testing.T, p *emPod, clean bool) {
+	t.Helper()
+	if done, _ := p.proc.Exited(); !done {
+		p.proc.Terminate(t)
+	}
+	if err := p.proc.WaitExit(30 * time.Second); err != nil && clean {
 		t.Errorf("%s after SIGTERM: %v (want exit status 0)", p.name, err)
 	}
 }
