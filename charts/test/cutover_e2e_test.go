@@ -82,14 +82,7 @@ const (
 // longer than the lease duration (printed), that no object of either release is left behind
 // once it is uninstalled, and that no CCM log has a "forbidden".
 func TestE2ECutover(t *testing.T) {
-	etcdBin, apiserverBin := os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
-	if etcdBin == "" || apiserverBin == "" {
-		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test-chart`, which builds a real etcd and kube-apiserver"
-		if os.Getenv("CI") != "" || os.Getenv("CLOUDGATE_CACHE_DIR") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	etcdBin, apiserverBin := controlPlaneBins(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 28*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -113,51 +106,7 @@ func TestE2ECutover(t *testing.T) {
 	helm := newHelm(t, adminKubeconfig)
 	phase("control plane")
 
-	sim, err := ec2sim.Start(ec2sim.Config{Region: "us-east-1", Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sim.Close() })
-	nodeNames := []string{"ip-10-0-2-1.ec2.internal", "ip-10-0-2-2.ec2.internal", "ip-10-0-2-3.ec2.internal"}
-	for i, dns := range nodeNames {
-		sim.Put(ec2sim.Instance{
-			ID: fmt.Sprintf("i-%017x", 0x200+i), Type: "m5.large", Zone: "us-east-1a", PrivateDNSName: dns,
-			PrivateIP:  fmt.Sprintf("10.0.2.%d", i+1),
-			Interfaces: []ec2sim.NetworkInterface{{Status: "in-use", PrivateIPs: []string{fmt.Sprintf("10.0.2.%d", i+1)}}},
-			Tags:       map[string]string{"kubernetes.io/cluster/" + cutoverCluster: "owned"},
-		})
-	}
-	awsConf := fmt.Sprintf(`[Global]
-Zone = us-east-1a
-VPC = vpc-0e2e
-SubnetID = subnet-0e2e
-KubernetesClusterID = %s
-
-[ServiceOverride "1"]
-Service = EC2
-Region = us-east-1
-URL = %s
-SigningRegion = us-east-1
-SigningName = ec2
-`, cutoverCluster, sim.URL)
-	// The node's credentials (an instance profile, in a cluster): static ones for ec2sim.
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": "AKIDSIMULATED", "AWS_SECRET_ACCESS_KEY": "simulated-secret",
-		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-	} {
-		t.Setenv(k, v)
-	}
-
-	// The cluster as its operator has it: the AWS provider's cloud.conf in a ConfigMap (the
-	// operator's, not a release's), the stock chart installed with it.
-	userCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "aws-cloud-config", Namespace: "kube-system"},
-		Data: map[string]string{"cloud.conf": awsConf}}
-	if err := e2e.Poll(ctx, "ConfigMap kube-system/aws-cloud-config", 200*time.Millisecond, 30*time.Second, func() (bool, error) {
-		_, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Create(ctx, userCM, metav1.CreateOptions{})
-		return err == nil, err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	sim, nodeNames, awsConf := startAWSCloud(ctx, t, cp, 0x200, 3)
 	stockValues := map[string]any{
 		// --configure-cloud-routes=false as AWS's examples: with the default (true) the route
 		// controller needs --cluster-cidr, or the CCM exits at start.
@@ -224,7 +173,7 @@ SigningName = ec2
 	nodes.add(ctx, t, nodeNames[1])
 	nodes.waitInitialized(ctx, t, nodeNames[1], cg)
 	phase("cloudgate leads; node 2 initialised by it")
-	leftBehind(ctx, t, cp, stockRelease, stockRel.Manifest, userCM.Name)
+	leftBehind(ctx, t, cp, stockRelease, stockRel.Manifest, awsCloudConfigMap)
 
 	// Rollback: the stock chart at the version noted, with the saved values.
 	vals, err := common.ReadValuesFile(saved)
@@ -280,6 +229,64 @@ SigningName = ec2
 	}
 	t.Logf("leaderless windows (lease %v, retry %v): cut-over %.1fs, rollback %.1fs from the old leader's SIGTERM", cutoverLease, cutoverRetry, cutover.Seconds(), rollback.Seconds())
 	t.Logf("simulated EC2: %+v", sim.AllStats())
+}
+
+// startAWSCloud starts ec2sim with n instances of the cluster (IDs from firstID, names
+// ip-10-0-X-I.ec2.internal with X = firstID/256) and makes the cluster as its operator has
+// it: the AWS provider's cloud.conf pointing at ec2sim in the ConfigMap
+// kube-system/aws-cloud-config (the operator's, not a release's), and the node's
+// credentials (an instance profile, in a cluster) as static ones in the environment. It
+// returns the simulator, the instances' node names and the cloud.conf.
+// awsCloudConfigMap is the operator's ConfigMap holding the AWS provider's cloud.conf.
+const awsCloudConfigMap = "aws-cloud-config"
+
+func startAWSCloud(ctx context.Context, t *testing.T, cp *e2e.ControlPlane, firstID, n int) (*ec2sim.Server, []string, string) {
+	t.Helper()
+	sim, err := ec2sim.Start(ec2sim.Config{Region: "us-east-1", Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	var nodeNames []string
+	for i := range n {
+		ip := fmt.Sprintf("10.0.%d.%d", firstID/256, i+1)
+		dns := "ip-" + strings.ReplaceAll(ip, ".", "-") + ".ec2.internal"
+		nodeNames = append(nodeNames, dns)
+		sim.Put(ec2sim.Instance{
+			ID: fmt.Sprintf("i-%017x", firstID+i), Type: "m5.large", Zone: "us-east-1a", PrivateDNSName: dns,
+			PrivateIP:  ip,
+			Interfaces: []ec2sim.NetworkInterface{{Status: "in-use", PrivateIPs: []string{ip}}},
+			Tags:       map[string]string{"kubernetes.io/cluster/" + cutoverCluster: "owned"},
+		})
+	}
+	awsConf := fmt.Sprintf(`[Global]
+Zone = us-east-1a
+VPC = vpc-0e2e
+SubnetID = subnet-0e2e
+KubernetesClusterID = %s
+
+[ServiceOverride "1"]
+Service = EC2
+Region = us-east-1
+URL = %s
+SigningRegion = us-east-1
+SigningName = ec2
+`, cutoverCluster, sim.URL)
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIDSIMULATED", "AWS_SECRET_ACCESS_KEY": "simulated-secret",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+	} {
+		t.Setenv(k, v)
+	}
+	userCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: awsCloudConfigMap, Namespace: "kube-system"},
+		Data: map[string]string{"cloud.conf": awsConf}}
+	if err := e2e.Poll(ctx, "ConfigMap kube-system/aws-cloud-config", 200*time.Millisecond, 30*time.Second, func() (bool, error) {
+		_, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Create(ctx, userCM, metav1.CreateOptions{})
+		return err == nil, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return sim, nodeNames, awsConf
 }
 
 // goBuildRace runs `go build -race -o out pkg` in dir in the background.

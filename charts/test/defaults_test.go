@@ -135,8 +135,8 @@ func TestStockValueKeys(t *testing.T) {
 }
 
 // TestSchemaRejectsUnknownKeys: a misspelt or foreign key fails the render, naming it, at
-// the top level and inside the chart's own objects; cloudgate's own section is checked by
-// cloudgate's loader instead (TestRender).
+// the top level, inside the chart's own objects and in cloudgate's own section (its schema
+// is generated from provider.Config: TestValuesSchemaCloudgate).
 func TestSchemaRejectsUnknownKeys(t *testing.T) {
 	for _, tc := range []struct {
 		vals map[string]any
@@ -147,12 +147,13 @@ func TestSchemaRejectsUnknownKeys(t *testing.T) {
 		{map[string]any{"redis": map[string]any{"tls": map[string]any{"enable": true}}}, "enable"},
 		{map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"label": map[string]any{"release": "x"}}}}, "label"},
 		{map[string]any{"serviceAccount": map[string]any{"create": true}}, "create"},
+		{map[string]any{"cloudgate": map[string]any{"cache": map[string]any{"ttl": "30s"}}}, "ttl"},
 	} {
 		if _, err := Render(chartDir, tc.vals, nil); err == nil || !strings.Contains(err.Error(), tc.key) {
 			t.Errorf("values %v: error %v, want a schema error naming %q", tc.vals, err, tc.key)
 		}
 	}
-	if _, err := Render(chartDir, map[string]any{"dnsPolicy": "ClusterFirstWithHostNet", "cloudgate": map[string]any{"cache": map[string]any{"ttl": "30s"}}}, nil); err != nil {
+	if _, err := Render(chartDir, map[string]any{"dnsPolicy": "ClusterFirstWithHostNet", "cloudgate": map[string]any{"cache": map[string]any{"negativeTTL": "30s"}}}, nil); err != nil {
 		t.Errorf("known keys: %v", err)
 	}
 }
@@ -222,7 +223,7 @@ func TestConfigChecksum(t *testing.T) {
 	if s := sum(map[string]any{"upstream": map[string]any{"cloudConfig": "[Global]\nKubernetesClusterID = other\n"}}); s == base {
 		t.Error("changing upstream.cloudConfig (the cloud.conf Secret) left checksum/config unchanged")
 	}
-	if s := sum(map[string]any{"cloudgate": map[string]any{"cache": map[string]any{"ttl": "30s"}}}); s == base {
+	if s := sum(map[string]any{"cloudgate": map[string]any{"cache": map[string]any{"negativeTTL": "30s"}}}); s == base {
 		t.Error("changing cloudgate.yaml left checksum/config unchanged")
 	}
 	if s := sum(map[string]any{"replicas": 3}); s != base {

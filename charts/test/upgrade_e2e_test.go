@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -32,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cloudgate/cloudgate/internal/e2e"
-	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
 )
 
 // stockDisabledLabel is the nodeSelector the scale-to-zero cut-over adds to the stock
@@ -84,14 +82,7 @@ var emulatedControlPlaneNode = map[string]string{
 // is emulated by syncDaemonSet: one Pod when the template's nodeSelector matches
 // emulatedControlPlaneNode, none otherwise, replaced when the template changes.
 func TestE2EUpgrade(t *testing.T) {
-	etcdBin, apiserverBin := os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
-	if etcdBin == "" || apiserverBin == "" {
-		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test-chart`, which builds a real etcd and kube-apiserver"
-		if os.Getenv("CI") != "" || os.Getenv("CLOUDGATE_CACHE_DIR") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	etcdBin, apiserverBin := controlPlaneBins(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -129,49 +120,7 @@ func TestE2EUpgrade(t *testing.T) {
 	helm := newHelm(t, adminKubeconfig)
 	phase("control plane")
 
-	sim, err := ec2sim.Start(ec2sim.Config{Region: "us-east-1", Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sim.Close() })
-	var nodeNames []string
-	for i := range 6 {
-		dns := fmt.Sprintf("ip-10-0-3-%d.ec2.internal", i+1)
-		nodeNames = append(nodeNames, dns)
-		sim.Put(ec2sim.Instance{
-			ID: fmt.Sprintf("i-%017x", 0x300+i), Type: "m5.large", Zone: "us-east-1a", PrivateDNSName: dns,
-			PrivateIP:  fmt.Sprintf("10.0.3.%d", i+1),
-			Interfaces: []ec2sim.NetworkInterface{{Status: "in-use", PrivateIPs: []string{fmt.Sprintf("10.0.3.%d", i+1)}}},
-			Tags:       map[string]string{"kubernetes.io/cluster/" + cutoverCluster: "owned"},
-		})
-	}
-	awsConf := fmt.Sprintf(`[Global]
-Zone = us-east-1a
-VPC = vpc-0e2e
-SubnetID = subnet-0e2e
-KubernetesClusterID = %s
-
-[ServiceOverride "1"]
-Service = EC2
-Region = us-east-1
-URL = %s
-SigningRegion = us-east-1
-SigningName = ec2
-`, cutoverCluster, sim.URL)
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": "AKIDSIMULATED", "AWS_SECRET_ACCESS_KEY": "simulated-secret",
-		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-	} {
-		t.Setenv(k, v)
-	}
-	userCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "aws-cloud-config", Namespace: "kube-system"},
-		Data: map[string]string{"cloud.conf": awsConf}}
-	if err := e2e.Poll(ctx, "ConfigMap kube-system/aws-cloud-config", 200*time.Millisecond, 30*time.Second, func() (bool, error) {
-		_, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Create(ctx, userCM, metav1.CreateOptions{})
-		return err == nil, err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	_, nodeNames, awsConf := startAWSCloud(ctx, t, cp, 0x300, 6)
 	for _, b := range builds {
 		if err := <-b; err != nil {
 			t.Fatal(err)
