@@ -15,8 +15,11 @@
 // answered.
 //
 // It also tags instances (CreateTags, DeleteTags: the tagging controller's
-// calls, tags.go). Load balancers, routes and every other mutating action are
-// out of scope: any other Action gets EC2's InvalidAction error.
+// calls, tags.go) and describes the Region's subnets and route tables
+// (DescribeSubnets, DescribeRouteTables: the first network calls of the
+// provider's load balancer path, network.go).
+// Load balancers, routes and every other action are out of scope: any
+// other Action gets EC2's InvalidAction error, which fails the caller.
 package ec2sim
 
 import (
@@ -113,6 +116,10 @@ type Config struct {
 	Topology bool
 	// Latency is the simulated service time per action (zero: none).
 	Latency Latency
+	// Subnets and RouteTables are what DescribeSubnets and
+	// DescribeRouteTables answer.
+	Subnets     []Subnet
+	RouteTables []RouteTable
 }
 
 // ActionStats are the exact counters of one action.
@@ -120,7 +127,7 @@ type ActionStats struct {
 	Requests  int64 // every request received
 	Throttled int64 // answered 503 RequestLimitExceeded
 	Errors    int64 // answered another error
-	// Items is the number of instances (or zones, topologies) returned.
+	// Items is the number of instances (or zones, topologies, subnets, route tables) returned.
 	Items int64
 }
 
@@ -324,6 +331,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, items, err = s.describeAvailabilityZones(r)
 	case "DescribeInstanceTopology":
 		body, items, err = s.describeInstanceTopology(r)
+	case "DescribeSubnets": // network.go
+		body, items, err = s.describeSubnets(r)
+	case "DescribeRouteTables":
+		body, items, err = s.describeRouteTables(r)
 	case "CreateTags", "DeleteTags": // tags.go
 		body, items, err = s.tags(r, action == "CreateTags")
 	case "":
