@@ -39,7 +39,9 @@ SigningName = elasticloadbalancing
 // the cluster's subnet and a public main route table: the network calls
 // ec2sim answers (DescribeSubnets, DescribeRouteTables) succeed, and the
 // first action it does not know fails the call with no status — never a
-// silent success. The actions after it are not simulated yet.
+// silent success — with InvalidAction as the client reads it (the ELBv2
+// client too: its error is in that API's format). The actions after it are
+// not simulated yet.
 func TestEnsureLoadBalancerUnknownActionsFail(t *testing.T) {
 	setAWSEnv(t)
 	sim, err := ec2sim.Start(ec2sim.Config{
@@ -101,7 +103,7 @@ func TestEnsureLoadBalancerUnknownActionsFail(t *testing.T) {
 					t.Errorf("%s: %+v; want answered with items", a, s)
 				}
 			}
-			if s := stats[tc.unknown]; s.Errors != 1 || !strings.Contains(err.Error(), tc.unknown) {
+			if s := stats[tc.unknown]; s.Errors != 1 || !strings.Contains(err.Error(), tc.unknown) || !strings.Contains(err.Error(), "InvalidAction") {
 				t.Errorf("%s: %+v, error %v; want the call to fail on it once", tc.unknown, s, err)
 			}
 		})

@@ -37,9 +37,12 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Namespace is the XML namespace of EC2 API version 2016-11-15, the one the
-// SDK for Go v2 sends (Version=2016-11-15).
-const Namespace = "http://ec2.amazonaws.com/doc/2016-11-15/"
+// APIVersion is the EC2 API version the SDK for Go v2 sends
+// (Version=2016-11-15); Namespace is its XML namespace.
+const (
+	APIVersion = "2016-11-15"
+	Namespace  = "http://ec2.amazonaws.com/doc/" + APIVersion + "/"
+)
 
 // Instance states and their EC2 state codes.
 const (
@@ -313,6 +316,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	action := r.Form.Get("Action")
 	s.count(action, func(st *ActionStats) { st.Requests++ })
+	if v := r.Form.Get("Version"); v != "" && v != APIVersion {
+		// Another Query API sent here by a ServiceOverride (ELB 2012-06-01,
+		// ELBv2 2015-12-01): none of it is simulated, and the error is in
+		// that API's own format so that its SDK client reads the code.
+		s.count(action, func(st *ActionStats) { st.Errors++ })
+		s.writeQueryError(w, badRequest("InvalidAction", "The action %s is not valid for this web service (API version %s is not simulated).", action, v))
+		return
+	}
 	if !s.allow(action) {
 		s.count(action, func(st *ActionStats) { st.Throttled++ })
 		wait(r.Context(), s.latency.draw(action, 0))
@@ -370,6 +381,24 @@ type errorResponse struct {
 
 func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
 	out, _ := xml.Marshal(errorResponse{Code: e.code, Message: e.message, RequestID: s.requestID()})
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.WriteHeader(e.status)
+	_, _ = w.Write([]byte(xml.Header))
+	_, _ = w.Write(out)
+}
+
+// queryErrorResponse is the error document of the other Query APIs (ELB,
+// ELBv2: <ErrorResponse><Error><Code>...).
+type queryErrorResponse struct {
+	XMLName   xml.Name `xml:"ErrorResponse"`
+	Type      string   `xml:"Error>Type"`
+	Code      string   `xml:"Error>Code"`
+	Message   string   `xml:"Error>Message"`
+	RequestID string   `xml:"RequestId"`
+}
+
+func (s *Server) writeQueryError(w http.ResponseWriter, e *apiError) {
+	out, _ := xml.Marshal(queryErrorResponse{Type: "Sender", Code: e.code, Message: e.message, RequestID: s.requestID()})
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	w.WriteHeader(e.status)
 	_, _ = w.Write([]byte(xml.Header))
