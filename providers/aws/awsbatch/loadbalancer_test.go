@@ -36,8 +36,9 @@ SigningName = elasticloadbalancing
 
 // TestEnsureLoadBalancerUnknownActionsFail runs the stock AWS provider's
 // EnsureLoadBalancer (classic ELB, the default, and NLB) against ec2sim with
-// the cluster's subnet and a public main route table: the network calls
-// ec2sim answers (DescribeSubnets, DescribeRouteTables) succeed, and the
+// the cluster's subnet and a public main route table: the calls ec2sim
+// answers (subnets, route tables, the classic ELB's security group) succeed,
+// and the
 // first action it does not know fails the call with no status — never a
 // silent success — with InvalidAction as the client reads it (the ELBv2
 // client too: its error is in that API's format). The actions after it are
@@ -70,11 +71,13 @@ func TestEnsureLoadBalancerUnknownActionsFail(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		annotations map[string]string
-		// unknown is the first action ec2sim does not answer yet.
-		unknown string
+		// answered are the actions ec2sim must answer on the way; unknown
+		// is the first one it does not answer yet.
+		answered []string
+		unknown  string
 	}{
-		{"classic ELB", nil, "DescribeSecurityGroups"},
-		{"NLB", map[string]string{"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}, "DescribeLoadBalancers"},
+		{"classic ELB", nil, []string{"DescribeSubnets", "DescribeRouteTables", "DescribeSecurityGroups", "CreateSecurityGroup"}, "AuthorizeSecurityGroupIngress"},
+		{"NLB", map[string]string{"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}, []string{"DescribeSubnets", "DescribeRouteTables"}, "DescribeLoadBalancers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sim.ResetStats()
@@ -98,7 +101,7 @@ func TestEnsureLoadBalancerUnknownActionsFail(t *testing.T) {
 			}
 			slices.Sort(seen)
 			t.Logf("%s: actions %v; error %v", tc.name, seen, err)
-			for _, a := range []string{"DescribeSubnets", "DescribeRouteTables"} {
+			for _, a := range tc.answered {
 				if s := stats[a]; s.Requests == 0 || s.Errors != 0 || s.Items == 0 {
 					t.Errorf("%s: %+v; want answered with items", a, s)
 				}

@@ -17,7 +17,9 @@
 // It also tags instances (CreateTags, DeleteTags: the tagging controller's
 // calls, tags.go) and describes the Region's subnets and route tables
 // (DescribeSubnets, DescribeRouteTables: the first network calls of the
-// provider's load balancer path, network.go).
+// provider's load balancer path, network.go), and describes and creates
+// security groups (DescribeSecurityGroups, CreateSecurityGroup, without
+// their rules: securitygroups.go).
 // Load balancers, routes and every other action are out of scope: any
 // other Action gets EC2's InvalidAction error, which fails the caller.
 package ec2sim
@@ -27,6 +29,7 @@ import (
 	"encoding/hex"
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"sort"
@@ -123,6 +126,8 @@ type Config struct {
 	// DescribeRouteTables answer.
 	Subnets     []Subnet
 	RouteTables []RouteTable
+	// SecurityGroups are the groups the Region starts with.
+	SecurityGroups []SecurityGroup
 }
 
 // ActionStats are the exact counters of one action.
@@ -146,6 +151,8 @@ type Server struct {
 
 	mu        sync.RWMutex
 	instances map[string]*Instance
+	groups    []*SecurityGroup // creation order
+	groupSeq  int
 
 	bucketsMu sync.Mutex
 	buckets   map[string]*rate.Limiter
@@ -189,6 +196,10 @@ func Start(cfg Config) (*Server, error) {
 		buckets:   map[string]*rate.Limiter{},
 		stats:     map[string]*ActionStats{},
 		latency:   newLatencyModel(cfg.Latency),
+	}
+	for _, g := range cfg.SecurityGroups {
+		g.Tags = maps.Clone(g.Tags)
+		s.groups = append(s.groups, &g)
 	}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -346,6 +357,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, items, err = s.describeSubnets(r)
 	case "DescribeRouteTables":
 		body, items, err = s.describeRouteTables(r)
+	case "DescribeSecurityGroups": // securitygroups.go
+		body, items, err = s.describeSecurityGroups(r)
+	case "CreateSecurityGroup":
+		body, items, err = s.createSecurityGroup(r)
 	case "CreateTags", "DeleteTags": // tags.go
 		body, items, err = s.tags(r, action == "CreateTags")
 	case "":

@@ -3,6 +3,7 @@ package ec2sim
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -106,5 +107,49 @@ func TestDescribeRouteTables(t *testing.T) {
 	}
 	if _, err := c.DescribeRouteTables(ctx, &ec2.DescribeRouteTablesInput{Filters: []ec2types.Filter{{Name: aws.String("route.gateway-id"), Values: []string{"igw-1"}}}}); !errors.As(err, &ae) || ae.ErrorCode() != "InvalidParameterValue" {
 		t.Errorf("unknown filter: %v, want InvalidParameterValue", err)
+	}
+}
+
+// TestSecurityGroups: CreateSecurityGroup adds a group with its
+// TagSpecification's tags, DescribeSecurityGroups finds it by name and VPC
+// as the AWS provider asks, a second create of the name in the VPC is
+// InvalidGroup.Duplicate, an unknown group ID InvalidGroup.NotFound.
+func TestSecurityGroups(t *testing.T) {
+	s := start(t, Config{Region: "us-east-1", Unthrottled: true, SecurityGroups: []SecurityGroup{{ID: "sg-default", Name: "default", Description: "default", VPCID: "vpc-1"}}})
+	c := client(t, s, 1)
+	ctx := context.Background()
+	byName := func(name string) []ec2types.SecurityGroup {
+		t.Helper()
+		out, err := c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
+			{Name: aws.String("group-name"), Values: []string{name}}, {Name: aws.String("vpc-id"), Values: []string{"vpc-1"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.SecurityGroups
+	}
+	if got := byName("k8s-elb-a1"); len(got) != 0 {
+		t.Fatalf("before create: %v", got)
+	}
+	in := &ec2.CreateSecurityGroupInput{GroupName: aws.String("k8s-elb-a1"), Description: aws.String("Security group for Kubernetes ELB a1"), VpcId: aws.String("vpc-1"),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: []ec2types.Tag{{Key: aws.String("kubernetes.io/cluster/c1"), Value: aws.String("owned")}}}}}
+	created, err := c.CreateSecurityGroup(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := byName("k8s-elb-a1")
+	if len(got) != 1 || aws.ToString(got[0].GroupId) != aws.ToString(created.GroupId) || !strings.HasPrefix(aws.ToString(created.GroupId), "sg-") ||
+		aws.ToString(got[0].Description) != "Security group for Kubernetes ELB a1" || len(got[0].Tags) != 1 || aws.ToString(got[0].Tags[0].Value) != "owned" {
+		t.Errorf("created %v, described %+v", aws.ToString(created.GroupId), got)
+	}
+	var ae smithy.APIError
+	if _, err := c.CreateSecurityGroup(ctx, in); !errors.As(err, &ae) || ae.ErrorCode() != "InvalidGroup.Duplicate" {
+		t.Errorf("second create: %v, want InvalidGroup.Duplicate", err)
+	}
+	if _, err := c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: []string{"sg-x"}}); !errors.As(err, &ae) || ae.ErrorCode() != "InvalidGroup.NotFound" {
+		t.Errorf("unknown group: %v, want InvalidGroup.NotFound", err)
+	}
+	out, err := c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{})
+	if err != nil || len(out.SecurityGroups) != 2 || aws.ToString(out.SecurityGroups[0].GroupId) != "sg-default" {
+		t.Errorf("all groups: %v, %v; want sg-default then the created one", out, err)
 	}
 }
