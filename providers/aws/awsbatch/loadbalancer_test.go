@@ -76,7 +76,8 @@ func TestEnsureLoadBalancerUnknownActionsFail(t *testing.T) {
 		answered []string
 		unknown  string
 	}{
-		{"classic ELB", nil, []string{"DescribeSubnets", "DescribeRouteTables", "DescribeSecurityGroups", "CreateSecurityGroup"}, "AuthorizeSecurityGroupIngress"},
+		// Both reach the ELB API (classic: 2012-06-01, NLB: ELBv2 2015-12-01).
+		{"classic ELB", nil, []string{"DescribeSubnets", "DescribeRouteTables", "DescribeSecurityGroups", "CreateSecurityGroup", "AuthorizeSecurityGroupIngress"}, "DescribeLoadBalancers"},
 		{"NLB", map[string]string{"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}, []string{"DescribeSubnets", "DescribeRouteTables"}, "DescribeLoadBalancers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,8 +18,8 @@
 // calls, tags.go) and describes the Region's subnets and route tables
 // (DescribeSubnets, DescribeRouteTables: the first network calls of the
 // provider's load balancer path, network.go), and describes and creates
-// security groups (DescribeSecurityGroups, CreateSecurityGroup, without
-// their rules: securitygroups.go).
+// security groups with their ingress rules (DescribeSecurityGroups,
+// CreateSecurityGroup, AuthorizeSecurityGroupIngress: securitygroups.go).
 // Load balancers, routes and every other action are out of scope: any
 // other Action gets EC2's InvalidAction error, which fails the caller.
 package ec2sim
@@ -153,6 +153,7 @@ type Server struct {
 	instances map[string]*Instance
 	groups    []*SecurityGroup // creation order
 	groupSeq  int
+	ingress   map[string][]rule // by group ID
 
 	bucketsMu sync.Mutex
 	buckets   map[string]*rate.Limiter
@@ -361,6 +362,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, items, err = s.describeSecurityGroups(r)
 	case "CreateSecurityGroup":
 		body, items, err = s.createSecurityGroup(r)
+	case "AuthorizeSecurityGroupIngress":
+		body, items, err = s.authorizeIngress(r)
 	case "CreateTags", "DeleteTags": // tags.go
 		body, items, err = s.tags(r, action == "CreateTags")
 	case "":

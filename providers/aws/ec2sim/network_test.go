@@ -153,3 +153,44 @@ func TestSecurityGroups(t *testing.T) {
 		t.Errorf("all groups: %v, %v; want sg-default then the created one", out, err)
 	}
 }
+
+// TestAuthorizeIngress: the rules AuthorizeSecurityGroupIngress adds come
+// back in DescribeSecurityGroups grouped by protocol and ports, as the SDK
+// reads them; a rule the group has is InvalidPermission.Duplicate and adds
+// nothing; an unknown group is InvalidGroup.NotFound.
+func TestAuthorizeIngress(t *testing.T) {
+	s := start(t, Config{Region: "us-east-1", Unthrottled: true, SecurityGroups: []SecurityGroup{
+		{ID: "sg-elb", Name: "k8s-elb-a1", Description: "elb", VPCID: "vpc-1"}, {ID: "sg-nodes", Name: "nodes", Description: "nodes", VPCID: "vpc-1"}}})
+	c := client(t, s, 1)
+	ctx := context.Background()
+	perm := func(from, to int32, cidrs ...string) ec2types.IpPermission {
+		p := ec2types.IpPermission{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(from), ToPort: aws.Int32(to)}
+		for _, c := range cidrs {
+			p.IpRanges = append(p.IpRanges, ec2types.IpRange{CidrIp: aws.String(c)})
+		}
+		return p
+	}
+	icmp := ec2types.IpPermission{IpProtocol: aws.String("icmp"), FromPort: aws.Int32(3), ToPort: aws.Int32(4), UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: aws.String("sg-elb")}}}
+	if _, err := c.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String("sg-elb"),
+		IpPermissions: []ec2types.IpPermission{perm(80, 80, "0.0.0.0/0", "10.0.0.0/8"), icmp}}); err != nil {
+		t.Fatal(err)
+	}
+	var ae smithy.APIError
+	if _, err := c.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String("sg-elb"),
+		IpPermissions: []ec2types.IpPermission{perm(443, 443, "0.0.0.0/0"), perm(80, 80, "10.0.0.0/8")}}); !errors.As(err, &ae) || ae.ErrorCode() != "InvalidPermission.Duplicate" {
+		t.Errorf("a rule the group has: %v, want InvalidPermission.Duplicate", err)
+	}
+	if _, err := c.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String("sg-x"),
+		IpPermissions: []ec2types.IpPermission{perm(80, 80, "0.0.0.0/0")}}); !errors.As(err, &ae) || ae.ErrorCode() != "InvalidGroup.NotFound" {
+		t.Errorf("unknown group: %v, want InvalidGroup.NotFound", err)
+	}
+	out, err := c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: []string{"sg-elb"}})
+	if err != nil || len(out.SecurityGroups) != 1 {
+		t.Fatalf("describe sg-elb: %v, %v", out, err)
+	}
+	ps := out.SecurityGroups[0].IpPermissions
+	if len(ps) != 2 || aws.ToInt32(ps[0].FromPort) != 80 || len(ps[0].IpRanges) != 2 || aws.ToString(ps[0].IpRanges[1].CidrIp) != "10.0.0.0/8" ||
+		aws.ToString(ps[1].IpProtocol) != "icmp" || len(ps[1].UserIdGroupPairs) != 1 || aws.ToString(ps[1].UserIdGroupPairs[0].GroupId) != "sg-elb" {
+		t.Errorf("sg-elb's rules as the SDK reads them: %+v (the 443 rule of the refused call must not be there)", ps)
+	}
+}
