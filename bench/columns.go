@@ -216,6 +216,8 @@ type wireLog struct {
 	// onRequest, when set, sees every request and its status (0: no
 	// answer): the chaos timeline.
 	onRequest func(req *http.Request, status int)
+	// purposes counts the read requests by purpose.
+	purposes purposes
 }
 
 func (l *wireLog) requestHook() func(*http.Request, int) {
@@ -243,6 +245,7 @@ type wireTransport struct {
 }
 
 func (t *wireTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.log.purposes.count(req)
 	resp, err := t.next.RoundTrip(req)
 	if hook := t.log.requestHook(); hook != nil {
 		status := 0

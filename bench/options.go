@@ -158,7 +158,10 @@ type Options struct {
 	ReadQPS, WriteQPS     float64
 	ReadBurst, WriteBurst int
 	CloudMaxBatch         int
-	Latency, Jitter       time.Duration
+	// CloudListPage is the simulated cloud's ListInstances page size (0:
+	// simcloud.DefaultListPageSize).
+	CloudListPage   int
+	Latency, Jitter time.Duration
 
 	// The CCM: kube client QPS/burst per controller, workers.
 	KubeQPS        float64

@@ -54,7 +54,7 @@ func TestPlanPredictsRun(t *testing.T) {
 			runs := map[int]*Report{}
 			_ = runVirtualFn(t, func(ctx context.Context) error {
 				var err error
-				if plan, err = RunPlan(ctx, o, sizes, testWriter{t}); err != nil {
+				if plan, err = RunPlan(ctx, o, sizes, PlanConfig{ScaleupNodes: 500}, testWriter{t}); err != nil {
 					return err
 				}
 				for _, n := range sizes {
@@ -113,26 +113,91 @@ func TestRunsOut(t *testing.T) {
 	}
 }
 
-// TestBinding: the limit each point names, from its figures.
+// TestBinding: the limit each point names, from its figures, and a setting
+// to change with it. At 5,000 Nodes with list prefetch 1.9 of 4.5
+// reads/min were lifecycle batches while the plan named the cache TTL: the
+// purposes of the reads now decide.
 func TestBinding(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
+	plan := &Plan{QuotaRead: 20, NodeWorkers: 1, Supports: SupportsNone, ScaleupNodes: 500}
+	aws := &Plan{QuotaRead: 20, NodeWorkers: 1, Supports: SupportsList, ListQPS: 10, ScaleupNodes: 500}
 	for _, tc := range []struct {
-		pt   PlanPoint
-		want string
+		p       *Plan
+		pt      PlanPoint
+		want    string
+		setting string
 	}{
-		{PlanPoint{ReadsPerMin: 1150}, LimitQuota},
-		{PlanPoint{ReadsPerMin: 10, Throttled: 3}, LimitQuota},
-		{PlanPoint{ReadsPerMin: 667, SweepSeconds: f(683)}, LimitWorkers},
+		{plan, PlanPoint{ReadsPerMin: 1150}, LimitQuota, "the read quota"},
+		{plan, PlanPoint{ReadsPerMin: 10, Throttled: 3}, LimitQuota, "the read quota"},
+		{plan, PlanPoint{ReadsPerMin: 667, SweepSeconds: f(683)}, LimitWorkers, "--concurrent-node-syncs: from 1 to 5"},
 		// No sweep ended twice (20,000 Nodes, 1 % NotReady): the status
 		// loop's rate names the workers, not the period.
-		{PlanPoint{Nodes: 20000, ReadsPerMin: 997, StatusCallsPerMin: 540, CacheHitRatio: f(0.3)}, LimitWorkers},
-		{PlanPoint{Nodes: 1000, ReadsPerMin: 200, StatusCallsPerMin: 190, CacheHitRatio: f(0.1)}, LimitPeriod},
-		{PlanPoint{ReadsPerMin: 10, CallsPerMin: map[string]float64{"ListInstances": 8}, SweepSeconds: f(3)}, LimitList},
-		{PlanPoint{ReadsPerMin: 100, CacheHitRatio: f(0.5), SweepSeconds: f(60)}, LimitTTL},
-		{PlanPoint{ReadsPerMin: 200, CacheHitRatio: f(0.1), SweepSeconds: f(60)}, LimitPeriod},
+		{plan, PlanPoint{Nodes: 20000, ReadsPerMin: 997, StatusCallsPerMin: 540, CacheHitRatio: f(0.3)}, LimitWorkers, "--concurrent-node-syncs"},
+		{plan, PlanPoint{Nodes: 1000, ReadsPerMin: 200, StatusCallsPerMin: 190, CacheHitRatio: f(0.1)}, LimitPeriod, "methods.InstanceMetadata.ttl"},
+		{plan, PlanPoint{ReadsPerMin: 10, CallsPerMin: map[string]float64{"ListInstances": 8}, SweepSeconds: f(3)}, LimitList, "batch.listInterval"},
+		{plan, PlanPoint{ReadsPerMin: 100, CacheHitRatio: f(0.5), SweepSeconds: f(60)}, LimitTTL, "methods.InstanceMetadata.ttl"},
+		{plan, PlanPoint{ReadsPerMin: 200, CacheHitRatio: f(0.1), SweepSeconds: f(60)}, LimitPeriod, "methods.InstanceMetadata.ttl"},
+		// The reads' purposes decide: lifecycle batches over list pages
+		// over a high hit ratio.
+		{aws, PlanPoint{Nodes: 5000, ReadsPerMin: 4.5, CacheHitRatio: f(1), SweepSeconds: f(60),
+			ReadsPerMinByPurpose: map[string]float64{PurposeLifecycle: 1.9, PurposeList: 1.7, PurposeRoutes: 0.9}}, LimitLifecycle, "methods.InstanceExists.ttl"},
+		{aws, PlanPoint{Nodes: 20000, ReadsPerMin: 11, CacheHitRatio: f(1), SweepSeconds: f(60),
+			ReadsPerMinByPurpose: map[string]float64{PurposeLifecycle: 3, PurposeList: 6.6, PurposeRoutes: 0.9}}, LimitList, "batch.listInterval"},
+		{aws, PlanPoint{Nodes: 1000, ReadsPerMin: 3, CacheHitRatio: f(0.9), SweepSeconds: f(60),
+			ReadsPerMinByPurpose: map[string]float64{PurposeLifecycle: 1, PurposeStatus: 1.2, PurposeRoutes: 0.8}}, LimitTTL, "methods.InstanceMetadata.ttl"},
+		{aws, PlanPoint{Nodes: 1000, ReadsPerMin: 3, SweepSeconds: f(60),
+			ReadsPerMinByPurpose: map[string]float64{PurposeRoutes: 2, PurposeStatus: 1}}, LimitRoutes, "methods.ListRoutes.ttl"},
+		// List pages beyond EC2's unfiltered-DescribeInstances bucket
+		// (10/s) bind before the read bucket does.
+		{aws, PlanPoint{Nodes: 100000, ReadsPerMin: 600, SweepSeconds: f(60),
+			ReadsPerMinByPurpose: map[string]float64{PurposeList: 590, PurposeRoutes: 10}}, LimitQuota, "batch.listInterval"},
 	} {
-		if got, why := binding(&tc.pt, 20); got != tc.want || why == "" {
-			t.Errorf("%+v: %q (%s), want %q", tc.pt, got, why, tc.want)
+		got, why, setting := binding(&tc.pt, tc.p)
+		if got != tc.want || why == "" || !strings.Contains(setting, tc.setting) {
+			t.Errorf("%+v: %q (%s; change %s), want %q (change %s)", tc.pt, got, why, setting, tc.want, tc.setting)
 		}
+	}
+}
+
+// TestForecastScaleup: the quota a K-Node scale-up needs is the steady
+// reads plus the lookups beyond the burst over the least time the kube
+// client (three requests per Node) or the node workers allow; an upstream
+// that batches needs ceil(K/B) lookups.
+func TestForecastScaleup(t *testing.T) {
+	o := DefaultOptions() // kube 20 QPS / burst 30, 1 worker, 20 reads/s burst 20, batches of 500, RTT 50 ms
+	pt := PlanPoint{NeedSteady: 2}
+	forecastScaleup(&pt, o, 500, SupportsNone)
+	wantT := float64(3*500-1-30) / 20 // the Synced Event of the last Node follows it
+	if math.Abs(pt.ScaleupSeconds-wantT) > 1e-9 || pt.ScaleupReads != 500 {
+		t.Fatalf("cache: T %.3f s, lookups %.0f; want %.3f s, 500", pt.ScaleupSeconds, pt.ScaleupReads, wantT)
+	}
+	if want := 2 + (500.0-20)/(wantT-0.05); math.Abs(pt.NeedScaleup-want) > 1e-9 {
+		t.Errorf("cache: needs %.3f reads/s, want %.3f", pt.NeedScaleup, want)
+	}
+	forecastScaleup(&pt, o, 500, SupportsBatch)
+	if pt.ScaleupReads != 1 || pt.NeedScaleup != 2 {
+		t.Errorf("batch: %.0f lookups, needs %.3f reads/s; want 1 (within the burst), the steady 2", pt.ScaleupReads, pt.NeedScaleup)
+	}
+	// 100 workers and a kube client that does not hold them: the workers'
+	// round trips set T.
+	o.NodeWorkers, o.KubeQPS, o.KubeBurst = 100, 1e6, 1e6
+	forecastScaleup(&pt, o, 5000, SupportsNone)
+	if want := 50 * 0.05; math.Abs(pt.ScaleupSeconds-want) > 1e-9 {
+		t.Errorf("100 workers: T %.3f s, want %.3f (50 round trips each)", pt.ScaleupSeconds, want)
+	}
+}
+
+// TestApplyCloud: the aws profile is EC2's documented buckets and pages.
+func TestApplyCloud(t *testing.T) {
+	o := DefaultOptions()
+	c, err := ApplyCloud(o, "aws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ReadQPS != 20 || o.ReadBurst != 100 || o.CloudListPage != 1000 || c.ListQPS != 10 || c.ListBurst != 50 {
+		t.Errorf("aws: read %g/%d, page %d, list %g/%d; want 20/100, 1000, 10/50", o.ReadQPS, o.ReadBurst, o.CloudListPage, c.ListQPS, c.ListBurst)
+	}
+	if _, err := ApplyCloud(o, "azure"); err == nil || !strings.Contains(err.Error(), "--cloud") {
+		t.Errorf("unknown profile: %v, want an error naming --cloud", err)
 	}
 }

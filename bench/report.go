@@ -176,6 +176,10 @@ type Steady struct {
 	// node status loop's demand, the same for every column when the
 	// machine keeps pace: N per status period plus the sweep's length).
 	StatusCallsPerHour float64 `json:"status_calls_per_hour"`
+	// ReadsPerHourByPurpose splits the reads by what they were for
+	// (Purpose*: status, lifecycle, list, routes, other), classified on
+	// the wire from the Nodes each request carries.
+	ReadsPerHourByPurpose map[string]float64 `json:"reads_per_hour_by_purpose,omitempty"`
 }
 
 // aggregate fills Columns, Bare and Cloudgate from the runs.
@@ -301,6 +305,12 @@ func medianSide(runs []Side) Side {
 		for _, r := range runs {
 			for m := range r.Steady.CallsPerHourByMethod {
 				st.CallsPerHourByMethod[m] = sf(func(s *Steady) float64 { return s.CallsPerHourByMethod[m] }, "")
+			}
+			for p := range r.Steady.ReadsPerHourByPurpose {
+				if st.ReadsPerHourByPurpose == nil {
+					st.ReadsPerHourByPurpose = map[string]float64{}
+				}
+				st.ReadsPerHourByPurpose[p] = sf(func(s *Steady) float64 { return s.ReadsPerHourByPurpose[p] }, "")
 			}
 		}
 		out.Steady = st

@@ -153,6 +153,7 @@ func newServer(o *Options, seed int64, f float64, inMemory bool) (*simcloud.Serv
 		WriteQPS:     o.WriteQPS * f,
 		WriteBurst:   o.WriteBurst,
 		MaxBatchSize: o.CloudMaxBatch,
+		ListPageSize: o.CloudListPage,
 		BaseLatency:  scale(o.Latency, f),
 		Jitter:       scale(o.Jitter, f),
 		// An injected hang lasts until the client's timeout ends it.
@@ -388,10 +389,12 @@ type counterSnap struct {
 	// controllerCalls are all the controllers' calls.
 	controllerCalls int64
 	shadowCalls     float64
+	// purposes are the reads sent so far, by purpose.
+	purposes map[string]int64
 }
 
 func (r *colRun) snapshot() counterSnap {
-	s := counterSnap{at: time.Now(), cnt: r.srv.Counters(), statusCalls: r.c.rec.count("InstanceMetadata"), controllerCalls: r.c.rec.total()}
+	s := counterSnap{at: time.Now(), cnt: r.srv.Counters(), statusCalls: r.c.rec.count("InstanceMetadata"), controllerCalls: r.c.rec.total(), purposes: r.col.Wire.purposes.snapshot()}
 	if r.col.Registry != nil {
 		s.hits, s.total = cacheCounts(r.col.Registry)
 		s.shadowCalls = r.shadowSince()
@@ -413,6 +416,14 @@ func steadyFigures(a, b counterSnap, window time.Duration, readQPS float64) *Ste
 	}
 	st.QuotaUtilization = st.ReadsPerHour / 3600 / readQPS
 	st.StatusCallsPerHour = float64(b.statusCalls-a.statusCalls) / h
+	for p, v := range b.purposes {
+		if d := v - a.purposes[p]; d > 0 {
+			if st.ReadsPerHourByPurpose == nil {
+				st.ReadsPerHourByPurpose = map[string]float64{}
+			}
+			st.ReadsPerHourByPurpose[p] = float64(d) / h
+		}
+	}
 	if t := b.total - a.total; t > 0 {
 		v := (b.hits - a.hits) / t
 		st.CacheHitRatio = &v

@@ -31,9 +31,11 @@ func steadySpec(o *Options, n int, name string) scenarioSpec {
 			return err
 		}
 		for k := 0; k < notReady; k++ {
-			if err := r.c.SetReady(insts[k*len(insts)/notReady].NodeName, false); err != nil {
+			inst := insts[k*len(insts)/notReady]
+			if err := r.c.SetReady(inst.NodeName, false); err != nil {
 				return err
 			}
+			r.col.Wire.purposes.markNotReady(inst.NodeName, inst.ID)
 		}
 		if err := r.startThenServices(ctx, o.Services); err != nil {
 			return err

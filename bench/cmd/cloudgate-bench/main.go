@@ -252,34 +252,60 @@ var host = func(ctx context.Context, fn virtual.Func) error {
 }
 
 // runPlan is "cloudgate-bench plan": the steady state at each node count
-// with the user's policy, against the user's quota.
+// with the user's policy, on the user's cloud profile and quota, and the
+// forecast from it.
 func runPlan(args []string, stdout, stderr io.Writer) error {
 	o := bench.DefaultOptions()
 	o.SteadyWindow = 30 * time.Minute
 	fs := flag.NewFlagSet("cloudgate-bench plan", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.ConfigFile, "config", "", "your cloudgate.yaml (default: DefaultConfig with limits at the quota)")
-	fs.Float64Var(&o.ReadQPS, "quota-read", o.ReadQPS, "your account's read quota (calls per second)")
-	fs.IntVar(&o.ReadBurst, "quota-read-burst", o.ReadBurst, "your account's read burst")
+	cloud := fs.String("cloud", "simcloud", "cloud profile: simcloud (20 reads/s, burst 20, pages of 500) or aws (EC2's documented buckets: non-mutating 20/s, burst 100; unfiltered DescribeInstances 10/s, burst 50; pages of 1,000); --quota-* flags override its quota")
+	fs.Float64Var(&o.ReadQPS, "quota-read", o.ReadQPS, "your account's read quota (calls per second; default: the cloud profile's)")
+	fs.IntVar(&o.ReadBurst, "quota-read-burst", o.ReadBurst, "your account's read burst (default: the cloud profile's)")
 	fs.Float64Var(&o.WriteQPS, "quota-write", o.WriteQPS, "your account's write quota (calls per second)")
 	fs.IntVar(&o.WriteBurst, "quota-write-burst", o.WriteBurst, "your account's write burst")
-	fs.StringVar(&o.UpstreamSupports, "upstream-supports", bench.SupportsNone, "what your provider implements: none, batch (BatchInstances) or list (also InstanceLister); only that is simulated")
+	supports := fs.String("upstream-supports", bench.SupportsNone, "what your provider implements: none, batch (BatchInstances) or list (also InstanceLister); only that is simulated; a comma-separated list plans each")
 	nodes := fs.String("nodes", "1000,2000,5000,10000", "node counts to sweep")
 	fs.IntVar(&o.Services, "services", o.Services, "LoadBalancer services")
 	fs.Float64Var(&o.NotReadyPct, "not-ready-pct", o.NotReadyPct, "percentage of NotReady nodes")
+	fs.IntVar(&o.NodeWorkers, "node-workers", o.NodeWorkers, "the CCM's --concurrent-node-syncs")
+	fs.Float64Var(&o.KubeQPS, "kube-qps", o.KubeQPS, "the CCM's kube client QPS per controller (--kube-api-qps)")
+	fs.IntVar(&o.KubeBurst, "kube-burst", o.KubeBurst, "the CCM's kube client burst (--kube-api-burst)")
+	scaleup := fs.Int("scaleup-nodes", 500, "K of the scale-up forecast: Nodes joining at once")
 	fs.DurationVar(&o.SteadyWindow, "steady-window", o.SteadyWindow, "simulated steady window per node count")
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "the simulated cloud's base latency")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the simulated cloud")
-	htmlOut := fs.String("html", "", "write the plan with its plot to this HTML file")
-	jsonOut := fs.String("json", "", "write the plan as JSON to this file")
+	htmlOut := fs.String("html", "", "write the plan with its plot to this HTML file (one --upstream-supports only)")
+	jsonOut := fs.String("json", "", "write the plans as a JSON array to this file")
 	verbose := fs.Bool("v", false, "show the controllers' logs")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the simulation to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// The profile sets the quota; a --quota-read(-burst) given as well wins.
+	readQPS, readBurst := o.ReadQPS, o.ReadBurst
+	if _, err := bench.ApplyCloud(o, *cloud); err != nil {
+		return err
+	}
+	if set["quota-read"] {
+		o.ReadQPS = readQPS
+	}
+	if set["quota-read-burst"] {
+		o.ReadBurst = readBurst
+	}
 	counts, err := parseInts(*nodes)
 	if err != nil {
 		return fmt.Errorf("--nodes: %w", err)
+	}
+	cols := splitList(*supports)
+	if len(cols) == 0 {
+		return fmt.Errorf("--upstream-supports: name none, batch or list")
+	}
+	if len(cols) > 1 && *htmlOut != "" {
+		return fmt.Errorf("--html: one --upstream-supports at a time (got %q)", *supports)
 	}
 	if !*verbose {
 		quietKlog()
@@ -301,20 +327,30 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		}
 		stop = func() { pprof.StopCPUProfile(); f.Close() }
 	}
+	cfg := bench.PlanConfig{Cloud: *cloud, ScaleupNodes: *scaleup}
 	return host(ctx, func(ctx context.Context) error {
 		defer stop()
-		return writePlan(ctx, o, counts, *jsonOut, *htmlOut, stdout, stderr)
+		return writePlan(ctx, o, cols, counts, cfg, *jsonOut, *htmlOut, stdout, stderr)
 	})
 }
 
-func writePlan(ctx context.Context, o *bench.Options, counts []int, jsonOut, htmlOut string, stdout, stderr io.Writer) error {
-	p, err := bench.RunPlan(ctx, o, counts, stderr)
-	if err != nil {
-		return err
+func writePlan(ctx context.Context, o *bench.Options, cols []string, counts []int, cfg bench.PlanConfig, jsonOut, htmlOut string, stdout, stderr io.Writer) error {
+	var plans []*bench.Plan
+	for i, col := range cols {
+		oc := *o
+		oc.UpstreamSupports = col
+		p, err := bench.RunPlan(ctx, &oc, counts, cfg, stderr)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		p.WriteTable(stdout)
+		plans = append(plans, p)
 	}
-	p.WriteTable(stdout)
 	if jsonOut != "" {
-		b, err := json.MarshalIndent(p, "", "  ")
+		b, err := json.MarshalIndent(plans, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -323,7 +359,7 @@ func writePlan(ctx context.Context, o *bench.Options, counts []int, jsonOut, htm
 		}
 	}
 	if htmlOut != "" {
-		if err := p.WriteHTML(htmlOut); err != nil {
+		if err := plans[0].WriteHTML(htmlOut); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "HTML plan: %s\n", htmlOut)

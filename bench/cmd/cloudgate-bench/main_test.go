@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloudgate/cloudgate/bench"
 	"github.com/cloudgate/cloudgate/bench/virtual"
 )
 
@@ -81,6 +82,45 @@ func TestPlanPrintsHeadroomAndRunsOut(t *testing.T) {
 	}
 	if page, err := os.ReadFile(html); err != nil || !strings.Contains(string(page), "<svg") {
 		t.Errorf("plan HTML: %v", err)
+	}
+}
+
+// TestPlanAWSForecast: plan on the aws profile with the CCM's settings as
+// flags prints the forecast (quota needed, binding limit, the setting to
+// change) for each upstream named, and writes them as a JSON array.
+func TestPlanAWSForecast(t *testing.T) {
+	useTestHost(t)
+	out := filepath.Join(t.TempDir(), "plan.json")
+	var stdout, stderr bytes.Buffer
+	err := run([]string{
+		"plan", "--cloud", "aws", "--nodes", "30", "--services", "0", "--not-ready-pct", "10", "--steady-window", "10m",
+		"--node-workers", "4", "--kube-qps", "50", "--kube-burst", "60", "--scaleup-nodes", "200",
+		"--upstream-supports", "none,list", "--json", out,
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"cloud aws: read quota 20/s (burst 100", "list pages 10/s (burst 50)", "pages of 1000",
+		"kube client 50 QPS / burst 60, --concurrent-node-syncs 4", "upstream implements none", "upstream implements list",
+		"read quota needed", "200-Node scale-up", "change: ", "lifecycle"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plans []bench.Plan
+	if err := json.Unmarshal(b, &plans); err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 2 || plans[0].Cloud != "aws" || plans[0].NodeWorkers != 4 || plans[0].KubeQPS != 50 || plans[1].Supports != bench.SupportsList ||
+		plans[0].ListPage != 1000 || plans[0].Points[0].Setting == "" || plans[0].Points[0].NeedScaleup <= 0 {
+		t.Errorf("plans: %s", b)
+	}
+	if err := run([]string{"plan", "--cloud", "gcp"}, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "--cloud") {
+		t.Errorf("--cloud gcp: %v, want an error naming --cloud", err)
 	}
 }
 

@@ -46,6 +46,11 @@ func list(form url.Values, prefix string) []string {
 }
 
 func filters(form url.Values) ([]filter, *apiError) {
+	return filtersWith(form, knownFilter)
+}
+
+// filtersWith parses Filter.N, each name checked by known.
+func filtersWith(form url.Values, known func(string) bool) ([]filter, *apiError) {
 	var out []filter
 	total := 0
 	for i := 1; ; i++ {
@@ -55,7 +60,7 @@ func filters(form url.Values) ([]filter, *apiError) {
 			break
 		}
 		f := filter{name: name[0], values: list(form, p+".Value")}
-		if !knownFilter(f.name) {
+		if !known(f.name) {
 			return nil, badRequest("InvalidParameterValue", "The filter '%s' is invalid", f.name)
 		}
 		total += len(f.values)

@@ -15,8 +15,13 @@
 // answered.
 //
 // It also tags instances (CreateTags, DeleteTags: the tagging controller's
-// calls, tags.go). Load balancers, routes and every other mutating action are
-// out of scope: any other Action gets EC2's InvalidAction error.
+// calls, tags.go) and describes the Region's subnets and route tables
+// (DescribeSubnets, DescribeRouteTables: the first network calls of the
+// provider's load balancer path, network.go), and describes and creates
+// security groups with their ingress rules (DescribeSecurityGroups,
+// CreateSecurityGroup, AuthorizeSecurityGroupIngress: securitygroups.go).
+// Load balancers, routes and every other action are out of scope: any
+// other Action gets EC2's InvalidAction error, which fails the caller.
 package ec2sim
 
 import (
@@ -24,6 +29,7 @@ import (
 	"encoding/hex"
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"sort"
@@ -34,9 +40,12 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Namespace is the XML namespace of EC2 API version 2016-11-15, the one the
-// SDK for Go v2 sends (Version=2016-11-15).
-const Namespace = "http://ec2.amazonaws.com/doc/2016-11-15/"
+// APIVersion is the EC2 API version the SDK for Go v2 sends
+// (Version=2016-11-15); Namespace is its XML namespace.
+const (
+	APIVersion = "2016-11-15"
+	Namespace  = "http://ec2.amazonaws.com/doc/" + APIVersion + "/"
+)
 
 // Instance states and their EC2 state codes.
 const (
@@ -113,6 +122,12 @@ type Config struct {
 	Topology bool
 	// Latency is the simulated service time per action (zero: none).
 	Latency Latency
+	// Subnets and RouteTables are what DescribeSubnets and
+	// DescribeRouteTables answer.
+	Subnets     []Subnet
+	RouteTables []RouteTable
+	// SecurityGroups are the groups the Region starts with.
+	SecurityGroups []SecurityGroup
 }
 
 // ActionStats are the exact counters of one action.
@@ -120,7 +135,7 @@ type ActionStats struct {
 	Requests  int64 // every request received
 	Throttled int64 // answered 503 RequestLimitExceeded
 	Errors    int64 // answered another error
-	// Items is the number of instances (or zones, topologies) returned.
+	// Items is the number of instances (or zones, topologies, subnets, route tables) returned.
 	Items int64
 }
 
@@ -136,6 +151,9 @@ type Server struct {
 
 	mu        sync.RWMutex
 	instances map[string]*Instance
+	groups    []*SecurityGroup // creation order
+	groupSeq  int
+	ingress   map[string][]rule // by group ID
 
 	bucketsMu sync.Mutex
 	buckets   map[string]*rate.Limiter
@@ -179,6 +197,10 @@ func Start(cfg Config) (*Server, error) {
 		buckets:   map[string]*rate.Limiter{},
 		stats:     map[string]*ActionStats{},
 		latency:   newLatencyModel(cfg.Latency),
+	}
+	for _, g := range cfg.SecurityGroups {
+		g.Tags = maps.Clone(g.Tags)
+		s.groups = append(s.groups, &g)
 	}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -306,6 +328,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	action := r.Form.Get("Action")
 	s.count(action, func(st *ActionStats) { st.Requests++ })
+	if v := r.Form.Get("Version"); v != "" && v != APIVersion {
+		// Another Query API sent here by a ServiceOverride (ELB 2012-06-01,
+		// ELBv2 2015-12-01): none of it is simulated, and the error is in
+		// that API's own format so that its SDK client reads the code.
+		s.count(action, func(st *ActionStats) { st.Errors++ })
+		s.writeQueryError(w, badRequest("InvalidAction", "The action %s is not valid for this web service (API version %s is not simulated).", action, v))
+		return
+	}
 	if !s.allow(action) {
 		s.count(action, func(st *ActionStats) { st.Throttled++ })
 		wait(r.Context(), s.latency.draw(action, 0))
@@ -324,6 +354,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, items, err = s.describeAvailabilityZones(r)
 	case "DescribeInstanceTopology":
 		body, items, err = s.describeInstanceTopology(r)
+	case "DescribeSubnets": // network.go
+		body, items, err = s.describeSubnets(r)
+	case "DescribeRouteTables":
+		body, items, err = s.describeRouteTables(r)
+	case "DescribeSecurityGroups": // securitygroups.go
+		body, items, err = s.describeSecurityGroups(r)
+	case "CreateSecurityGroup":
+		body, items, err = s.createSecurityGroup(r)
+	case "AuthorizeSecurityGroupIngress":
+		body, items, err = s.authorizeIngress(r)
 	case "CreateTags", "DeleteTags": // tags.go
 		body, items, err = s.tags(r, action == "CreateTags")
 	case "":
@@ -359,6 +399,24 @@ type errorResponse struct {
 
 func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
 	out, _ := xml.Marshal(errorResponse{Code: e.code, Message: e.message, RequestID: s.requestID()})
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.WriteHeader(e.status)
+	_, _ = w.Write([]byte(xml.Header))
+	_, _ = w.Write(out)
+}
+
+// queryErrorResponse is the error document of the other Query APIs (ELB,
+// ELBv2: <ErrorResponse><Error><Code>...).
+type queryErrorResponse struct {
+	XMLName   xml.Name `xml:"ErrorResponse"`
+	Type      string   `xml:"Error>Type"`
+	Code      string   `xml:"Error>Code"`
+	Message   string   `xml:"Error>Message"`
+	RequestID string   `xml:"RequestId"`
+}
+
+func (s *Server) writeQueryError(w http.ResponseWriter, e *apiError) {
+	out, _ := xml.Marshal(queryErrorResponse{Type: "Sender", Code: e.code, Message: e.message, RequestID: s.requestID()})
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	w.WriteHeader(e.status)
 	_, _ = w.Write([]byte(xml.Header))
