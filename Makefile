@@ -17,7 +17,8 @@ all: lint build test
 BENCH_MOD    := bench
 AWS_MOD      := providers/aws
 AWSBENCH_MOD := providers/aws/awsbench
-MODULES      := . $(BENCH_MOD) $(AWS_MOD) $(AWSBENCH_MOD)
+GCE_MOD      := providers/gce
+MODULES      := . $(BENCH_MOD) $(AWS_MOD) $(AWSBENCH_MOD) $(GCE_MOD)
 
 deps:
 	@for m in $(MODULES); do echo "cd $$m && $(GO) mod download"; (cd $$m && $(GO) mod download) || exit 1; done
@@ -37,6 +38,7 @@ lint:
 	cd $(BENCH_MOD) && $(GO) vet ./...
 	cd $(AWS_MOD) && $(GO) vet -race ./...
 	cd $(AWSBENCH_MOD) && $(GO) vet -race ./...
+	cd $(GCE_MOD) && $(GO) vet -race ./...
 
 # The e2e tests need a real etcd + kube-apiserver: built once from a separate tools
 # module (.ci/k8s-tools) and cached under $(CACHE_DIR), keyed on its go.sum and the Go
