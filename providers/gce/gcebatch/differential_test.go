@@ -168,17 +168,30 @@ func TestListMatchesProvider(t *testing.T) {
 }
 
 // TestFaithful: the provider's answers through cloudgate (no adapter, no batching) equal the
-// provider's alone, errors included.
+// provider's alone, errors included. The not-found guard is off: it holds a first "does not
+// exist" back by design (checked below), which is the one answer it changes.
 func TestFaithful(t *testing.T) {
 	sim, c := start(t, gcesim.Config{}, true)
 	fleet(sim)
 	ctx := context.Background()
 	up := c.Unwrap()
-	gated, err := provider.New(up, nil)
+	cfg := provider.DefaultConfig()
+	off := false
+	cfg.NotFoundGuard.Enabled = &off
+	gated, err := provider.New(up, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gated.Close()
+	guarded, err := provider.New(up, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer guarded.Close()
+	g, _ := guarded.InstancesV2()
+	if ex, err := g.InstanceExists(ctx, node("gone", sim.ProviderID(sim.Zones()[0], "gone"))); err == nil {
+		t.Errorf("default config: a first \"does not exist\" answered %v, nil; want it held by the not-found guard", ex)
+	}
 	a, _ := up.InstancesV2()
 	b, _ := gated.InstancesV2()
 	for _, n := range nodes(sim) {

@@ -62,9 +62,9 @@ type lookup struct {
 	err        error
 }
 
-// BatchInstanceStatus implements provider.BatchInstances: one filtered instances.list per
-// zone holding nodes of the batch (and, for nodes without a provider ID, per managed zone in
-// order until each is found).
+// BatchInstanceStatus implements provider.BatchInstances: at most one filtered
+// instances.list per zone, for the nodes whose provider ID names the zone and, in a managed
+// zone, the nodes without one (searched in the provider's zone order until each is found).
 func (i *Instances) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) ([]provider.InstanceStatus, error) {
 	ls := make([]*lookup, len(nodes))
 	byZone := map[string][]*lookup{}
@@ -85,22 +85,34 @@ func (i *Instances) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) (
 		l.name = canonical(n.Name)
 		unplaced = append(unplaced, l)
 	}
-	zones := make([]string, 0, len(byZone))
-	for z := range byZone {
-		zones = append(zones, z)
-	}
-	sort.Strings(zones)
-	for _, z := range zones {
-		if err := i.listZone(ctx, z, byZone[z]); err != nil {
-			return nil, err
-		}
-	}
+	// One list per zone: the managed zones in the provider's order, each for the nodes whose
+	// provider ID names it and the nodes without one not found in an earlier zone; then the
+	// other zones provider IDs name.
+	managed := map[string]bool{}
 	for _, z := range i.zones {
-		if len(unplaced) == 0 {
-			break
+		managed[z] = true
+	}
+	var others []string
+	for z := range byZone {
+		if !managed[z] {
+			others = append(others, z)
 		}
-		if err := i.listZone(ctx, z, unplaced); err != nil {
+	}
+	sort.Strings(others)
+	for _, z := range append(append([]string(nil), i.zones...), others...) {
+		want := byZone[z]
+		searching := managed[z] && len(unplaced) > 0
+		if searching {
+			want = append(append([]*lookup(nil), want...), unplaced...)
+		}
+		if len(want) == 0 {
+			continue
+		}
+		if err := i.listZone(ctx, z, want); err != nil {
 			return nil, err
+		}
+		if !searching {
+			continue
 		}
 		var left []*lookup
 		for _, l := range unplaced {

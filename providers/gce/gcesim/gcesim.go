@@ -4,7 +4,8 @@
 // token-url = Server.TokenURL(). It answers the calls the provider makes for the node,
 // node-lifecycle and route controllers — instances get/list/aggregatedList (filter,
 // maxResults, pageToken), zones list/get, networks get, routes list/insert/delete and their
-// global operations — and the metadata server's paths with 404 (the CCM is not on a VM).
+// global operations — and the metadata server's paths with 404 (the CCM is not on a VM),
+// except the default service account's token, which the provider's token-url client needs.
 //
 // Every call is counted by method (Compute Engine's method names, e.g.
 // "compute.instances.get"). A call it does not know is answered 404 with an error body
@@ -160,7 +161,8 @@ func (s *Server) APIEndpoint() string { return s.url + "/compute/v1/" }
 func (s *Server) TokenURL() string { return s.url + "/token" }
 
 // MetadataHost is a GCE_METADATA_HOST value pointing the metadata client at this server,
-// which answers 404 to every metadata path (no metadata server).
+// which answers 404 to every metadata path (no metadata server) but the default service
+// account's token.
 func (s *Server) MetadataHost() string { return strings.TrimPrefix(s.url, "http://") }
 
 // Project, Region and Zones are the simulated project's.
@@ -255,6 +257,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/token" && r.Method == http.MethodPost:
 		s.count("token")
 		writeJSON(w, http.StatusOK, map[string]any{"accessToken": s.token, "expireTime": s.cfg.Clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+		return
+	case p == "/computeMetadata/v1/instance/service-accounts/default/token":
+		// The provider's alternate token source (token-url) posts through an HTTP client
+		// authorised by the metadata server's default service account token.
+		s.count("metadata.token")
+		w.Header().Set("Metadata-Flavor", "Google")
+		writeJSON(w, http.StatusOK, map[string]any{"access_token": "gcesim-metadata-token", "expires_in": 3600, "token_type": "Bearer"})
 		return
 	case strings.HasPrefix(p, "/computeMetadata/"):
 		s.count("metadata")
