@@ -5,19 +5,23 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test bench bench-results bench-results-aws bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release release-dist release-check test-skew bench-real bench-plan
+.PHONY: all build test bench bench-results bench-results-aws bench-results-gce bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release release-dist release-check test-skew bench-real bench-plan
 
 all: lint build test
 
-# Four modules, each with its own go.mod, so a user's module graph holds the library only:
+# Six modules, each with its own go.mod, so a user's module graph holds the library only:
 # the core (the library, internal/ccm, dashboards, deploy); bench (the load benchmark,
 # simcloud, cloudgate-bench, the simcloud CCM, the dashboards' and manifests' tests: gonum/plot
 # and prometheus/prometheus stay there); providers/aws (the AWS provider and its SDK, ec2sim);
-# providers/aws/awsbench (the AWS benchmark, aws-bench). Every target covers all four.
+# providers/aws/awsbench (the AWS benchmark, aws-bench); providers/gce (the GCE provider,
+# gcesim, gce-batch, its CCM); providers/gce/gcebench (the GCE benchmark, gce-bench). Every
+# target covers all six.
 BENCH_MOD    := bench
 AWS_MOD      := providers/aws
 AWSBENCH_MOD := providers/aws/awsbench
-MODULES      := . $(BENCH_MOD) $(AWS_MOD) $(AWSBENCH_MOD)
+GCE_MOD      := providers/gce
+GCEBENCH_MOD := providers/gce/gcebench
+MODULES      := . $(BENCH_MOD) $(AWS_MOD) $(AWSBENCH_MOD) $(GCE_MOD) $(GCEBENCH_MOD)
 
 deps:
 	@for m in $(MODULES); do echo "cd $$m && $(GO) mod download"; (cd $$m && $(GO) mod download) || exit 1; done
@@ -37,6 +41,8 @@ lint:
 	cd $(BENCH_MOD) && $(GO) vet ./...
 	cd $(AWS_MOD) && $(GO) vet -race ./...
 	cd $(AWSBENCH_MOD) && $(GO) vet -race ./...
+	cd $(GCE_MOD) && $(GO) vet -race ./...
+	cd $(GCEBENCH_MOD) && $(GO) vet -race ./...
 
 # The e2e tests need a real etcd + kube-apiserver: built once from a separate tools
 # module (.ci/k8s-tools) and cached under $(CACHE_DIR), keyed on its go.sum and the Go
@@ -96,6 +102,12 @@ bench-results: deps
 # ~70 min, real time (knobs: bench/aws-results.sh).
 bench-results-aws:
 	GO=$(GO) bash bench/aws-results.sh
+
+# Regenerates providers/gce/RESULTS.gce.md: the GCE provider alone and behind cloudgate's
+# default install (gce-batch) on gcesim at 1,000 and 5,000 nodes, 500 joining, and a
+# 1,000-node scale-up with routes (~15 min, real time; knobs: bench/gce-results.sh).
+bench-results-gce:
+	GO=$(GO) bash bench/gce-results.sh
 
 # Regenerates bench/RESULTS.scale.md (bench-results appends it to RESULTS.md) and
 # bench/results-scale.json: the scale scenario, the steady status sweep at 1k, 5k,

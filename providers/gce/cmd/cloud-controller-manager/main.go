@@ -1,0 +1,37 @@
+// Command cloud-controller-manager is the Kubernetes cloud-controller-manager for GCE with
+// cloudgate in front of the unmodified GCE cloud provider (k8s.io/cloud-provider-gcp/providers,
+// registered as "gce") and the gcebatch adapter ("gce-batch"), which adds batched and listed
+// instance lookups to it. Run it with
+//
+//	--cloud-provider=cloudgate --cloud-config=cloudgate.yaml
+//
+// where cloudgate.yaml names the upstream "gce-batch" or "gce" and points at the GCE
+// provider's own cloud config. See docs/gce.md.
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-base/cli"
+	"k8s.io/klog/v2"
+
+	"github.com/cloudgate/cloudgate/internal/ccm"             // registers "cloudgate"
+	_ "github.com/cloudgate/cloudgate/providers/gce/gcebatch" // registers "gce-batch" (and "gce")
+)
+
+func main() {
+	cmd, err := newCommand(wait.NeverStop)
+	if err != nil {
+		klog.Fatalf("unable to initialize command options: %v", err)
+	}
+	os.Exit(cli.Run(cmd))
+}
+
+func newCommand(stopCh <-chan struct{}) (*cobra.Command, error) {
+	return ccm.New(stopCh, ccm.Options{
+		Linked:       `"cloudgate" (give it --cloud-config=cloudgate.yaml), "gce-batch" and "gce"`,
+		UntaggedHint: "the GCE provider always reports one",
+	})
+}

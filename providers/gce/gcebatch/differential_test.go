@@ -1,0 +1,265 @@
+package gcebatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/cloudgate/cloudgate/limiter"
+	"github.com/cloudgate/cloudgate/provider"
+	"github.com/cloudgate/cloudgate/providers/gce/gcesim"
+)
+
+// start runs gcesim with a fleet and builds the adapter over the unmodified provider from
+// its own cloud config (api-endpoint, token-url, project-id, local-zone, network).
+func start(t *testing.T, cfg gcesim.Config, multizone bool) (*gcesim.Server, *Cloud) {
+	t.Helper()
+	sim, err := gcesim.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sim.Close()
+		if u := sim.Unknown(); len(u) > 0 {
+			t.Errorf("gcesim got calls it does not simulate: %q", u)
+		}
+	})
+	t.Setenv("GCE_METADATA_HOST", sim.MetadataHost()) // no metadata server: 404s
+	conf := fmt.Sprintf("[global]\napi-endpoint = %s\ntoken-url = %s\nproject-id = %s\nlocal-zone = %s\nnetwork-name = default\nsubnetwork-name = default\nmultizone = %t\n",
+		sim.APIEndpoint(), sim.TokenURL(), sim.Project(), sim.Zones()[0], multizone)
+	c, err := New([]byte(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim, c
+}
+
+func fleet(sim *gcesim.Server) {
+	zs := sim.Zones()
+	for i := 1; i <= 9; i++ {
+		in := gcesim.Instance{Name: fmt.Sprintf("node-%d", i), Zone: zs[i%3], MachineType: "e2-standard-4",
+			InternalIP: fmt.Sprintf("10.0.0.%d", i)}
+		if i%2 == 0 {
+			in.ExternalIP = fmt.Sprintf("34.0.0.%d", i)
+		}
+		if i == 5 {
+			in.IPv6 = "fd20::5"
+		}
+		if i == 7 {
+			in.Status = gcesim.StatusTerminated // stopped: still exists
+		}
+		sim.Put(in)
+	}
+}
+
+func node(name, providerID string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: providerID}}
+}
+
+// nodes are every kind of Node the differential test asks about: with provider IDs (found,
+// stopped, missing, a malformed ID) and without (found in the first or a later managed zone,
+// a FQDN name, missing).
+func nodes(sim *gcesim.Server) []*v1.Node {
+	zs := sim.Zones()
+	var out []*v1.Node
+	for i := 1; i <= 9; i++ {
+		out = append(out, node(fmt.Sprintf("node-%d", i), sim.ProviderID(zs[i%3], fmt.Sprintf("node-%d", i))))
+		out = append(out, node(fmt.Sprintf("node-%d", i), ""))
+	}
+	return append(out,
+		node("node-3.c.gcesim-project.internal", ""),
+		node("gone", sim.ProviderID(zs[0], "gone")),
+		node("gone", ""),
+		node("bad", "gce://only-two/parts"),
+	)
+}
+
+// TestDifferential holds the adapter's batch answers equal to the unmodified provider's
+// own InstanceMetadata / InstanceExists / InstanceShutdown for every Node, single- and
+// multi-zone.
+func TestDifferential(t *testing.T) {
+	for _, multizone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("multizone=%t", multizone), func(t *testing.T) {
+			sim, c := start(t, gcesim.Config{}, multizone)
+			fleet(sim)
+			ctx := context.Background()
+			up, _ := c.Unwrap().InstancesV2()
+			ns := nodes(sim)
+			before := sim.Calls()["compute.instances.list"]
+			got, err := c.BatchInstances().BatchInstanceStatus(ctx, ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lists := sim.Calls()["compute.instances.list"] - before
+			if lists > 3 {
+				t.Errorf("one batch of %d nodes made %d instances.list calls, want at most one per zone (3)", len(ns), lists)
+			}
+			checked := 0
+			for k, n := range ns {
+				st := got[k]
+				md, mErr := up.InstanceMetadata(ctx, n)
+				ex, eErr := up.InstanceExists(ctx, n)
+				sh, sErr := up.InstanceShutdown(ctx, n)
+				what := fmt.Sprintf("node %s (providerID %q)", n.Name, n.Spec.ProviderID)
+				if (mErr == nil) != (st.Err == nil) {
+					t.Errorf("%s: metadata error: provider %v, batch %v", what, mErr, st.Err)
+					continue
+				}
+				if mErr == nil && !reflect.DeepEqual(md, st.Metadata) {
+					t.Errorf("%s: metadata: provider %+v, batch %+v", what, md, st.Metadata)
+				}
+				if errors.Is(mErr, cloudprovider.InstanceNotFound) && !errors.Is(st.Err, cloudprovider.InstanceNotFound) {
+					t.Errorf("%s: the provider answers InstanceNotFound, the batch %v", what, st.Err)
+				}
+				// InstanceExists as cloudgate answers it from a batch status (existsOf).
+				bex, bErr := !st.Deleted && st.Err == nil, error(nil)
+				if st.Err != nil && !errors.Is(st.Err, cloudprovider.InstanceNotFound) {
+					bErr = st.Err
+				}
+				if ex != bex || (eErr == nil) != (bErr == nil) {
+					t.Errorf("%s: exists: provider %v, %v; batch %v, %v", what, ex, eErr, bex, bErr)
+				}
+				// The provider implements no InstanceShutdown; the lifecycle controller reads its
+				// NotImplemented as "not shut down", which is the batch's answer.
+				if sh || !errors.Is(sErr, cloudprovider.NotImplemented) || st.Shutdown {
+					t.Errorf("%s: shutdown: provider %v, %v; batch %v", what, sh, sErr, st.Shutdown)
+				}
+				checked++
+			}
+			t.Logf("%d nodes checked field by field in one batch (%d instances.list calls); calls %v", checked, lists, sim.Calls())
+		})
+	}
+}
+
+// TestListMatchesProvider holds the list prefetch's records equal to the provider's answer by
+// provider ID, over several aggregatedList pages.
+func TestListMatchesProvider(t *testing.T) {
+	sim, c := start(t, gcesim.Config{PageSize: 4}, true)
+	fleet(sim)
+	ctx := context.Background()
+	up, _ := c.Unwrap().InstancesV2()
+	var recs []provider.InstanceRecord
+	token, pages := "", 0
+	for {
+		page, next, err := c.BatchInstances().ListInstances(ctx, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, pages = append(recs, page...), pages+1
+		if token = next; token == "" {
+			break
+		}
+	}
+	if len(recs) != 9 || pages != 3 {
+		t.Fatalf("%d records in %d pages, want 9 in 3", len(recs), pages)
+	}
+	for _, r := range recs {
+		md, err := up.InstanceMetadata(ctx, node(r.NodeName, r.Metadata.ProviderID))
+		if err != nil || !reflect.DeepEqual(*md, r.Metadata) {
+			t.Errorf("record %+v; provider %+v, %v", r.Metadata, md, err)
+		}
+	}
+}
+
+// TestFaithful: the provider's answers through cloudgate (no adapter, no batching) equal the
+// provider's alone, errors included. The not-found guard is off: it holds a first "does not
+// exist" back by design (checked below), which is the one answer it changes.
+func TestFaithful(t *testing.T) {
+	sim, c := start(t, gcesim.Config{}, true)
+	fleet(sim)
+	ctx := context.Background()
+	up := c.Unwrap()
+	cfg := provider.DefaultConfig()
+	off := false
+	cfg.NotFoundGuard.Enabled = &off
+	gated, err := provider.New(up, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gated.Close()
+	guarded, err := provider.New(up, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer guarded.Close()
+	g, _ := guarded.InstancesV2()
+	if ex, err := g.InstanceExists(ctx, node("gone", sim.ProviderID(sim.Zones()[0], "gone"))); err == nil {
+		t.Errorf("default config: a first \"does not exist\" answered %v, nil; want it held by the not-found guard", ex)
+	}
+	a, _ := up.InstancesV2()
+	b, _ := gated.InstancesV2()
+	for _, n := range nodes(sim) {
+		m1, e1 := a.InstanceMetadata(ctx, n)
+		m2, e2 := b.InstanceMetadata(ctx, n)
+		if !reflect.DeepEqual(m1, m2) || fmt.Sprint(e1) != fmt.Sprint(e2) || errors.Is(e1, cloudprovider.InstanceNotFound) != errors.Is(e2, cloudprovider.InstanceNotFound) {
+			t.Errorf("%s: metadata provider %+v, %v; cloudgate %+v, %v", n.Name, m1, e1, m2, e2)
+		}
+		x1, e1 := a.InstanceExists(ctx, n)
+		x2, e2 := b.InstanceExists(ctx, n)
+		if x1 != x2 || fmt.Sprint(e1) != fmt.Sprint(e2) {
+			t.Errorf("%s: exists provider %v, %v; cloudgate %v, %v", n.Name, x1, e1, x2, e2)
+		}
+		s1, e1 := a.InstanceShutdown(ctx, n)
+		s2, e2 := b.InstanceShutdown(ctx, n)
+		if s1 != s2 || e1 != e2 {
+			t.Errorf("%s: shutdown provider %v, %v; cloudgate %v, %v", n.Name, s1, e1, s2, e2)
+		}
+	}
+}
+
+// TestThrottleAsProviderReturnsIt: a quota error as the GCE provider returns it — through
+// instances.get (a *googleapi.Error), and formatted with %v by InstanceMetadata — is
+// throttling for cloudgate's classifier, with and without the adapter's hook; a 404 is not,
+// and the provider reports it as exists=false, which cloudgate's not-found guard sees.
+func TestThrottleAsProviderReturnsIt(t *testing.T) {
+	for _, s429 := range []bool{false, true} {
+		sim, c := start(t, gcesim.Config{Quota: map[gcesim.Group]int{gcesim.GroupRead: 1}, Status429: s429}, false)
+		fleet(sim)
+		ctx := context.Background()
+		up, _ := c.Unwrap().InstancesV2()
+		n := node("node-3", sim.ProviderID(sim.Zones()[0], "node-3"))
+		if _, err := up.InstanceMetadata(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		_, mErr := up.InstanceMetadata(ctx, n) // the read quota (1/min) is spent
+		_, eErr := up.InstanceExists(ctx, n)
+		if sim.Throttled()["compute.instances.get"] != 2 {
+			t.Fatalf("throttled %v, want 2 instances.get", sim.Throttled())
+		}
+		plain, err := limiter.NewThrottleClassifier(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cl := range []*limiter.ThrottleClassifier{plain, plain.WithProvider(c)} {
+			for _, e := range []error{mErr, eErr} {
+				if th, _ := cl.Classify(e); !th {
+					t.Errorf("429=%t: %v (%T) not classified as throttling", s429, e, e)
+				}
+			}
+		}
+		sim.Remove(sim.Zones()[0], "node-3")
+		sim2, c2 := start(t, gcesim.Config{}, false)
+		_ = sim2
+		up2, _ := c2.Unwrap().InstancesV2()
+		gone := node("gone", sim2.ProviderID(sim2.Zones()[0], "gone"))
+		ex, err := up2.InstanceExists(ctx, gone)
+		if ex || err != nil {
+			t.Errorf("exists of a missing instance: %v, %v; want false, nil", ex, err)
+		}
+		_, mErr = up2.InstanceMetadata(ctx, gone)
+		for _, cl := range []*limiter.ThrottleClassifier{plain, plain.WithProvider(c)} {
+			if th, _ := cl.Classify(mErr); th {
+				t.Errorf("a 404 (%v) classified as throttling", mErr)
+			}
+		}
+		if _, err := up2.InstanceMetadata(ctx, node("gone", "")); err != cloudprovider.InstanceNotFound {
+			t.Errorf("metadata of a missing instance by name: %v, want InstanceNotFound", err)
+		}
+	}
+}
