@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path"
 	"strings"
 	"testing"
@@ -29,7 +28,7 @@ import (
 // Prometheus Operator's CRDs (no ServiceMonitor or PrometheusRule may render) and then with
 // them (both must render and apply).
 func TestServerSideApply(t *testing.T) {
-	etcdBin, apiserverBin := controlPlaneBins(t)
+	etcdBin, apiserverBin, _ := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cp := e2e.StartControlPlane(ctx, t, t.TempDir(), etcdBin, apiserverBin)
@@ -150,20 +149,4 @@ func serverCapabilities(t *testing.T, disco discovery.DiscoveryInterface) *commo
 	caps.APIVersions = vs
 	caps.KubeVersion = common.KubeVersion{Version: v.GitVersion, Major: v.Major, Minor: v.Minor}
 	return caps
-}
-
-// controlPlaneBins returns the real etcd and kube-apiserver the e2e tests start: it skips
-// the test when they are not set, except under CI or make (CLOUDGATE_CACHE_DIR), where
-// it fails.
-func controlPlaneBins(t *testing.T) (etcd, apiserver string) {
-	t.Helper()
-	etcd, apiserver = os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
-	if etcd == "" || apiserver == "" {
-		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test-chart`, which builds a real etcd and kube-apiserver"
-		if os.Getenv("CI") != "" || os.Getenv("CLOUDGATE_CACHE_DIR") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return etcd, apiserver
 }

@@ -82,7 +82,7 @@ const (
 // longer than the lease duration (printed), that no object of either release is left behind
 // once it is uninstalled, and that no CCM log has a "forbidden".
 func TestE2ECutover(t *testing.T) {
-	etcdBin, apiserverBin := controlPlaneBins(t)
+	etcdBin, apiserverBin, _ := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 28*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

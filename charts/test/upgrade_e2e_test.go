@@ -82,7 +82,7 @@ var emulatedControlPlaneNode = map[string]string{
 // is emulated by syncDaemonSet: one Pod when the template's nodeSelector matches
 // emulatedControlPlaneNode, none otherwise, replaced when the template changes.
 func TestE2EUpgrade(t *testing.T) {
-	etcdBin, apiserverBin := controlPlaneBins(t)
+	etcdBin, apiserverBin, _ := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
