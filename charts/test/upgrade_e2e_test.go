@@ -480,15 +480,7 @@ func selects(sel, labels map[string]string) bool {
 // template only scales to spec.replicas.
 func (em *emulator) rollDeployment(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
-	d, err := em.k.cp.Admin.AppsV1().Deployments("kube-system").Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	replicas := 1
-	if d.Spec.Replicas != nil {
-		replicas = int(*d.Spec.Replicas)
-	}
-	surge, unavailable := rollingParams(t, d, replicas)
+	d, replicas, surge, unavailable := em.deployment(ctx, t, name)
 	tmpl := d.Spec.Template
 	if equality.Semantic.DeepEqual(tmpl, em.podsTmpl) {
 		// Same template: scale only (newest Pods go first).
@@ -527,6 +519,22 @@ func (em *emulator) rollDeployment(ctx context.Context, t *testing.T, name strin
 			old = slices.DeleteFunc(old, func(p *emPod) bool { return p == newest })
 		}
 	}
+}
+
+// deployment reads the stored Deployment: its spec.replicas (1 when unset) and its
+// RollingUpdate steps as Pod counts.
+func (em *emulator) deployment(ctx context.Context, t *testing.T, name string) (d *appsv1.Deployment, replicas, surge, unavailable int) {
+	t.Helper()
+	d, err := em.k.cp.Admin.AppsV1().Deployments("kube-system").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas = 1
+	if d.Spec.Replicas != nil {
+		replicas = int(*d.Spec.Replicas)
+	}
+	surge, unavailable = rollingParams(t, d, replicas)
+	return d, replicas, surge, unavailable
 }
 
 // rollingParams returns a Deployment's maxSurge and maxUnavailable as Pod counts, rounded
@@ -636,15 +644,7 @@ var errExited = errors.New("the Pod's process ended")
 // returns the Pods that failed, and keeps em.pods and their template as they were.
 func (em *emulator) rollDeploymentStalls(ctx context.Context, t *testing.T, name string, within time.Duration) []*emPod {
 	t.Helper()
-	d, err := em.k.cp.Admin.AppsV1().Deployments("kube-system").Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	replicas := 1
-	if d.Spec.Replicas != nil {
-		replicas = int(*d.Spec.Replicas)
-	}
-	surge, unavailable := rollingParams(t, d, replicas)
+	d, replicas, surge, unavailable := em.deployment(ctx, t, name)
 	if unavailable != 0 {
 		t.Fatalf("%s: maxUnavailable rounds to %d of %d replicas: a rollout to a bad config stops that many old Pods before any new one is ready", name, unavailable, replicas)
 	}
