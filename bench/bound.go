@@ -45,7 +45,7 @@ func initBound(o *Options, k int) *Bound {
 // KubeBurst the CCM's client, NodeWorkers its --concurrent-node-syncs (0:
 // 1). The kube side counts the three requests per Node the simulator
 // counts on the node controller's client (ClusterRequestsPerNode), as the
-// load benchmark's scale-up bound does (issue 32: it used 2).
+// load benchmark's scale-up bound does (update, status patch, event).
 func InitBound(o *Options, k int) *Bound {
 	return initBoundMeasured(o, k, max(1, o.NodeWorkers), ClusterRequestsPerNode())
 }

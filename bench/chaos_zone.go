@@ -16,7 +16,7 @@ import (
 	"github.com/cloudgate/cloudgate/bench/simcloud"
 )
 
-// The chaos zone-outage variant (issue 30): a third of the cluster's
+// The chaos zone-outage variant: a third of the cluster's
 // Nodes go NotReady at once (their zone lost its network), the instances
 // of a third of those are terminated, and a few live ones are answered
 // "not found" once. The real node lifecycle controller then checks

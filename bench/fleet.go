@@ -1,6 +1,6 @@
 package bench
 
-// The fleet scenario (issue 16): several clusters, each with its own CCM
+// The fleet scenario: several clusters, each with its own CCM
 // controllers and its own cloudgate, and a background client share ONE
 // simulated cloud account and its read quota. One cluster scales up while
 // the others run steady. Columns:
@@ -277,7 +277,7 @@ type FleetSide struct {
 	// measured meanwhile: printed, labelled, not asserted.
 	BoundAllOthers *Bound `json:"bound_all_others,omitempty"`
 	// OverBoundAllOthers is InitSeconds / BoundAllOthers: a reading, not
-	// checked (the old "1.15×" of issue 16 was this).
+	// checked.
 	OverBoundAllOthers *float64 `json:"over_bound_all_others,omitempty"`
 
 	// The scale-up: time until every new node is initialised, its bound

@@ -201,7 +201,7 @@ func DefaultOptions() *Options {
 		Nodes:     2000,
 		Services:  20,
 		// 1 % NotReady: the lifecycle controller's 5 s checks of NotReady
-		// Nodes dominate a real cluster's steady reads (issue 32 item 2).
+		// Nodes dominate a real cluster's steady reads.
 		NotReadyPct:      1,
 		SteadyWindow:     time.Hour,
 		ScaleupNodes:     1000,

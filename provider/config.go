@@ -244,7 +244,7 @@ func DefaultConfig() *Config {
 			OpenTimeout: dur(2 * time.Second), HalfOpenRequests: 3, WaitForProbe: boolp(true),
 		},
 		// listPrefetch on: the default install behind an upstream that lists
-		// (aws-batch) is what the benchmark's headline measured (issue 32).
+		// (aws-batch) is what the benchmark's headline measured.
 		Batch:    BatchConfig{Enabled: boolp(true), MaxSize: 100, MaxWait: dur(100 * time.Millisecond), ListPrefetch: true},
 		Throttle: ThrottleConfig{MaxRetryAfter: dur(5 * time.Minute)},
 		// 20 s: longer than EC2's read-after-write inconsistency window

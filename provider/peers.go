@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Lifecycle peers (issue 32). The node lifecycle controller checks every
+// Lifecycle peers. The node lifecycle controller checks every
 // NotReady Node every node-monitor period (5 s): InstanceExists, then
 // InstanceShutdown, one Node after the other. Their answers live
 // InstanceExists' TTL (1 m) and InstanceShutdown's (30 s), far less than a

@@ -10,7 +10,7 @@ import (
 	"github.com/cloudgate/cloudgate/provider"
 )
 
-// Per status round (issue 32): the columns sweep their status rounds at
+// Per status round: the columns sweep their status rounds at
 // different paces (the provider alone makes one lookup at a time, a cached
 // column answers most from memory), so calls per hour compare unequal
 // work. One status round — every initialised Node's InstanceMetadata once —

@@ -12,7 +12,7 @@
 //	aws-batch+cloudgate  cloudgate in front of the provider with the awsbatch adapter
 //	aws-batch+cloudgate+list  the same with list prefetch (batch.listPrefetch)
 //
-// -mode table: the measured comparison of issue 14 (package awsbench: bench's cluster,
+// -mode table: the measured comparison (package awsbench: bench's cluster,
 // controllers and bound; columns aws, aws+cloudgate, aws+cloudgate+adapter; steady state at
 // -sizes, a -scaleup-nodes scale-up; several seeds) as markdown on stdout, progress on stderr.
 // -latency/-jitter/-latency-per-item give ec2sim a service time per answer; -parallel runs the
