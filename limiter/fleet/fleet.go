@@ -415,8 +415,8 @@ func (f *Fleet) awayTooLong() bool {
 
 // goAway stops every limiter's local admissions: this member has been cut
 // from Redis for awayLimit, so the others may have freed its claim, and
-// serving it locally would put the fleet over the quota. It stays in fallback, probing Redis, and rejoins at
-// the first heartbeat answered.
+// serving it locally would put the fleet over the quota. It stays in
+// fallback, probing Redis, and rejoins at the first heartbeat answered.
 func (f *Fleet) goAway() {
 	f.transition.Lock()
 	defer f.transition.Unlock()
