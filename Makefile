@@ -196,7 +196,8 @@ test-skew: deps setup
 # helm lint rules, every values combination, cloudgate.yaml through provider.LoadConfig, a
 # server-side apply (dry-run) to the real kube-apiserver with and without the monitoring CRDs,
 # the cut-over from the stock AWS chart and back (TestE2ECutover: it builds both AWS CCM
-# binaries with -race, linking what providers/aws's race tests compiled just before), and the
+# binaries with -race, linking what providers/aws's race tests compiled just before), the same
+# from a stock GCE CCM with values-gce.yaml (TestE2ECutoverGCE, providers/gce's binaries), and the
 # release (make release-dist first): TestRelease checks its files, TestE2EUpgrade installs
 # its packaged chart, upgrades and rolls it back, and cuts over by scaling the stock chart
 # to zero. make test passes RELEASE_IMAGES (make test-image's tarballs, not built again).
