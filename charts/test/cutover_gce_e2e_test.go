@@ -46,11 +46,11 @@ const (
 // GCE provider's gce.conf pointing at gcesim, with GCE_METADATA_HOST at gcesim too.
 //
 // Steps: stock applied and leading (a Node initialised by it, by instances.get); cloudgate
-// installed beside it (helm install -f values-gce.yaml), healthy and waiting on the shared
-// Lease; the stock manifest deleted; cloudgate takes the Lease; a new Node initialised by it
-// through the adapter (its lists: aggregatedList for the list prefetch, filtered
-// instances.list for a batch; no instances.get); rollback: the stock manifest
-// applied again, healthy and waiting; cloudgate's Deployment deleted, then `helm uninstall`;
+// installed beside it (helm install -f values-gce.yaml, useServiceAccountCredentials: true),
+// healthy and waiting on the shared Lease; the stock manifest deleted; cloudgate takes the
+// Lease; a new Node initialised by it through the adapter (its lists: aggregatedList for the
+// list prefetch, filtered instances.list for a batch; no instances.get); rollback: the stock
+// manifest applied again, healthy and waiting; cloudgate's Deployment deleted, then `helm uninstall`;
 // the stock CCM takes the Lease; a new Node initialised by it. It checks the leaderless
 // windows against the lease duration, that nothing of either install is left behind, and that
 // no CCM log has a "forbidden" (so the chart's GCE RBAC is enough for the GCE provider).
@@ -104,9 +104,14 @@ func TestE2ECutoverGCE(t *testing.T) {
 	if err := <-builtCloudgate; err != nil {
 		t.Fatal(err)
 	}
+	// With service-account credentials: each controller and the GCE provider (cloud-provider)
+	// act as their own ServiceAccount, so the chart's bindings for each are checked here; the
+	// default (false) grants are held equal to deploy/ + rbac-gce.yaml, which providers/gce's
+	// e2e test runs with (TestRBACOneSource).
 	cloudgateValues := gceValues(t, map[string]any{
-		"image":    map[string]any{"repository": "registry.example.com/cloudgate-gce-ccm", "tag": "v0.0.0-e2e"},
-		"upstream": map[string]any{"cloudConfig": gceConf},
+		"image":                        map[string]any{"repository": "registry.example.com/cloudgate-gce-ccm", "tag": "v0.0.0-e2e"},
+		"upstream":                     map[string]any{"cloudConfig": gceConf},
+		"useServiceAccountCredentials": true,
 	})
 	cgRel := helm.install(t, cloudgateRelease, "../cloudgate", cloudgateValues)
 	cg := k.run(ctx, t, "Deployment", workloadName, cloudgateBin)
