@@ -760,10 +760,15 @@ func namespaced(kind string) bool {
 	return !slices.Contains([]string{"ClusterRole", "ClusterRoleBinding", "Namespace", "PriorityClass"}, kind)
 }
 
-// nodes creates Nodes as kubelets with --cloud-provider=external register them.
-type nodeSet struct{ cp *e2e.ControlPlane }
+// nodes creates Nodes as kubelets with --cloud-provider=external register them; an
+// initialised one has a provider ID with providerIDPrefix and the zone label zone.
+type nodeSet struct {
+	cp                     *e2e.ControlPlane
+	providerIDPrefix, zone string
+}
 
-func newNodes(cp *e2e.ControlPlane) nodeSet { return nodeSet{cp} }
+// newNodes is a nodeSet of startAWSCloud's instances.
+func newNodes(cp *e2e.ControlPlane) nodeSet { return nodeSet{cp, "aws:///us-east-1a/i-", "us-east-1a"} }
 
 func (n nodeSet) add(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
@@ -788,7 +793,7 @@ func (n nodeSet) waitInitialized(ctx context.Context, t *testing.T, name string,
 				return false, errors.New("still tainted")
 			}
 		}
-		if !strings.HasPrefix(node.Spec.ProviderID, "aws:///us-east-1a/i-") || node.Labels[corev1.LabelTopologyZone] != "us-east-1a" {
+		if !strings.HasPrefix(node.Spec.ProviderID, n.providerIDPrefix) || node.Labels[corev1.LabelTopologyZone] != n.zone {
 			return false, fmt.Errorf("providerID %q, labels %v", node.Spec.ProviderID, node.Labels)
 		}
 		return true, nil
