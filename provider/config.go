@@ -301,8 +301,9 @@ func LoadConfig(r io.Reader) (*Config, error) {
 	return cfg, nil
 }
 
-// durationType is the type of every duration field.
-var durationType = reflect.TypeFor[metav1.Duration]()
+// durationTypes are the types of the duration fields: cloudgate's own, and
+// limits.shared's (the fleet's, which knows nothing of Kubernetes).
+var durationTypes = map[reflect.Type]bool{reflect.TypeFor[metav1.Duration](): true, reflect.TypeFor[fleet.Duration](): true}
 
 // checkDurations finds the first duration field of a cloudgate.yaml whose
 // value is not a Go duration string, and names it: metav1.Duration's own
@@ -332,7 +333,7 @@ func walkDurations(t reflect.Type, doc map[string]any, path string) error {
 			ft = ft.Elem()
 		}
 		switch {
-		case ft == durationType:
+		case durationTypes[ft]:
 			s, isString := v.(string)
 			if !isString {
 				return fmt.Errorf("cloudgate config: %s: want a duration string such as \"30s\" or \"5m\", got %v", field, v)
