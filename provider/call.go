@@ -145,10 +145,7 @@ func (g *gate) openRetry(err error) error {
 	if !errors.As(err, &oe) {
 		return err
 	}
-	first := g.cfg.Breaker.MinOpenTimeout.Duration
-	if first <= 0 {
-		first = g.cfg.Breaker.OpenTimeout.Duration / 30
-	}
+	first := g.cfg.Breaker.MinOpenTimeout.Duration // > 0 (Config.Resolve)
 	return &breakerOpenError{open: err, retry: cloudproviderapi.NewRetryError(err.Error(), max(oe.RetryIn, first))}
 }
 

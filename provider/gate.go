@@ -159,10 +159,8 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
-	defaulted := *cfg
-	defaulted.Default()
-	cfg = &defaulted
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.Resolve(ResolveOptions{})
+	if err != nil {
 		return nil, err
 	}
 	g := &gate{
@@ -189,7 +187,6 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	g.rec = m.Recorder(g.providerName)
 	g.nf = newNotFoundGuard(cfg.NotFoundGuard, g.clock, g.rec)
 
-	var err error
 	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {
 		return nil, fmt.Errorf("cloudgate config: throttle.patterns: %w", err)
 	}

@@ -54,13 +54,7 @@ func (g *gate) start(stop <-chan struct{}) {
 	if g.batcher(); !g.batchDecided.Load() || g.lister == nil {
 		return
 	}
-	interval := g.cfg.Batch.ListInterval.Duration
-	if interval <= 0 {
-		interval = g.m.instanceMetadata.ttl / 2
-	}
-	if interval <= 0 {
-		interval = time.Minute
-	}
+	interval := g.cfg.Batch.ListInterval.Duration // > 0 (Config.Resolve)
 	g.loopMu.Lock()
 	defer g.loopMu.Unlock()
 	if g.closed {
