@@ -55,9 +55,10 @@ type Config struct {
 	// Metrics receives cloudgate's metrics; nil uses metrics.Default (which
 	// the registered provider puts on the CCM's /metrics). Not read from YAML.
 	Metrics *metrics.Metrics `json:"-"`
-	// Clock is the time source for caches and limiters; nil is the real
+	// Clock is the time source of everything cloudgate times (caches,
+	// buckets, breakers, batches, the fleet, timeouts); nil is the real
 	// clock. Not read from YAML (tests inject a fake clock).
-	Clock clock.Clock `json:"-"`
+	Clock clock.WithTickerAndDelayedExecution `json:"-"`
 
 	// upstreamConfig is the upstream's configuration, inline or read from
 	// upstream.configFile by Resolve; never logged nor printed.
@@ -612,7 +613,7 @@ func (b BucketConfig) limiterConfig(maxRetryAfter time.Duration) limiter.BucketC
 }
 
 // limiterConfig is br as the limiter takes it.
-func (br BreakerConfig) limiterConfig(clk clock.PassiveClock) limiter.BreakerConfig {
+func (br BreakerConfig) limiterConfig(clk clock.WithTickerAndDelayedExecution) limiter.BreakerConfig {
 	return limiter.BreakerConfig{
 		FailureRatio:     br.FailureRatio,
 		MinRequests:      br.MinRequests,

@@ -42,7 +42,7 @@ const Name = "cloudgate"
 type gate struct {
 	upstream     cloudprovider.Interface
 	cfg          *Config
-	clock        clock.Clock
+	clock        clock.WithTickerAndDelayedExecution
 	rec          *recorder.Recorder
 	metrics      *recorder.Metrics // where rec records
 	throttle     *limiter.ThrottleClassifier
@@ -308,7 +308,9 @@ func (g *gate) newFamilyLimiter(family string, b BucketConfig) (limiter.Admitter
 }
 
 func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
-	bucket, err := limiter.NewBucket(name, b.limiterConfig(g.cfg.Throttle.MaxRetryAfter.Duration), g.clock, newBucketLog(name, g.rec.BucketObserver(name)))
+	lc := b.limiterConfig(g.cfg.Throttle.MaxRetryAfter.Duration)
+	lc.Clock = g.clock
+	bucket, err := limiter.NewBucket(name, lc, newBucketLog(name, g.rec.BucketObserver(name)))
 	if err != nil {
 		return nil, err
 	}
