@@ -190,7 +190,7 @@ func TestRender(t *testing.T) {
 		}
 		// The default install is what the benchmark's headline measured:
 		// list prefetch on (it takes effect behind an upstream that lists,
-		// aws-batch; issue 32).
+		// aws-batch).
 		if !cfg.Batch.ListPrefetch {
 			t.Errorf("%v: the chart's default cloudgate.yaml has batch.listPrefetch off\n%s", c, text)
 		}
