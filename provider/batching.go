@@ -71,7 +71,7 @@ func planBatching(upstream cloudprovider.Interface, cfg *Config, final bool) (p 
 
 // buildBatcher sets up batching and list prefetch as planBatching decides,
 // once it decides.
-func (g *gate) buildBatcher(final bool) {
+func (g *enforcer) buildBatcher(final bool) {
 	g.batchMu.Lock()
 	defer g.batchMu.Unlock()
 	if g.batchDecided.Load() {
@@ -112,7 +112,7 @@ func (g *gate) buildBatcher(final bool) {
 }
 
 // batcher returns the batcher, nil without batching.
-func (g *gate) batcher() *nodeBatcher {
+func (g *enforcer) batcher() *nodeBatcher {
 	if !g.batchDecided.Load() {
 		g.buildBatcher(false)
 		if !g.batchDecided.Load() {
@@ -132,7 +132,7 @@ func (g *gate) batcher() *nodeBatcher {
 // half-open one may (its probes in flight), so the batch goes on to
 // sendBatch without a token, where the breaker is asked first, as for any
 // other call.
-func (g *gate) admitBatch(ctx context.Context, reqs []nodeRequest) (bool, error) {
+func (g *enforcer) admitBatch(ctx context.Context, reqs []nodeRequest) (bool, error) {
 	m := g.m.batchInstanceStatus
 	opened := m.breaker.Opened() // before the check: an opening in between ends the wait at once
 	if m.breaker.State() != limiter.StateClosed {
@@ -161,7 +161,7 @@ func batchPriority(reqs []nodeRequest) limiter.Priority {
 // sendBatch answers one batch of nodes with a BatchInstanceStatus call
 // (bisected on failure, see isolate); each call that answers fills the
 // instance caches. f.Admitted: the first call's token is taken already.
-func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) (results []InstanceStatus) {
+func (g *enforcer) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) (results []InstanceStatus) {
 	nodes := make([]*v1.Node, len(reqs))
 	for i, r := range reqs {
 		nodes[i] = r.node
@@ -207,7 +207,7 @@ func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush,
 
 // batchCall sends BatchInstanceStatus calls for one batch.
 type batchCall struct {
-	g  *gate
+	g  *enforcer
 	up BatchInstances
 	// answer hands the batch's request i its answer at once (nil: at the
 	// end), so a caller does not wait, holding an aging answer, while the
@@ -305,7 +305,7 @@ type fillMarks struct {
 	listed bool
 }
 
-func (g *gate) fillMarks() fillMarks {
+func (g *enforcer) fillMarks() fillMarks {
 	return fillMarks{exists: mark(g.inst.exists), shutdown: mark(g.inst.shutdown), metadata: mark(g.inst.metadata), guard: g.nf.mark()}
 }
 
@@ -341,7 +341,7 @@ func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err erro
 // call sent before the guard began holding the key's "does not exist" refute
 // that hold or replace the held answer: it may have been read before the
 // instance went (the guard's own re-read decides).
-func (g *gate) fill(key nodeKey, st InstanceStatus, marks fillMarks) {
+func (g *enforcer) fill(key nodeKey, st InstanceStatus, marks fillMarks) {
 	switch {
 	case errors.Is(st.Err, cloudprovider.InstanceNotFound):
 		putNegativeSince(g.inst.metadata, key, cloudprovider.InstanceNotFound, marks.metadata)

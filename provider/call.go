@@ -73,13 +73,13 @@ func breakerOutcome(ctx context.Context, err error) error {
 // at once: no token spent, no queueing, so read can serve a stale answer),
 // wait for a token, call, then tell the limiter and the metrics how it
 // went. fn's result and error are returned unchanged.
-func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
+func invoke[T any](ctx context.Context, g *enforcer, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
 	return invokeAdmitted(ctx, g, m, prio, false, fn)
 }
 
 // invokeAdmitted is invoke; admitted: the call's token was taken already
 // (a batch admitted while it was open, see admitBatch).
-func invokeAdmitted[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, admitted bool, fn func(context.Context) (T, error)) (T, error) {
+func invokeAdmitted[T any](ctx context.Context, g *enforcer, m *method, prio limiter.Priority, admitted bool, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	opened := m.breaker.Opened() // before Allow: an opening in between ends the wait at once
 	done, err := m.breaker.Allow()
@@ -140,7 +140,7 @@ type breakerOpenError struct {
 func (e *breakerOpenError) Error() string   { return e.open.Error() }
 func (e *breakerOpenError) Unwrap() []error { return []error{e.open, e.retry} }
 
-func (g *gate) openRetry(err error) error {
+func (g *enforcer) openRetry(err error) error {
 	var oe *limiter.OpenError
 	if !errors.As(err, &oe) {
 		return err
@@ -160,7 +160,7 @@ func (g *gate) openRetry(err error) error {
 // after the first try (the cloud is still down), when ctx ends, or
 // 2 × openTimeout after the first try. Only reads wait: a write held here
 // could be overtaken by a newer write of the same object and land last.
-func whileOpen[T any](ctx context.Context, g *gate, m *method, op func() (T, error)) (T, error) {
+func whileOpen[T any](ctx context.Context, g *enforcer, m *method, op func() (T, error)) (T, error) {
 	v, err := op()
 	if !*g.cfg.Breaker.WaitForProbe || !limiter.IsOpen(err) || ctx.Err() != nil {
 		return v, err // the usual path: nothing more than op
@@ -188,7 +188,7 @@ func whileOpen[T any](ctx context.Context, g *gate, m *method, op func() (T, err
 
 // sleep waits d on the gate's clock, or until wake ends; it reports false
 // when ctx ended first.
-func (g *gate) sleep(ctx context.Context, d time.Duration, wake context.Context) bool {
+func (g *enforcer) sleep(ctx context.Context, d time.Duration, wake context.Context) bool {
 	timer, cancel := context.WithCancel(wake)
 	defer cancel()
 	stop := stoppableAfterFunc(g.clock, d, cancel)
@@ -216,7 +216,7 @@ var errBreakerOpened = errors.New("cloudgate: circuit breaker opened while waiti
 // arriving then would: otherwise the callers admitted before it opened would
 // keep their places in the queue and the half-open breaker's probe would
 // wait behind them while every new call is rejected.
-func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority, opened context.Context) error {
+func (g *enforcer) wait(ctx context.Context, m *method, prio limiter.Priority, opened context.Context) error {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stopOpened := context.AfterFunc(opened, func() { cancel(errBreakerOpened) })
@@ -246,7 +246,7 @@ func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority, opene
 // clock the timeout is that clock's timer, so a simulated clock governs
 // cloudgate's own call timeouts as it governs the token waits (the history
 // checker runs on a fake clock, where a real-clock timeout never fires).
-func (g *gate) withCallTimeout(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+func (g *enforcer) withCallTimeout(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
 	if _, ok := g.clock.(clock.RealClock); ok {
 		return context.WithTimeoutCause(ctx, d, cause)
 	}
@@ -269,7 +269,7 @@ func stoppableAfterFunc(clk clock.Clock, d time.Duration, f func()) (stop func()
 
 // result classifies an upstream outcome for metrics, and feeds throttling
 // back to the method's bucket.
-func (g *gate) result(m *method, err error) string {
+func (g *enforcer) result(m *method, err error) string {
 	switch {
 	case err == nil:
 		return recorder.ResultOK

@@ -15,9 +15,9 @@ type cloud struct {
 var _ Cloud = (*cloud)(nil)
 
 // wrappers builds what the accessors return around the upstream's
-// sub-interfaces, and starts the mode's background work at Initialize:
-// enforce (the pipeline: cache, batch, breaker, token, upstream) or
-// shadow (shadow.go: the upstream's own calls, and the model beside them).
+// sub-interfaces, and runs the mode's own work: enforce (enforce.go: the
+// pipeline of cache, batch, breaker, token, upstream) or shadow (shadow.go:
+// the upstream's own calls, and the model beside them).
 type wrappers interface {
 	loadBalancer(cloudprovider.LoadBalancer) cloudprovider.LoadBalancer
 	instances(cloudprovider.Instances) cloudprovider.Instances
@@ -25,8 +25,12 @@ type wrappers interface {
 	zones(cloudprovider.Zones) cloudprovider.Zones
 	clusters(cloudprovider.Clusters) cloudprovider.Clusters
 	routes(cloudprovider.Routes) cloudprovider.Routes
-	// start runs after the upstream's Initialize, until stop closes.
-	start(stop <-chan struct{})
+	// initialize runs after the upstream's Initialize, until stop closes.
+	initialize(b cloudprovider.ControllerClientBuilder, stop <-chan struct{})
+	// useNodeInformer takes the CCM's node informer (SetInformers).
+	useNodeInformer(informers.SharedInformerFactory)
+	// close stops the mode's goroutines and waits for them.
+	close()
 }
 
 // newCloud builds cloudgate around upstream in cfg's mode; with
@@ -36,39 +40,33 @@ func newCloud(upstream cloudprovider.Interface, cfg *Config, member string) (*cl
 		cfg = DefaultConfig()
 	}
 	if cfg.Mode == ModeShadow {
-		return newShadowCloud(upstream, cfg, member)
+		sh, err := newShadow(upstream, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &cloud{g: sh.g, w: sh}, nil
 	}
-	g, err := newGate(upstream, cfg, gateOptions{member: member})
+	e, err := newEnforcer(upstream, cfg, member)
 	if err != nil {
 		return nil, err
 	}
-	return &cloud{g: g, w: enforce{g}}, nil
+	return &cloud{g: e.gate, w: e}, nil
 }
 
-// enforce is the wrappers of mode: enforce.
-type enforce struct{ g *gate }
-
-func (e enforce) loadBalancer(up cloudprovider.LoadBalancer) cloudprovider.LoadBalancer {
-	return &loadBalancer{g: e.g, up: up}
+func (e *enforcer) loadBalancer(up cloudprovider.LoadBalancer) cloudprovider.LoadBalancer {
+	return &loadBalancer{g: e, up: up}
 }
-func (e enforce) instances(up cloudprovider.Instances) cloudprovider.Instances {
-	return &instances{g: e.g, up: up}
+func (e *enforcer) instances(up cloudprovider.Instances) cloudprovider.Instances {
+	return &instances{g: e, up: up}
 }
-func (e enforce) instancesV2(up cloudprovider.InstancesV2) cloudprovider.InstancesV2 {
-	return &instancesV2{g: e.g, up: up}
+func (e *enforcer) instancesV2(up cloudprovider.InstancesV2) cloudprovider.InstancesV2 {
+	return &instancesV2{g: e, up: up}
 }
-func (e enforce) zones(up cloudprovider.Zones) cloudprovider.Zones { return &zones{g: e.g, up: up} }
-func (e enforce) clusters(up cloudprovider.Clusters) cloudprovider.Clusters {
-	return &clusters{g: e.g, up: up}
+func (e *enforcer) zones(up cloudprovider.Zones) cloudprovider.Zones { return &zones{g: e, up: up} }
+func (e *enforcer) clusters(up cloudprovider.Clusters) cloudprovider.Clusters {
+	return &clusters{g: e, up: up}
 }
-func (e enforce) routes(up cloudprovider.Routes) cloudprovider.Routes { return &routes{g: e.g, up: up} }
-
-// start decides batching and list prefetch from the upstream's InstancesV2
-// as it is now, and starts the list prefetch.
-func (e enforce) start(stop <-chan struct{}) {
-	e.g.buildBatcher(true)
-	e.g.start(stop)
-}
+func (e *enforcer) routes(up cloudprovider.Routes) cloudprovider.Routes { return &routes{g: e, up: up} }
 
 // Initialize passes the client builder to the upstream, then starts the
 // mode's own work (enforce: decides batching and list prefetch from the
@@ -77,10 +75,7 @@ func (e enforce) start(stop <-chan struct{}) {
 // replaces the loop.
 func (c *cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.g.upstream.Initialize(clientBuilder, stop)
-	if c.g.fleet != nil {
-		c.g.fleetEv.initialize(clientBuilder, c.g.fleet.Member(), stop) // fallback Events
-	}
-	c.w.start(stop)
+	c.w.initialize(clientBuilder, stop)
 }
 
 // Unwrap returns the provider cloudgate wraps, unchanged, for a controller
@@ -98,7 +93,7 @@ func (c *cloud) Unwrap() cloudprovider.Interface { return c.g.upstream }
 // leaves the fleet (its share goes to the other members at once), and later
 // calls fail with an error wrapping limiter.ErrClosed.
 func (c *cloud) Close() error {
-	c.g.close()
+	c.w.close()
 	return nil
 }
 
@@ -171,6 +166,6 @@ type informerCloud struct {
 var _ cloudprovider.InformerUser = (*informerCloud)(nil)
 
 func (c *informerCloud) SetInformers(f informers.SharedInformerFactory) {
-	c.g.useNodeInformer(f)
+	c.w.useNodeInformer(f)
 	c.informers.SetInformers(f)
 }

@@ -15,7 +15,7 @@ type clusterCaches struct {
 
 // clusters wraps the upstream's Clusters.
 type clusters struct {
-	g  *gate
+	g  *enforcer
 	up cloudprovider.Clusters
 }
 

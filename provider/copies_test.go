@@ -128,7 +128,7 @@ func TestControllersTreatMetadataAsReadOnly(t *testing.T) {
 	cancel()
 	wg.Wait()
 
-	g := cg.(*cloud).g
+	g := enf(cg)
 	for _, n := range nodes {
 		for _, key := range []nodeKey{{byProviderID: true, id: "fake://" + n.Name}, {id: n.Name}} {
 			got, _, ok := g.inst.metadata.Fresh(key)

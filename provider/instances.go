@@ -15,7 +15,7 @@ import (
 // instances wraps the upstream's Instances (v1): every read cached by node
 // name or provider ID; AddSSHKeyToAllInstances is a write.
 type instances struct {
-	g  *gate
+	g  *enforcer
 	up cloudprovider.Instances
 }
 

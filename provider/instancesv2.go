@@ -44,7 +44,7 @@ func nodePriority(node *v1.Node, fallback limiter.Priority) limiter.Priority {
 // joins a batch (one upstream call for many nodes) instead of a call of its
 // own; a batch answer fills all three caches for every node in it.
 type instancesV2 struct {
-	g  *gate
+	g  *enforcer
 	up cloudprovider.InstancesV2
 }
 

@@ -17,7 +17,7 @@ type lbCaches struct {
 // cached GetLoadBalancer answer of their Service. Upstream errors, including
 // ImplementedElsewhere and a wrapped *api.RetryError, come back unchanged.
 type loadBalancer struct {
-	g  *gate
+	g  *enforcer
 	up cloudprovider.LoadBalancer
 }
 
@@ -46,20 +46,20 @@ func (l *loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName strin
 		var err error
 		status, err = l.up.EnsureLoadBalancer(ctx, clusterName, service, nodes)
 		return err
-	}, invalidateLB(l.g, clusterName, service))
+	}, invalidateLB(l.g.gate, clusterName, service))
 	return status, err
 }
 
 func (l *loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) error {
 	return write(ctx, l.g, l.g.m.updateLoadBalancer, func(ctx context.Context) error {
 		return l.up.UpdateLoadBalancer(ctx, clusterName, service, nodes)
-	}, invalidateLB(l.g, clusterName, service))
+	}, invalidateLB(l.g.gate, clusterName, service))
 }
 
 func (l *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *v1.Service) error {
 	return write(ctx, l.g, l.g.m.ensureLoadBalancerDeleted, func(ctx context.Context) error {
 		return l.up.EnsureLoadBalancerDeleted(ctx, clusterName, service)
-	}, invalidateLB(l.g, clusterName, service))
+	}, invalidateLB(l.g.gate, clusterName, service))
 }
 
 // invalidateLB drops the Service's cached GetLoadBalancer answer (nil: uncached).

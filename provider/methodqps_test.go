@@ -33,7 +33,7 @@ func TestMethodQPSChainedWithFamily(t *testing.T) {
 			cfg.Clock = newFakeClock() // the local buckets never refill
 			c := mustNew(t, newCountingCloud(), cfg)
 			defer func() { _ = c.(interface{ Close() error }).Close() }()
-			g := c.(*cloud).g
+			g := enf(c)
 			family := g.methods["InstanceExists"].bucket // the read family's own
 			chain, ok := g.methods["InstanceMetadata"].bucket.(limiter.Chain)
 			if !ok || len(chain) != 2 || chain[1] != family {

@@ -24,7 +24,7 @@ const nodeProviderIDIndex = "cloudgate/providerID"
 
 // useNodeInformer takes the CCM's node informer (SetInformers, called after
 // Initialize and before the informers start).
-func (g *gate) useNodeInformer(f informers.SharedInformerFactory) {
+func (g *enforcer) useNodeInformer(f informers.SharedInformerFactory) {
 	if f == nil || g.nf == nil {
 		return
 	}
@@ -42,14 +42,14 @@ func (g *gate) useNodeInformer(f informers.SharedInformerFactory) {
 	g.nodes.Store(&nodeIndex{informer: inf, byProviderID: err == nil || g.hasProviderIDIndex(inf)})
 }
 
-func (g *gate) hasProviderIDIndex(inf toolscache.SharedIndexInformer) bool {
+func (g *enforcer) hasProviderIDIndex(inf toolscache.SharedIndexInformer) bool {
 	_, ok := inf.GetIndexer().GetIndexers()[nodeProviderIDIndex]
 	return ok
 }
 
 // nodeCreated is the creation time of the Node key names (by node name or
 // provider ID), zero when unknown (no informer, or no such Node).
-func (g *gate) nodeCreated(key nodeKey) time.Time {
+func (g *enforcer) nodeCreated(key nodeKey) time.Time {
 	ix := g.nodes.Load()
 	if ix == nil || key.id == "" {
 		return time.Time{}

@@ -338,7 +338,7 @@ func TestBatchFillAfterInvalidation(t *testing.T) {
 	missing := true
 	up := &hookedBatchCloud{batchCloud: &batchCloud{Cloud: &fakecloud.Cloud{Provider: "fake"}, missing: map[string]bool{}}, missing: func() bool { return missing }}
 	c := mustNew(t, up, cfg)
-	g := c.(*cloud).g
+	g := enf(c)
 	i := v2(t, c).(*instancesV2)
 	node := testNode("node-1", "fake://i-1")
 	node.CreationTimestamp = metav1.NewTime(time.Unix(0, 0))
@@ -483,11 +483,11 @@ func TestNotFoundGuard(t *testing.T) {
 			if tc.disabled {
 				cfg.NotFoundGuard.Enabled = boolp(false)
 			}
-			g, err := newGate(up, cfg, gateOptions{})
+			g, err := newEnforcer(up, cfg, "")
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &cloud{g: g, w: enforce{g}}
+			c := &cloud{g: g.gate, w: g}
 			node := testNode("node-1", "fake://i-1")
 			if tc.age > 0 {
 				node.CreationTimestamp = metav1.NewTime(start.Add(-tc.age))

@@ -83,7 +83,7 @@ func TestListPrefetchOnByDefault(t *testing.T) {
 			if tc.lists {
 				up = &listingBatchCloud{batchCloud: up.(*batchCloud), release: make(chan struct{})}
 			}
-			g := mustNew(t, up, cfg).(*cloud).g
+			g := enf(mustNew(t, up, cfg))
 			g.batcher()
 			if got := g.lister != nil; got != tc.want {
 				t.Fatalf("list prefetch on = %v, want %v", got, tc.want)
@@ -103,7 +103,7 @@ func TestListPrefetchOnByDefault(t *testing.T) {
 // since).
 func TestBatchFillsBeforeAnswering(t *testing.T) {
 	up := &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}}
-	g := mustNew(t, up, testConfig(newFakeClock())).(*cloud).g
+	g := enf(mustNew(t, up, testConfig(newFakeClock())))
 	nodes := []*v1.Node{
 		testNode("caller", "fake://caller"),
 		testNode("peer-0", "fake://peer-0"),

@@ -51,7 +51,7 @@ func (j *jitterSource) next(interval time.Duration) time.Duration {
 
 // start runs the list prefetch until stop closes or the gate is closed.
 // A second Initialize (leader migration) replaces the loop: one at a time.
-func (g *gate) start(stop <-chan struct{}) {
+func (g *enforcer) start(stop <-chan struct{}) {
 	if g.batcher(); !g.batchDecided.Load() || g.lister == nil {
 		return
 	}
@@ -156,7 +156,7 @@ func listMaxFresh(interval time.Duration) time.Duration {
 // exist" pass at once) only once the list has ended without a live record of
 // that ID. Until then a Deleted record's "does not exist" is held as any
 // other.
-func (g *gate) prefetch(ctx context.Context, maxFresh time.Duration) (quotaShort bool, err error) {
+func (g *enforcer) prefetch(ctx context.Context, maxFresh time.Duration) (quotaShort bool, err error) {
 	m := g.m.listInstances
 	token := ""
 	live := map[string]bool{} // provider IDs listed live in this pass
@@ -230,7 +230,7 @@ func (f *firstList) end() { f.once.Do(func() { close(f.done) }) }
 // spent on an answer about to arrive (behind the AWS adapter, the status
 // loop's first round then cost more DescribeInstances than the AWS provider
 // alone). Later refreshes are not waited for: a miss then is a new node.
-func (g *gate) awaitFirstList(ctx context.Context) bool {
+func (g *enforcer) awaitFirstList(ctx context.Context) bool {
 	f := g.firstList.Load()
 	if f == nil {
 		return false

@@ -16,7 +16,7 @@ import (
 // upstream gave at most TTL+cache.staleIfError ago, else the breaker's
 // error — after waiting for the breaker's next probe (whileOpen). Negative
 // answers are never served stale.
-func read[K comparable, V any](ctx context.Context, g *gate, m *method, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
+func read[K comparable, V any](ctx context.Context, g *enforcer, m *method, c *cache.Cache[K, V], key K, fetch func(context.Context) (V, error)) (V, error) {
 	if c == nil {
 		v, err := whileOpen(ctx, g, m, func() (V, error) { return fetch(ctx) })
 		m.requests.Observe(err)
@@ -51,11 +51,11 @@ func fresh[K comparable, V any](m *method, c *cache.Cache[K, V], key K) (V, erro
 }
 
 // cachedRead is the common shape of the Instances reads: one key, one call.
-func cachedRead[V any](ctx context.Context, g *gate, m *method, c *cache.Cache[string, V], key string, call func(context.Context) (V, error)) (V, error) {
+func cachedRead[V any](ctx context.Context, g *enforcer, m *method, c *cache.Cache[string, V], key string, call func(context.Context) (V, error)) (V, error) {
 	return cachedReadPrio(ctx, g, m, c, key, m.priority, call)
 }
 
-func cachedReadPrio[V any](ctx context.Context, g *gate, m *method, c *cache.Cache[string, V], key string, prio limiter.Priority, call func(context.Context) (V, error)) (V, error) {
+func cachedReadPrio[V any](ctx context.Context, g *enforcer, m *method, c *cache.Cache[string, V], key string, prio limiter.Priority, call func(context.Context) (V, error)) (V, error) {
 	return read(ctx, g, m, c, key, func(ctx context.Context) (V, error) {
 		return invoke(ctx, g, m, prio, call)
 	})

@@ -17,7 +17,7 @@ type routeCaches struct {
 // its own changes at once. A failed or limited ListRoutes is an error, never
 // an empty list (which would make the controller re-create every route).
 type routes struct {
-	g  *gate
+	g  *enforcer
 	up cloudprovider.Routes
 }
 
@@ -32,13 +32,13 @@ func (r *routes) ListRoutes(ctx context.Context, clusterName string) ([]*cloudpr
 func (r *routes) CreateRoute(ctx context.Context, clusterName string, nameHint string, route *cloudprovider.Route) error {
 	return write(ctx, r.g, r.g.m.createRoute, func(ctx context.Context) error {
 		return r.up.CreateRoute(ctx, clusterName, nameHint, route)
-	}, invalidateRoutes(r.g, clusterName))
+	}, invalidateRoutes(r.g.gate, clusterName))
 }
 
 func (r *routes) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
 	return write(ctx, r.g, r.g.m.deleteRoute, func(ctx context.Context) error {
 		return r.up.DeleteRoute(ctx, clusterName, route)
-	}, invalidateRoutes(r.g, clusterName))
+	}, invalidateRoutes(r.g.gate, clusterName))
 }
 
 // invalidateRoutes drops the cluster's cached route list (nil: uncached).

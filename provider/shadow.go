@@ -74,6 +74,7 @@ const (
 type shadow struct {
 	g        *gate
 	rec      *recorder.ShadowRecorder
+	buckets  []*shadowBucket // for Snapshot
 	methods  map[*method]*shadowMethod
 	breakers map[string]*limiter.Breaker
 	// filled marks, per InstancesV2 read method, the nodes whose entry a
@@ -94,11 +95,11 @@ type shadow struct {
 // shadowMethod is one method's shadow state.
 type shadowMethod struct {
 	rec    *recorder.ShadowMethod
-	bucket *rate.Limiter
+	bucket *shadowBucket
 	// family is the family's bucket when the method has one of its own
 	// (methods.<m>.qps): a call takes a token from bucket, then from
 	// family, as the enforce path's limiter.Chain. nil otherwise.
-	family *rate.Limiter
+	family *shadowBucket
 }
 
 // shadowFill is a would-be batch answer for a node whose value the shadow
@@ -127,50 +128,37 @@ type shadowBatch struct {
 	done    func(ctx context.Context, err error)
 }
 
-// newShadowCloud builds cloudgate in mode: shadow. The gate holds the
-// policy and the caches the model uses; they answer nobody, so they are not
-// observed (cloudgate_cache_* stay absent: the shadow reads are counted in
+// newShadow builds cloudgate in mode: shadow: the gate (the policy, and
+// the caches the model uses) and the model; nothing of enforce mode's
+// machinery. The caches answer nobody, so they are not observed
+// (cloudgate_cache_* stay absent: the shadow reads are counted in
 // cloudgate_shadow_reads_total), and there is no not-found guard (it
-// changes answers; a shadow never does), no batcher and no list prefetch.
-func newShadowCloud(upstream cloudprovider.Interface, cfg *Config, member string) (*cloud, error) {
-	g, err := newGate(upstream, cfg, gateOptions{member: member, cacheObserver: func(string) cache.Observer { return nil }})
+// changes answers; a shadow never does), no batcher, no list prefetch and
+// no fleet. The gauges (Snapshot) report the model's own buckets and
+// breakers.
+func newShadow(upstream cloudprovider.Interface, cfg *Config) (*shadow, error) {
+	g, err := newGate(upstream, cfg, gateOptions{cacheObserver: func(string) cache.Observer { return nil }})
 	if err != nil {
 		return nil, err
 	}
-	g.nf = nil
-	sh, err := newShadow(g)
-	if err != nil {
-		g.close()
-		return nil, err
-	}
-	return &cloud{g: g, w: sh}, nil
-}
-
-// newShadow builds the model; g's methods and caches exist already.
-func newShadow(g *gate) (*shadow, error) {
 	sh := &shadow{g: g, rec: g.metrics.Shadow(g.providerName), methods: map[*method]*shadowMethod{},
 		breakers: map[string]*limiter.Breaker{}, filled: map[*method]*cache.Cache[nodeKey, shadowFill]{}}
 	sh.rec.Init([]string{familyRead, familyWrite})
+	families := map[string]*shadowBucket{}
 	for _, f := range []string{familyRead, familyWrite} {
 		br, err := limiter.NewBreaker(f, g.cfg.Breaker.limiterConfig(g.clock), g.notACloudFailure, sh.rec.BreakerObserver(f))
 		if err != nil {
 			return nil, fmt.Errorf("cloudgate config: breaker: %w", err)
 		}
 		sh.breakers[f] = br
+		fam := g.limits(f)
+		families[f] = sh.newBucket(f, fam.QPS, fam.Burst)
 	}
-	buckets := map[string]*rate.Limiter{}
 	for _, name := range methodNames() {
 		mt := g.methods[name]
-		fam := g.cfg.Limits.Read
-		if mt.family == familyWrite {
-			fam = g.cfg.Limits.Write
-		}
-		if buckets[mt.family] == nil {
-			buckets[mt.family] = rate.NewLimiter(rate.Limit(fam.QPS), fam.Burst)
-		}
-		sm := &shadowMethod{rec: sh.rec.Method(mt.family, name), bucket: buckets[mt.family]}
+		sm := &shadowMethod{rec: sh.rec.Method(mt.family, name), bucket: families[mt.family]}
 		if o := g.cfg.Methods[name]; o.QPS > 0 {
-			sm.bucket, sm.family = rate.NewLimiter(rate.Limit(o.QPS), o.Burst), buckets[mt.family]
+			sm.bucket, sm.family = sh.newBucket(name, o.QPS, o.Burst), families[mt.family]
 		}
 		sh.methods[mt] = sm
 	}
@@ -189,7 +177,41 @@ func newShadow(g *gate) (*shadow, error) {
 		}
 		sh.filled[mt] = c
 	}
+	names := make([]string, len(sh.buckets))
+	for i, b := range sh.buckets {
+		names[i] = b.name
+	}
+	g.rec.Init(names, []string{familyRead, familyWrite})
+	g.rec.SetSource(sh)
 	return sh, nil
+}
+
+// shadowBucket is a shadow token bucket: golang.org/x/time/rate at the
+// configured rate and burst (not adaptive), named as enforce mode's.
+type shadowBucket struct {
+	name string
+	*rate.Limiter
+}
+
+func (sh *shadow) newBucket(name string, qps float64, burst int) *shadowBucket {
+	b := &shadowBucket{name: name, Limiter: rate.NewLimiter(rate.Limit(qps), burst)}
+	sh.buckets = append(sh.buckets, b)
+	return b
+}
+
+// Snapshot implements recorder.Source: the model's caches, buckets and
+// breakers, the objects shadow mode uses. Nobody waits for a shadow token.
+func (sh *shadow) Snapshot() recorder.Snapshot {
+	now := sh.g.clock.Now()
+	s := recorder.Snapshot{Caches: sh.g.snapshotCaches()}
+	for _, b := range sh.buckets {
+		qps := float64(b.Limit())
+		s.Buckets = append(s.Buckets, recorder.BucketState{Name: b.name, ConfiguredQPS: qps, EffectiveQPS: qps, Tokens: max(0, b.TokensAt(now))})
+	}
+	for _, f := range []string{familyRead, familyWrite} {
+		s.Breakers = append(s.Breakers, recorder.BreakerState{Family: f, State: sh.breakers[f].State()})
+	}
+	return s
 }
 
 // begin is a would-be upstream call of m: the breaker's verdict, then a

@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
 )
 
@@ -28,9 +29,17 @@ func (sh *shadow) clusters(up cloudprovider.Clusters) cloudprovider.Clusters {
 }
 func (sh *shadow) routes(up cloudprovider.Routes) cloudprovider.Routes { return &shadowRoutes{sh, up} }
 
-// start decides the would-be batch size as enforce mode decides batching
-// at Initialize; a shadow adds no calls (no list prefetch).
-func (sh *shadow) start(<-chan struct{}) { sh.decideBatching(true) }
+// initialize decides the would-be batch size as enforce mode decides
+// batching at Initialize; a shadow adds no calls (no list prefetch).
+func (sh *shadow) initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {
+	sh.decideBatching(true)
+}
+
+// useNodeInformer: a shadow has no not-found guard, which alone needs it.
+func (sh *shadow) useNodeInformer(informers.SharedInformerFactory) {}
+
+// close: a shadow runs no goroutines.
+func (sh *shadow) close() {}
 
 type shadowInstancesV2 struct {
 	sh *shadow

@@ -17,7 +17,7 @@ type zoneCaches struct {
 
 // zones wraps the upstream's Zones; a Zone is a value, so no copies needed.
 type zones struct {
-	g  *gate
+	g  *enforcer
 	up cloudprovider.Zones
 }
 
