@@ -306,7 +306,7 @@ type fillMarks struct {
 }
 
 func (g *enforcer) fillMarks() fillMarks {
-	return fillMarks{exists: mark(g.inst.exists), shutdown: mark(g.inst.shutdown), metadata: mark(g.inst.metadata), guard: g.nf.mark()}
+	return fillMarks{exists: mark(g.inst.exists.c), shutdown: mark(g.inst.shutdown.c), metadata: mark(g.inst.metadata.c), guard: g.nf.mark()}
 }
 
 // mark, putSince and putNegativeSince fill a cache that may be off (nil)
@@ -344,24 +344,24 @@ func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err erro
 func (g *enforcer) fill(key nodeKey, st InstanceStatus, marks fillMarks) {
 	switch {
 	case errors.Is(st.Err, cloudprovider.InstanceNotFound):
-		putNegativeSince(g.inst.metadata, key, cloudprovider.InstanceNotFound, marks.metadata)
-		putNegativeSince(g.inst.shutdown, key, cloudprovider.InstanceNotFound, marks.shutdown)
-		putSince(g.inst.exists, key, false, marks.exists, 0) // a negative value
+		putNegativeSince(g.inst.metadata.c, key, cloudprovider.InstanceNotFound, marks.metadata)
+		putNegativeSince(g.inst.shutdown.c, key, cloudprovider.InstanceNotFound, marks.shutdown)
+		putSince(g.inst.exists.c, key, false, marks.exists, 0) // a negative value
 	case st.Err != nil:
 		// A per-node failure is not an answer: nothing to remember.
 	default:
 		if st.Metadata != nil {
-			putSince(g.inst.metadata, key, st.Metadata, marks.metadata, marks.maxFresh)
+			putSince(g.inst.metadata.c, key, st.Metadata, marks.metadata, marks.maxFresh)
 		}
-		putSince(g.inst.shutdown, key, st.Shutdown, marks.shutdown, marks.maxFresh)
+		putSince(g.inst.shutdown.c, key, st.Shutdown, marks.shutdown, marks.maxFresh)
 		switch {
 		case st.Deleted:
-			putSince(g.inst.exists, key, false, marks.exists, 0)
+			putSince(g.inst.exists.c, key, false, marks.exists, 0)
 			if !marks.listed {
 				g.nf.markDeleted(key)
 			}
 		case g.nf.markExists(key, marks.guard):
-			putSince(g.inst.exists, key, true, marks.exists, marks.maxFresh)
+			putSince(g.inst.exists.c, key, true, marks.exists, marks.maxFresh)
 		}
 	}
 }

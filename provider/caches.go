@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -9,9 +10,11 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/limiter"
 )
 
-// buildCaches creates one cache per cached read method, observed by observe.
+// buildCaches creates the read path of every read method, with its cache
+// (nil when its TTL turns caching off), observed by observe.
 func (g *gate) buildCaches(observe func(name string) cache.Observer) (err error) {
 	type nk = cacheOpts[nodeKey, bool]
 	nodeKeyString := func(k nodeKey) string { return k.String() }
@@ -26,29 +29,141 @@ func (g *gate) buildCaches(observe func(name string) cache.Observer) (err error)
 	byNameStr := func() cacheOpts[string, string] {
 		return cacheOpts[string, string]{keyString: stringKey, shortLived: always}
 	}
-	g.inst.exists = newCache(g, observe, &err, g.m.instanceExists, nk{keyString: nodeKeyString, negativeValue: notExists, shortLived: byName})
-	g.inst.shutdown = newCache(g, observe, &err, g.m.instanceShutdown, nk{keyString: nodeKeyString, shortLived: byName})
-	g.inst.metadata = newCache(g, observe, &err, g.m.instanceMetadata, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKeyString, shortLived: byName})
+	g.inst.exists = newNodePath(g, observe, &err, g.m.instanceExists, existsOf, nk{keyString: nodeKeyString, negativeValue: notExists, shortLived: byName})
+	g.inst.shutdown = newNodePath(g, observe, &err, g.m.instanceShutdown, shutdownOf, nk{keyString: nodeKeyString, shortLived: byName})
+	g.inst.metadata = newNodePath(g, observe, &err, g.m.instanceMetadata, metadataOf, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKeyString, shortLived: byName})
 	// NodeAddresses is keyed by node name: a re-created VM may reuse it.
-	g.inst.nodeAddresses = newCache(g, observe, &err, g.m.nodeAddresses, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey, shortLived: always})
-	g.inst.nodeAddressesByProviderID = newCache(g, observe, &err, g.m.nodeAddressesByProviderID, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
-	g.inst.instanceID = newCache(g, observe, &err, g.m.instanceID, byNameStr())
-	g.inst.instanceType = newCache(g, observe, &err, g.m.instanceType, byNameStr())
-	g.inst.instanceTypeByProviderID = newCache(g, observe, &err, g.m.instanceTypeByProviderID, str())
-	g.inst.currentNodeName = newCache(g, observe, &err, g.m.currentNodeName, cacheOpts[string, types.NodeName]{keyString: stringKey})
-	g.inst.existsByProviderID = newCache(g, observe, &err, g.m.instanceExistsByProviderID, cacheOpts[string, bool]{keyString: stringKey, negativeValue: notExists})
-	g.inst.shutdownByProviderID = newCache(g, observe, &err, g.m.instanceShutdownByProviderID, cacheOpts[string, bool]{keyString: stringKey})
-	g.zn.local = newCache(g, observe, &err, g.m.getZone, zone)
-	g.zn.byProviderID = newCache(g, observe, &err, g.m.getZoneByProviderID, zone)
-	g.zn.byNodeName = newCache(g, observe, &err, g.m.getZoneByNodeName, cacheOpts[string, cloudprovider.Zone]{keyString: stringKey, shortLived: always})
+	g.inst.nodeAddresses = newPath(g, observe, &err, g.m.nodeAddresses, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey, shortLived: always})
+	g.inst.nodeAddressesByProviderID = newPath(g, observe, &err, g.m.nodeAddressesByProviderID, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
+	g.inst.instanceID = newPath(g, observe, &err, g.m.instanceID, byNameStr())
+	g.inst.instanceType = newPath(g, observe, &err, g.m.instanceType, byNameStr())
+	g.inst.instanceTypeByProviderID = newPath(g, observe, &err, g.m.instanceTypeByProviderID, str())
+	g.inst.currentNodeName = newPath(g, observe, &err, g.m.currentNodeName, cacheOpts[string, types.NodeName]{keyString: stringKey})
+	g.inst.existsByProviderID = newPath(g, observe, &err, g.m.instanceExistsByProviderID, cacheOpts[string, bool]{keyString: stringKey, negativeValue: notExists})
+	g.inst.shutdownByProviderID = newPath(g, observe, &err, g.m.instanceShutdownByProviderID, cacheOpts[string, bool]{keyString: stringKey})
+	g.zn.local = newPath(g, observe, &err, g.m.getZone, zone)
+	g.zn.byProviderID = newPath(g, observe, &err, g.m.getZoneByProviderID, zone)
+	g.zn.byNodeName = newPath(g, observe, &err, g.m.getZoneByNodeName, cacheOpts[string, cloudprovider.Zone]{keyString: stringKey, shortLived: always})
 	// exists=false is "does not exist": negativeTTL, never stale (the
 	// service controller skips EnsureLoadBalancerDeleted on it).
-	g.lb.get = newCache(g, observe, &err, g.m.getLoadBalancer, cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: func(k lbKey) string { return k.String() },
+	g.lb.get = newPath(g, observe, &err, g.m.getLoadBalancer, cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: func(k lbKey) string { return k.String() },
 		negativeValue: func(a lbAnswer) bool { return !a.exists }})
-	g.rt.list = newCache(g, observe, &err, g.m.listRoutes, cacheOpts[string, []*cloudprovider.Route]{clone: cloneRoutes, keyString: stringKey})
-	g.cl.list = newCache(g, observe, &err, g.m.listClusters, cacheOpts[string, []string]{clone: cloneStrings, keyString: stringKey})
-	g.cl.master = newCache(g, observe, &err, g.m.master, str())
+	g.rt.list = newPath(g, observe, &err, g.m.listRoutes, cacheOpts[string, []*cloudprovider.Route]{clone: cloneRoutes, keyString: stringKey})
+	g.cl.list = newPath(g, observe, &err, g.m.listClusters, cacheOpts[string, []string]{clone: cloneStrings, keyString: stringKey})
+	g.cl.master = newPath(g, observe, &err, g.m.master, str())
 	return err
+}
+
+// A read path is one read method's pipeline: its policy, its cache, and
+// the mode that runs it (set once by bind when the mode is built: enforce's
+// cache-batch-breaker-token-upstream, or shadow's live call and model).
+type readPath[K comparable, V any] struct {
+	m   *method
+	c   *cache.Cache[K, V] // nil: uncached
+	run readRun[K, V]
+}
+
+// readRun is a mode's read: answer key from c (nil: uncached), calling
+// the upstream through call as the mode does.
+type readRun[K comparable, V any] interface {
+	read(ctx context.Context, m *method, c *cache.Cache[K, V], key K, prio limiter.Priority, call func(context.Context) (V, error)) (V, error)
+}
+
+// nodePath is the read path of an InstancesV2 read, keyed by the node's
+// instance: of answers it from a batched InstanceStatus.
+type nodePath[V any] struct {
+	m   *method
+	c   *cache.Cache[nodeKey, V]
+	of  func(InstanceStatus) (V, error)
+	run nodeRun[V]
+}
+
+// nodeRun is a mode's InstancesV2 read; call is the upstream's own method,
+// a static function, so that a cache hit allocates nothing.
+type nodeRun[V any] interface {
+	nodeRead(ctx context.Context, p *nodePath[V], up cloudprovider.InstancesV2, node *v1.Node, call nodeCall[V]) (V, error)
+}
+
+type nodeCall[V any] func(cloudprovider.InstancesV2, context.Context, *v1.Node) (V, error)
+
+// read answers key, cached whatever it is.
+func (p *readPath[K, V]) read(ctx context.Context, key K, call func(context.Context) (V, error)) (V, error) {
+	return p.run.read(ctx, p.m, p.c, key, p.m.priority, call)
+}
+
+// readID answers key, an identity (a node name, a provider ID, a host
+// name): an empty one identifies nothing, so it is neither cached nor
+// merged (every node without a provider ID would share one answer).
+func (p *readPath[K, V]) readID(ctx context.Context, key K, call func(context.Context) (V, error)) (V, error) {
+	return p.run.read(ctx, p.m, p.identified(key), key, p.m.priority, call)
+}
+
+// readFirstSight is readID raised above the periodic resync when nothing is
+// held for key: the v1 calls carry no Node whose uninitialized taint could
+// say so, and a node never seen is most likely being initialised (nothing
+// can be scheduled on it until it is).
+func (p *readPath[K, V]) readFirstSight(ctx context.Context, key K, call func(context.Context) (V, error)) (V, error) {
+	c, prio := p.identified(key), p.m.priority
+	if c != nil && !c.Has(key) {
+		prio = limiter.PriorityCritical
+	}
+	return p.run.read(ctx, p.m, c, key, prio, call)
+}
+
+func (p *readPath[K, V]) identified(key K) *cache.Cache[K, V] {
+	var none K
+	if key == none {
+		return nil
+	}
+	return p.c
+}
+
+// invalidate drops key's cached answer.
+func (p *readPath[K, V]) invalidate(key K) { invalidate(p.c, key) }
+
+func (p *nodePath[V]) read(ctx context.Context, up cloudprovider.InstancesV2, node *v1.Node, call nodeCall[V]) (V, error) {
+	return p.run.nodeRead(ctx, p, up, node, call)
+}
+
+// bind sets the mode that runs the path: chosen once, when the mode is
+// built, so that no call asks which mode it is in.
+func (p *readPath[K, V]) bind(r runner) {
+	switch r := r.(type) {
+	case *enforcer:
+		p.run = enforceRead[K, V]{r}
+	case *shadow:
+		p.run = shadowRead[K, V]{r}
+	}
+}
+
+func (p *nodePath[V]) bind(r runner) {
+	switch r := r.(type) {
+	case *enforcer:
+		p.run = enforceNodeRead[V]{r}
+	case *shadow:
+		p.run = shadowNodeRead[V]{r}
+	}
+}
+
+// bind hands every read path to the mode r.
+func (g *gate) bind(r runner) {
+	for _, p := range g.paths {
+		p.bind(r)
+	}
+}
+
+// newPath builds the read path of method m, with its cache.
+func newPath[K comparable, V any](g *gate, observe func(name string) cache.Observer, errp *error, m *method, o cacheOpts[K, V]) *readPath[K, V] {
+	p := &readPath[K, V]{m: m, c: newCache(g, observe, errp, m, o)}
+	g.paths = append(g.paths, p)
+	return p
+}
+
+// newNodePath builds the read path of InstancesV2 method m, with its cache.
+func newNodePath[V any](g *gate, observe func(name string) cache.Observer, errp *error, m *method, of func(InstanceStatus) (V, error), o cacheOpts[nodeKey, V]) *nodePath[V] {
+	p := &nodePath[V]{m: m, c: newCache(g, observe, errp, m, o), of: of}
+	g.paths = append(g.paths, p)
+	return p
 }
 
 // invalidate drops key's entry from c (nil: uncached).

@@ -1,30 +1,36 @@
 package provider
 
 import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
 )
 
-// cloud is the Cloud that New returns: the gate, and the mode's wrappers
-// of the upstream's sub-interfaces, chosen once when it is built.
+// cloud is the Cloud that New returns: the gate (policy and caches), and
+// the mode that runs every wrapped call, chosen once when it is built.
 type cloud struct {
 	g *gate
-	w wrappers
+	r runner
 }
 
 var _ Cloud = (*cloud)(nil)
 
-// wrappers builds what the accessors return around the upstream's
-// sub-interfaces, and runs the mode's own work: enforce (enforce.go: the
-// pipeline of cache, batch, breaker, token, upstream) or shadow (shadow.go:
+// runner is a mode: what the wrappers (one per method: instances.go,
+// instancesv2.go, loadbalancer.go, routes.go, zones.go, clusters.go) call,
+// besides the read paths the mode was bound to (gate.bind): enforce
+// (enforce.go: cache, batch, breaker, token, upstream) or shadow (shadow.go:
 // the upstream's own calls, and the model beside them).
-type wrappers interface {
-	loadBalancer(cloudprovider.LoadBalancer) cloudprovider.LoadBalancer
-	instances(cloudprovider.Instances) cloudprovider.Instances
-	instancesV2(cloudprovider.InstancesV2) cloudprovider.InstancesV2
-	zones(cloudprovider.Zones) cloudprovider.Zones
-	clusters(cloudprovider.Clusters) cloudprovider.Clusters
-	routes(cloudprovider.Routes) cloudprovider.Routes
+type runner interface {
+	// write sends write m upstream through fn; invalidate (nil: none)
+	// drops what it may have changed from the caches.
+	write(ctx context.Context, m *method, fn func(context.Context) error, invalidate func()) error
+	// notePeer records the lifecycle controller's check of node (peers.go).
+	notePeer(node *v1.Node)
+	// guard is the not-found guard (nil: none, as in shadow mode, which
+	// never changes an answer).
+	guard() *notFoundGuard
 	// initialize runs after the upstream's Initialize, until stop closes.
 	initialize(b cloudprovider.ControllerClientBuilder, stop <-chan struct{})
 	// useNodeInformer takes the CCM's node informer (SetInformers).
@@ -44,29 +50,16 @@ func newCloud(upstream cloudprovider.Interface, cfg *Config, member string) (*cl
 		if err != nil {
 			return nil, err
 		}
-		return &cloud{g: sh.g, w: sh}, nil
+		sh.g.bind(sh)
+		return &cloud{g: sh.g, r: sh}, nil
 	}
 	e, err := newEnforcer(upstream, cfg, member)
 	if err != nil {
 		return nil, err
 	}
-	return &cloud{g: e.gate, w: e}, nil
+	e.bind(e)
+	return &cloud{g: e.gate, r: e}, nil
 }
-
-func (e *enforcer) loadBalancer(up cloudprovider.LoadBalancer) cloudprovider.LoadBalancer {
-	return &loadBalancer{g: e, up: up}
-}
-func (e *enforcer) instances(up cloudprovider.Instances) cloudprovider.Instances {
-	return &instances{g: e, up: up}
-}
-func (e *enforcer) instancesV2(up cloudprovider.InstancesV2) cloudprovider.InstancesV2 {
-	return &instancesV2{g: e, up: up}
-}
-func (e *enforcer) zones(up cloudprovider.Zones) cloudprovider.Zones { return &zones{g: e, up: up} }
-func (e *enforcer) clusters(up cloudprovider.Clusters) cloudprovider.Clusters {
-	return &clusters{g: e, up: up}
-}
-func (e *enforcer) routes(up cloudprovider.Routes) cloudprovider.Routes { return &routes{g: e, up: up} }
 
 // Initialize passes the client builder to the upstream, then starts the
 // mode's own work (enforce: decides batching and list prefetch from the
@@ -75,7 +68,7 @@ func (e *enforcer) routes(up cloudprovider.Routes) cloudprovider.Routes { return
 // replaces the loop.
 func (c *cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.g.upstream.Initialize(clientBuilder, stop)
-	c.w.initialize(clientBuilder, stop)
+	c.r.initialize(clientBuilder, stop)
 }
 
 // Unwrap returns the provider cloudgate wraps, unchanged, for a controller
@@ -93,7 +86,7 @@ func (c *cloud) Unwrap() cloudprovider.Interface { return c.g.upstream }
 // leaves the fleet (its share goes to the other members at once), and later
 // calls fail with an error wrapping limiter.ErrClosed.
 func (c *cloud) Close() error {
-	c.w.close()
+	c.r.close()
 	return nil
 }
 
@@ -105,7 +98,7 @@ func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.loadBalancer(up), true
+	return &loadBalancer{g: c.g, r: c.r, up: up}, true
 }
 
 func (c *cloud) Instances() (cloudprovider.Instances, bool) {
@@ -113,7 +106,7 @@ func (c *cloud) Instances() (cloudprovider.Instances, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.instances(up), true
+	return &instances{g: c.g, r: c.r, up: up}, true
 }
 
 func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
@@ -121,7 +114,7 @@ func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.instancesV2(up), true
+	return &instancesV2{g: c.g, r: c.r, up: up}, true
 }
 
 func (c *cloud) Zones() (cloudprovider.Zones, bool) {
@@ -129,7 +122,7 @@ func (c *cloud) Zones() (cloudprovider.Zones, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.zones(up), true
+	return &zones{g: c.g, r: c.r, up: up}, true
 }
 
 func (c *cloud) Clusters() (cloudprovider.Clusters, bool) {
@@ -137,7 +130,7 @@ func (c *cloud) Clusters() (cloudprovider.Clusters, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.clusters(up), true
+	return &clusters{g: c.g, r: c.r, up: up}, true
 }
 
 func (c *cloud) Routes() (cloudprovider.Routes, bool) {
@@ -145,7 +138,7 @@ func (c *cloud) Routes() (cloudprovider.Routes, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.routes(up), true
+	return &routes{g: c.g, r: c.r, up: up}, true
 }
 
 // ProviderName is the upstream's name unless Config.ProviderName overrides
@@ -166,6 +159,6 @@ type informerCloud struct {
 var _ cloudprovider.InformerUser = (*informerCloud)(nil)
 
 func (c *informerCloud) SetInformers(f informers.SharedInformerFactory) {
-	c.w.useNodeInformer(f)
+	c.r.useNodeInformer(f)
 	c.informers.SetInformers(f)
 }

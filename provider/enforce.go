@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/internal/recorder"
@@ -26,9 +27,6 @@ type enforcer struct {
 	breakers map[string]*limiter.Breaker
 
 	nf *notFoundGuard // nil when notFoundGuard.enabled is false
-	// nodes finds the Node of a v1 call (which carries none) for the
-	// guard's grace period; nil until the CCM hands over its informers.
-	nodes atomic.Pointer[nodeIndex]
 
 	// Batching and list prefetch are decided from the upstream's
 	// InstancesV2 once it offers one (see buildBatcher); batchDecided
@@ -173,6 +171,12 @@ func (e *enforcer) initialize(b cloudprovider.ControllerClientBuilder, stop <-ch
 	e.buildBatcher(true)
 	e.start(stop)
 }
+
+func (e *enforcer) guard() *notFoundGuard { return e.nf }
+
+// useNodeInformer hands the CCM's node informer to the not-found guard,
+// which alone needs it.
+func (e *enforcer) useNodeInformer(f informers.SharedInformerFactory) { e.nf.useNodeInformer(f) }
 
 // close ends the prefetch loop and waits for it and for batches in flight.
 func (e *enforcer) close() {

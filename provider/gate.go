@@ -53,6 +53,8 @@ type gate struct {
 	m       methodSet
 	methods map[string]*method
 	caches  []cacheState
+	// paths are the read methods' paths, handed to the mode by bind.
+	paths []interface{ bind(runner) }
 
 	inst instanceCaches
 	lb   lbCaches

@@ -234,4 +234,4 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // enf is the enforce mode of a cloud New built: its gate, limiters,
 // breakers, batching, prefetch and guard.
-func enf(c cloudprovider.Interface) *enforcer { return c.(*cloud).w.(*enforcer) }
+func enf(c cloudprovider.Interface) *enforcer { return c.(*cloud).r.(*enforcer) }

@@ -73,9 +73,9 @@ func TestShadowMethodQPSChainedWithFamily(t *testing.T) {
 	c := mustNew(t, newCountingCloud(), cfg)
 	defer func() { _ = c.(interface{ Close() error }).Close() }()
 	cl := c.(*cloud)
-	sh, ok := cl.w.(*shadow)
+	sh, ok := cl.r.(*shadow)
 	if !ok {
-		t.Fatalf("mode shadow built %T, want *shadow", cl.w)
+		t.Fatalf("mode shadow built %T, want *shadow", cl.r)
 	}
 	m := cl.g.m.instanceMetadata
 	done, notSent := sh.begin(m)

@@ -113,7 +113,7 @@ func TestBatchFillsBeforeAnswering(t *testing.T) {
 	b := batchCall{g: g, up: up, answer: func(i int, st InstanceStatus) {
 		answered++
 		for _, n := range nodes {
-			if _, _, ok := fresh(g.m.instanceExists, g.inst.exists, keyOfNode(n)); !ok {
+			if _, _, ok := fresh(g.m.instanceExists, g.inst.exists.c, keyOfNode(n)); !ok {
 				t.Errorf("answer %d handed over before %s's answer was cached", i, n.Name)
 			}
 		}

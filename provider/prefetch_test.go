@@ -193,7 +193,7 @@ func TestListPrefetchWithoutBatching(t *testing.T) {
 	c.Initialize(nil, stop)
 	waitUntil(t, "a list call", func() bool { return up.lists.Load() >= 1 })
 	waitUntil(t, "the cache filled", func() bool {
-		_, _, ok := enf(c).inst.metadata.Fresh(nodeKey{byProviderID: true, id: "fake://a"})
+		_, _, ok := enf(c).inst.metadata.c.Fresh(nodeKey{byProviderID: true, id: "fake://a"})
 		return ok
 	})
 	md, err := v2(t, c).InstanceMetadata(context.Background(), testNode("a", "fake://a"))
@@ -270,7 +270,7 @@ func TestPrefetchDeletedRecordNotByName(t *testing.T) {
 	c.Initialize(nil, stop)
 	g := enf(c)
 	waitUntil(t, "the cache filled", func() bool {
-		_, _, ok := g.inst.exists.Fresh(nodeKey{byProviderID: true, id: "fake://a-old"})
+		_, _, ok := g.inst.exists.c.Fresh(nodeKey{byProviderID: true, id: "fake://a-old"})
 		return ok
 	})
 	ok, err := v2(t, c).InstanceExists(context.Background(), testNode("a", ""))

@@ -80,7 +80,7 @@ func TestListedAnswerAgeFromItsPage(t *testing.T) {
 			synctest.Wait()
 			now := up.clk.Now()
 			for i := range up.pages {
-				md, _, ok := g.inst.metadata.Fresh(nodeKey{byProviderID: true, id: fmt.Sprint("fake://n", i)})
+				md, _, ok := g.inst.metadata.c.Fresh(nodeKey{byProviderID: true, id: fmt.Sprint("fake://n", i)})
 				if s < 60 {
 					continue // the first list is still paging
 				}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/cache"
@@ -288,9 +289,39 @@ func liveResult(g *gate, err error) string {
 	return recorder.ResultError
 }
 
-// shadowRead is a read in shadow mode: call is the upstream's own method,
+// shadowRead runs a read path in shadow mode (modelRead).
+type shadowRead[K comparable, V any] struct{ sh *shadow }
+
+// read ignores prio: the live call is sent at once, as without cloudgate.
+func (r shadowRead[K, V]) read(ctx context.Context, m *method, c *cache.Cache[K, V], key K, _ limiter.Priority, call func(context.Context) (V, error)) (V, error) {
+	return modelRead(ctx, r.sh, m, c, key, call)
+}
+
+// shadowNodeRead runs an InstancesV2 read path in shadow mode
+// (modelNodeRead).
+type shadowNodeRead[V any] struct{ sh *shadow }
+
+func (r shadowNodeRead[V]) nodeRead(ctx context.Context, p *nodePath[V], up cloudprovider.InstancesV2, node *v1.Node, call nodeCall[V]) (V, error) {
+	return modelNodeRead(ctx, r.sh, p.m, p.c, node, func(ctx context.Context) (V, error) { return call(up, ctx, node) })
+}
+
+func (sh *shadow) guard() *notFoundGuard { return nil }
+
+// initialize decides the would-be batch size as enforce mode decides
+// batching at Initialize; a shadow adds no calls (no list prefetch).
+func (sh *shadow) initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {
+	sh.decideBatching(true)
+}
+
+// useNodeInformer: a shadow has no not-found guard, which alone needs it.
+func (sh *shadow) useNodeInformer(informers.SharedInformerFactory) {}
+
+// close: a shadow runs no goroutines.
+func (sh *shadow) close() {}
+
+// modelRead is a read in shadow mode: call is the upstream's own method,
 // sent live; the would-be cache (c, nil: uncached) answers beside it.
-func shadowRead[K comparable, V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[K, V], key K, call func(context.Context) (V, error)) (V, error) {
+func modelRead[K comparable, V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[K, V], key K, call func(context.Context) (V, error)) (V, error) {
 	g, sm := sh.g, sh.methods[m]
 	if c != nil {
 		if cached, cerr, hit := c.Fresh(key); hit {
@@ -318,10 +349,10 @@ func shadowRead[K comparable, V any](ctx context.Context, sh *shadow, m *method,
 	return v, err
 }
 
-// shadowWrite is a write in shadow mode: the write goes straight through;
-// it is a would-be call of its family, and invalidates the shadow caches
-// as it would the real ones.
-func shadowWrite(ctx context.Context, sh *shadow, m *method, fn func(context.Context) error, invalidate func()) error {
+// write is a write in shadow mode: the write goes straight through; it is
+// a would-be call of its family, and invalidates the shadow caches as it
+// would the real ones.
+func (sh *shadow) write(ctx context.Context, m *method, fn func(context.Context) error, invalidate func()) error {
 	done, notSent := sh.begin(m)
 	_, err := live(ctx, sh.g, m, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
 	if done != nil {
@@ -336,10 +367,10 @@ func shadowWrite(ctx context.Context, sh *shadow, m *method, fn func(context.Con
 	return err
 }
 
-// shadowNodeRead is an InstancesV2 read (InstanceMetadata,
+// modelNodeRead is an InstancesV2 read (InstanceMetadata,
 // InstanceExists, InstanceShutdown) in shadow mode: the upstream's own
 // method, and the would-be cache, batch or call beside it.
-func shadowNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[nodeKey, V], node *v1.Node,
+func modelNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[nodeKey, V], node *v1.Node,
 	call func(context.Context) (V, error)) (V, error) {
 	g, sm := sh.g, sh.methods[m]
 	key := keyOfNode(node)
@@ -380,7 +411,7 @@ func shadowNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.
 	}
 	limit := sh.batchSize()
 	if limit <= 0 || key.id == "" {
-		return shadowRead(ctx, sh, m, c, key, call)
+		return modelRead(ctx, sh, m, c, key, call)
 	}
 	b, peers := sh.join(limit, ctx, key)
 	at := g.clock.Now()
@@ -485,7 +516,7 @@ func (sh *shadow) fillPeers(peers []*v1.Node, at time.Time) {
 	for _, node := range peers {
 		key := keyOfNode(node)
 		positive := true
-		if exists, err, ok := sh.g.inst.exists.Fresh(key); ok {
+		if exists, err, ok := sh.g.inst.exists.c.Fresh(key); ok {
 			positive = exists && err == nil
 		}
 		for _, f := range sh.filled {

@@ -716,10 +716,10 @@ func TestShadowBuildsNoBatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := c.(*cloud)
-	if _, ok := cl.w.(*shadow); !ok {
-		t.Fatalf("wrappers %T, want the shadow's", cl.w)
+	if _, ok := cl.r.(*shadow); !ok {
+		t.Fatalf("wrappers %T, want the shadow's", cl.r)
 	}
-	if got := cl.w.(*shadow).batchSize(); got <= 0 {
+	if got := cl.r.(*shadow).batchSize(); got <= 0 {
 		t.Errorf("would-be batch size %d, want the upstream's (batching predicted)", got)
 	}
 }
