@@ -198,7 +198,7 @@ func (g *enforcer) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Fl
 	defer cancel()
 	b := batchCall{g: g, up: up, answer: answer}
 	var err error
-	results, err = b.call(ctx, nodes, prio, 0, f.Admitted)
+	results, err = b.call(ctx, nodes, prio, 0, admissionOf(f.Admitted))
 	if err != nil {
 		results = b.isolate(ctx, nodes, prio, err, 0)
 	}
@@ -218,11 +218,11 @@ type batchCall struct {
 // call sends one BatchInstanceStatus call and, when it answers, fills the
 // instance caches with its nodes' answers at once: an answer's age runs from
 // when the cloud gave it, even while bisection goes on with other nodes;
-// off is the index of nodes[0] in the batch, for answer; admitted: its
+// off is the index of nodes[0] in the batch, for answer; a: whether its
 // token is taken already (admitBatch).
-func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int, admitted bool) ([]InstanceStatus, error) {
+func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int, a admission) ([]InstanceStatus, error) {
 	marks := b.g.fillMarks() // before the call: see fill
-	results, err := invokeAdmitted(ctx, b.g, b.g.m.batchInstanceStatus, prio, admitted, func(ctx context.Context) ([]InstanceStatus, error) {
+	results, err := invokeAs(ctx, b.g, b.g.m.batchInstanceStatus, prio, a, func(ctx context.Context) ([]InstanceStatus, error) {
 		ctx, cancel := b.g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
 		defer cancel()
 		return b.up.BatchInstanceStatus(ctx, nodes)
@@ -260,8 +260,8 @@ func (b batchCall) isolate(ctx context.Context, nodes []*v1.Node, prio limiter.P
 		return failAll(len(nodes), err)
 	}
 	h := len(nodes) / 2
-	left, lerr := b.call(ctx, nodes[:h], prio, off, false)
-	right, rerr := b.call(ctx, nodes[h:], prio, off+h, false)
+	left, lerr := b.call(ctx, nodes[:h], prio, off, awaitToken)
+	right, rerr := b.call(ctx, nodes[h:], prio, off+h, awaitToken)
 	switch {
 	case lerr != nil && rerr != nil:
 		return append(failAll(h, lerr), failAll(len(nodes)-h, rerr)...)

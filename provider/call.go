@@ -74,19 +74,37 @@ func breakerOutcome(ctx context.Context, err error) error {
 // wait for a token, call, then tell the limiter and the metrics how it
 // went. fn's result and error are returned unchanged.
 func invoke[T any](ctx context.Context, g *enforcer, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
-	return invokeAdmitted(ctx, g, m, prio, false, fn)
+	return invokeAs(ctx, g, m, prio, awaitToken, fn)
 }
 
-// invokeAdmitted is invoke; admitted: the call's token was taken already
-// (a batch admitted while it was open, see admitBatch).
-func invokeAdmitted[T any](ctx context.Context, g *enforcer, m *method, prio limiter.Priority, admitted bool, fn func(context.Context) (T, error)) (T, error) {
+// admission is how a call gets past the limiter.
+type admission uint8
+
+const (
+	// awaitToken: the call waits for m's token (bounded by waitTimeout).
+	awaitToken admission = iota
+	// tokenTaken: the call's token was taken already, by a batch admitted
+	// while it was open (admitBatch).
+	tokenTaken
+)
+
+// admissionOf is the admission of a batch's first call (batcher.Flush).
+func admissionOf(admitted bool) admission {
+	if admitted {
+		return tokenTaken
+	}
+	return awaitToken
+}
+
+// invokeAs is invoke, admitted as a says.
+func invokeAs[T any](ctx context.Context, g *enforcer, m *method, prio limiter.Priority, a admission, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	opened := m.breaker.Opened() // before Allow: an opening in between ends the wait at once
 	done, err := m.breaker.Allow()
 	if err != nil {
 		return zero, g.openRetry(err)
 	}
-	if !admitted {
+	if a == awaitToken {
 		if err := g.wait(ctx, m, prio, opened); err != nil {
 			done(callerGone{err}) // nothing was sent: no verdict on the cloud
 			return zero, err

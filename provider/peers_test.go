@@ -118,7 +118,7 @@ func TestBatchFillsBeforeAnswering(t *testing.T) {
 			}
 		}
 	}}
-	if _, err := b.call(context.Background(), nodes, 0, 0, false); err != nil {
+	if _, err := b.call(context.Background(), nodes, 0, 0, awaitToken); err != nil {
 		t.Fatal(err)
 	}
 	if answered != len(nodes) {
