@@ -11,6 +11,11 @@ type clusterCaches struct {
 	master *readPath[string, string]
 }
 
+func (c *clusterCaches) build(b pathBuilder) {
+	c.list = newPath(b, "ListClusters", cacheOpts[string, []string]{clone: cloneStrings, keyString: stringKey})
+	c.master = newPath(b, "Master", cacheOpts[string, string]{keyString: stringKey})
+}
+
 // clusters wraps the upstream's Clusters.
 type clusters struct {
 	g  *gate

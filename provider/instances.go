@@ -119,6 +119,21 @@ func (i *instances) InstanceShutdownByProviderID(ctx context.Context, providerID
 	})
 }
 
+// buildV1 builds the Instances reads' paths.
+func (c *instanceCaches) buildV1(b pathBuilder) {
+	str := cacheOpts[string, string]{keyString: stringKey}
+	byName := cacheOpts[string, string]{keyString: stringKey, shortLived: always}
+	// NodeAddresses is keyed by node name: a re-created VM may reuse it.
+	c.nodeAddresses = newPath(b, "NodeAddresses", cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey, shortLived: always})
+	c.nodeAddressesByProviderID = newPath(b, "NodeAddressesByProviderID", cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
+	c.instanceID = newPath(b, "InstanceID", byName)
+	c.instanceType = newPath(b, "InstanceType", byName)
+	c.instanceTypeByProviderID = newPath(b, "InstanceTypeByProviderID", str)
+	c.currentNodeName = newPath(b, "CurrentNodeName", cacheOpts[string, types.NodeName]{keyString: stringKey})
+	c.existsByProviderID = newPath(b, "InstanceExistsByProviderID", cacheOpts[string, bool]{keyString: stringKey, negativeValue: notExists})
+	c.shutdownByProviderID = newPath(b, "InstanceShutdownByProviderID", cacheOpts[string, bool]{keyString: stringKey})
+}
+
 // instanceCaches are the read paths of the Instances and InstancesV2 reads.
 type instanceCaches struct {
 	exists                    *nodePath[bool]

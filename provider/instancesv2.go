@@ -50,6 +50,14 @@ func (i *instancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*clo
 	return i.g.inst.metadata.read(ctx, i.up, node, cloudprovider.InstancesV2.InstanceMetadata)
 }
 
+// buildV2 builds the InstancesV2 reads' paths.
+func (c *instanceCaches) buildV2(b pathBuilder) {
+	type nk = cacheOpts[nodeKey, bool]
+	c.exists = newNodePath(b, "InstanceExists", existsOf, nk{keyString: nodeKey.String, negativeValue: notExists, shortLived: nodeByName})
+	c.shutdown = newNodePath(b, "InstanceShutdown", shutdownOf, nk{keyString: nodeKey.String, shortLived: nodeByName})
+	c.metadata = newNodePath(b, "InstanceMetadata", metadataOf, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKey.String, shortLived: nodeByName})
+}
+
 // nodePriority raises reads for nodes that are still being initialised
 // above the periodic resync of initialised ones: while a node carries the
 // uninitialized taint nothing can be scheduled on it.

@@ -11,6 +11,13 @@ type lbCaches struct {
 	get *readPath[lbKey, lbAnswer]
 }
 
+// build: exists=false is "does not exist": negativeTTL, never stale (the
+// service controller skips EnsureLoadBalancerDeleted on it).
+func (c *lbCaches) build(b pathBuilder) {
+	c.get = newPath(b, "GetLoadBalancer", cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: lbKey.String,
+		negativeValue: func(a lbAnswer) bool { return !a.exists }})
+}
+
 // loadBalancer wraps the upstream's LoadBalancer. Writes invalidate the
 // cached GetLoadBalancer answer of their Service. Upstream errors, including
 // ImplementedElsewhere and a wrapped *api.RetryError, come back unchanged.

@@ -10,6 +10,10 @@ type routeCaches struct {
 	list *readPath[string, []*cloudprovider.Route]
 }
 
+func (c *routeCaches) build(b pathBuilder) {
+	c.list = newPath(b, "ListRoutes", cacheOpts[string, []*cloudprovider.Route]{clone: cloneRoutes, keyString: stringKey})
+}
+
 // routes wraps the upstream's Routes. Creating or deleting a route
 // invalidates the cluster's cached route list, so the route controller sees
 // its own changes at once. A failed or limited ListRoutes is an error, never

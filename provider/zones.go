@@ -13,6 +13,13 @@ type zoneCaches struct {
 	byNodeName   *readPath[string, cloudprovider.Zone]
 }
 
+func (c *zoneCaches) build(b pathBuilder) {
+	zone := cacheOpts[string, cloudprovider.Zone]{keyString: stringKey}
+	c.local = newPath(b, "GetZone", zone)
+	c.byProviderID = newPath(b, "GetZoneByProviderID", zone)
+	c.byNodeName = newPath(b, "GetZoneByNodeName", cacheOpts[string, cloudprovider.Zone]{keyString: stringKey, shortLived: always})
+}
+
 // zones wraps the upstream's Zones; a Zone is a value, so no copies needed.
 type zones struct {
 	g  *gate
