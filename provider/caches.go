@@ -1,15 +1,12 @@
 package provider
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
-	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/cache"
-	"github.com/cloudgate/cloudgate/limiter"
 )
 
 // buildCaches creates the read path of every read method, with its cache
@@ -42,77 +39,6 @@ func nodeByName(k nodeKey) bool  { return !k.byProviderID }
 // same name is another instance, and the node controller writes the answer
 // into the immutable spec.providerID. They live at most negativeTTL.
 func always(string) bool { return true }
-
-// A read path is one read method's pipeline: its policy, its cache, and
-// the mode that runs it (set once by bind when the mode is built: enforce's
-// cache-batch-breaker-token-upstream, or shadow's live call and model).
-type readPath[K comparable, V any] struct {
-	m   *method
-	c   *cache.Cache[K, V] // nil: uncached
-	run readRun[K, V]
-}
-
-// readRun is a mode's read: answer key from c (nil: uncached), calling
-// the upstream through call as the mode does.
-type readRun[K comparable, V any] interface {
-	read(ctx context.Context, m *method, c *cache.Cache[K, V], key K, prio limiter.Priority, call func(context.Context) (V, error)) (V, error)
-}
-
-// nodePath is the read path of an InstancesV2 read, keyed by the node's
-// instance: of answers it from a batched InstanceStatus.
-type nodePath[V any] struct {
-	m   *method
-	c   *cache.Cache[nodeKey, V]
-	of  func(InstanceStatus) (V, error)
-	run nodeRun[V]
-}
-
-// nodeRun is a mode's InstancesV2 read; call is the upstream's own method,
-// a static function, so that a cache hit allocates nothing.
-type nodeRun[V any] interface {
-	nodeRead(ctx context.Context, p *nodePath[V], up cloudprovider.InstancesV2, node *v1.Node, call nodeCall[V]) (V, error)
-}
-
-type nodeCall[V any] func(cloudprovider.InstancesV2, context.Context, *v1.Node) (V, error)
-
-// read answers key, cached whatever it is.
-func (p *readPath[K, V]) read(ctx context.Context, key K, call func(context.Context) (V, error)) (V, error) {
-	return p.run.read(ctx, p.m, p.c, key, p.m.priority, call)
-}
-
-// readID answers key, an identity (a node name, a provider ID, a host
-// name): an empty one identifies nothing, so it is neither cached nor
-// merged (every node without a provider ID would share one answer).
-func (p *readPath[K, V]) readID(ctx context.Context, key K, call func(context.Context) (V, error)) (V, error) {
-	return p.run.read(ctx, p.m, p.identified(key), key, p.m.priority, call)
-}
-
-// readFirstSight is readID raised above the periodic resync when nothing is
-// held for key: the v1 calls carry no Node whose uninitialized taint could
-// say so, and a node never seen is most likely being initialised (nothing
-// can be scheduled on it until it is).
-func (p *readPath[K, V]) readFirstSight(ctx context.Context, key K, call func(context.Context) (V, error)) (V, error) {
-	c, prio := p.identified(key), p.m.priority
-	if c != nil && !c.Has(key) {
-		prio = limiter.PriorityCritical
-	}
-	return p.run.read(ctx, p.m, c, key, prio, call)
-}
-
-func (p *readPath[K, V]) identified(key K) *cache.Cache[K, V] {
-	var none K
-	if key == none {
-		return nil
-	}
-	return p.c
-}
-
-// invalidate drops key's cached answer.
-func (p *readPath[K, V]) invalidate(key K) { invalidate(p.c, key) }
-
-func (p *nodePath[V]) read(ctx context.Context, up cloudprovider.InstancesV2, node *v1.Node, call nodeCall[V]) (V, error) {
-	return p.run.nodeRead(ctx, p, up, node, call)
-}
 
 // bind sets the mode that runs the path: chosen once, when the mode is
 // built, so that no call asks which mode it is in.

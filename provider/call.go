@@ -170,55 +170,6 @@ func (g *enforcer) openRetry(err error) error {
 	return &breakerOpenError{open: err, retry: cloudproviderapi.NewRetryError(err.Error(), max(oe.RetryIn, first))}
 }
 
-// whileOpen runs the read op and, while m's breaker rejects it (an
-// *OpenError), waits for the breaker's next change — its open interval
-// ending, the cloud answering another call, its probes settling — and runs
-// op again, as a provider's client retries with backoff
-// (breaker.waitForProbe). It returns the rejection when a probe failed
-// after the first try (the cloud is still down), when ctx ends, or
-// 2 × openTimeout after the first try. Only reads wait: a write held here
-// could be overtaken by a newer write of the same object and land last.
-func whileOpen[T any](ctx context.Context, g *enforcer, m *method, op func() (T, error)) (T, error) {
-	v, err := op()
-	if !*g.cfg.Breaker.WaitForProbe || !limiter.IsOpen(err) || ctx.Err() != nil {
-		return v, err // the usual path: nothing more than op
-	}
-	reopened := m.breaker.Opened() // cancelled when a probe fails from now on
-	deadline := g.clock.Now().Add(2 * g.cfg.Breaker.OpenTimeout.Duration)
-	for {
-		// Changed is taken before op, so a change between the two ends the
-		// wait at once; the first op here repeats the rejected one for that.
-		changed := m.breaker.Changed()
-		v, err = op()
-		var oe *limiter.OpenError
-		if !errors.As(err, &oe) || ctx.Err() != nil || reopened.Err() != nil {
-			return v, err
-		}
-		wait := deadline.Sub(g.clock.Now())
-		if oe.RetryIn > 0 {
-			wait = min(wait, oe.RetryIn)
-		}
-		if wait <= 0 || !g.sleep(ctx, wait, changed) || reopened.Err() != nil {
-			return v, err
-		}
-	}
-}
-
-// sleep waits d on the gate's clock, or until wake ends; it reports false
-// when ctx ended first.
-func (g *enforcer) sleep(ctx context.Context, d time.Duration, wake context.Context) bool {
-	timer, cancel := context.WithCancel(wake)
-	defer cancel()
-	stop := stoppableAfterFunc(g.clock, d, cancel)
-	defer stop()
-	select {
-	case <-timer.Done():
-		return ctx.Err() == nil
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // errWaitTimeout is the cause with which wait gives up.
 var errWaitTimeout = errors.New("cloudgate: token wait timed out")
 

@@ -52,7 +52,7 @@ type enforcer struct {
 	listFailed   atomic.Bool
 	listAnswered chan struct{}
 	listJitter   *jitterSource // the list refreshes' jitter (prefetch.go)
-	// firstList ends with the first list refresh (see awaitFirstList);
+	// firstList ends with the first list refresh (see firstList.await);
 	// nil until the prefetch loop starts.
 	firstList atomic.Pointer[firstList]
 }

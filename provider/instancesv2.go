@@ -2,13 +2,9 @@ package provider
 
 import (
 	"context"
-	"errors"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
-	cloudproviderapi "k8s.io/cloud-provider/api"
-
-	"github.com/cloudgate/cloudgate/limiter"
 )
 
 // instancesV2 wraps the upstream's InstancesV2. In enforce mode a miss
@@ -56,36 +52,4 @@ func (c *instanceCaches) buildV2(b pathBuilder) {
 	c.exists = newNodePath(b, "InstanceExists", existsOf, nk{keyString: nodeKey.String, negativeValue: notExists, shortLived: nodeByName})
 	c.shutdown = newNodePath(b, "InstanceShutdown", shutdownOf, nk{keyString: nodeKey.String, shortLived: nodeByName})
 	c.metadata = newNodePath(b, "InstanceMetadata", metadataOf, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKey.String, shortLived: nodeByName})
-}
-
-// nodePriority raises reads for nodes that are still being initialised
-// above the periodic resync of initialised ones: while a node carries the
-// uninitialized taint nothing can be scheduled on it.
-func nodePriority(node *v1.Node, fallback limiter.Priority) limiter.Priority {
-	for _, t := range node.Spec.Taints {
-		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
-			return limiter.PriorityCritical
-		}
-	}
-	return fallback
-}
-
-// existsOf, shutdownOf and metadataOf answer each InstancesV2 method from a
-// node's batched InstanceStatus as the upstream's own method would.
-func existsOf(st InstanceStatus) (bool, error) {
-	switch {
-	case errors.Is(st.Err, cloudprovider.InstanceNotFound):
-		return false, nil
-	case st.Err != nil:
-		return false, st.Err
-	}
-	return !st.Deleted, nil
-}
-
-func shutdownOf(st InstanceStatus) (bool, error) { return st.Shutdown, st.Err }
-
-// metadataOf copies: callers that joined one batch slot share st, and each
-// must get an InstanceMetadata of its own.
-func metadataOf(st InstanceStatus) (*cloudprovider.InstanceMetadata, error) {
-	return cloneMetadata(st.Metadata), st.Err
 }

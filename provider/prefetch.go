@@ -223,18 +223,14 @@ type firstList struct {
 
 func (f *firstList) end() { f.once.Do(func() { close(f.done) }) }
 
-// awaitFirstList waits for the first list refresh while it is in flight
+// await waits for the first list refresh while it is in flight
 // and reports whether it did (the caller then looks in the cache again).
 // At start-up the controllers' first round of lookups races it: every
 // instance is being listed, so a per-node call sent meanwhile would be
 // spent on an answer about to arrive (behind the AWS adapter, the status
 // loop's first round then cost more DescribeInstances than the AWS provider
 // alone). Later refreshes are not waited for: a miss then is a new node.
-func (g *enforcer) awaitFirstList(ctx context.Context) bool {
-	f := g.firstList.Load()
-	if f == nil {
-		return false
-	}
+func (f *firstList) await(ctx context.Context) bool {
 	select {
 	case <-f.done:
 		return false
