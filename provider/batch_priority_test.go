@@ -82,7 +82,7 @@ type prioRig struct {
 	clk *clocktesting.FakeClock
 	up  *zoneBatchCloud
 	c   cloudprovider.Interface
-	g   *gate
+	g   *enforcer
 	i   cloudprovider.InstancesV2
 	ops []*op
 }
@@ -98,7 +98,7 @@ func newPrioRig(t *testing.T, maxSize int, tune func(*Config)) *prioRig {
 		tune(cfg)
 	}
 	r.c = mustNew(t, r.up, cfg)
-	r.g = r.c.(*cloud).g
+	r.g = enf(r.c)
 	r.i = v2(t, r.c)
 	if r.g.batcher() == nil {
 		t.Fatal("batching is off")
@@ -391,7 +391,7 @@ func batchJoinPriority(t *testing.T) (limiter.Priority, bool) {
 	// open batch for the others to join; with sendAtOnce it would go alone.
 	cfg.Batch.SendAtOnce = boolp(false)
 	c := mustNew(t, up, cfg)
-	g := c.(*cloud).g
+	g := enf(c)
 	i := v2(t, c)
 	if g.batcher() == nil {
 		t.Fatal("batching is off")
@@ -442,7 +442,7 @@ func TestNodeAddressesForNewNodeAreNotBackground(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, _ = v2(t, c).InstanceExists(ctx, testNode("warm", "fake://warm")) // takes the token
-	bucket := c.(*cloud).g.methods["NodeAddresses"].bucket.(*limiter.Bucket)
+	bucket := enf(c).methods["NodeAddresses"].bucket.(*limiter.Bucket)
 	background := make(chan error, 1)
 	go func() {
 		_, err := v2(t, c).InstanceExists(ctx, testNode("resync", "fake://resync"))
@@ -495,7 +495,7 @@ func TestBackgroundCapFleetRedis(t *testing.T) {
 	up := &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}}
 	c := mustNew(t, up, cfg)
 	defer func() { _ = c.(interface{ Close() error }).Close() }()
-	g := c.(*cloud).g
+	g := enf(c)
 	i := v2(t, c)
 	if g.batcher() == nil {
 		t.Fatal("batching is off")

@@ -71,7 +71,7 @@ func planBatching(upstream cloudprovider.Interface, cfg *Config, final bool) (p 
 
 // buildBatcher sets up batching and list prefetch as planBatching decides,
 // once it decides.
-func (g *gate) buildBatcher(final bool) {
+func (g *enforcer) buildBatcher(final bool) {
 	g.batchMu.Lock()
 	defer g.batchMu.Unlock()
 	if g.batchDecided.Load() {
@@ -112,7 +112,7 @@ func (g *gate) buildBatcher(final bool) {
 }
 
 // batcher returns the batcher, nil without batching.
-func (g *gate) batcher() *nodeBatcher {
+func (g *enforcer) batcher() *nodeBatcher {
 	if !g.batchDecided.Load() {
 		g.buildBatcher(false)
 		if !g.batchDecided.Load() {
@@ -132,7 +132,7 @@ func (g *gate) batcher() *nodeBatcher {
 // half-open one may (its probes in flight), so the batch goes on to
 // sendBatch without a token, where the breaker is asked first, as for any
 // other call.
-func (g *gate) admitBatch(ctx context.Context, reqs []nodeRequest) (bool, error) {
+func (g *enforcer) admitBatch(ctx context.Context, reqs []nodeRequest) (bool, error) {
 	m := g.m.batchInstanceStatus
 	opened := m.breaker.Opened() // before the check: an opening in between ends the wait at once
 	if m.breaker.State() != limiter.StateClosed {
@@ -161,7 +161,7 @@ func batchPriority(reqs []nodeRequest) limiter.Priority {
 // sendBatch answers one batch of nodes with a BatchInstanceStatus call
 // (bisected on failure, see isolate); each call that answers fills the
 // instance caches. f.Admitted: the first call's token is taken already.
-func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) (results []InstanceStatus) {
+func (g *enforcer) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) (results []InstanceStatus) {
 	nodes := make([]*v1.Node, len(reqs))
 	for i, r := range reqs {
 		nodes[i] = r.node
@@ -198,7 +198,7 @@ func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush,
 	defer cancel()
 	b := batchCall{g: g, up: up, answer: answer}
 	var err error
-	results, err = b.call(ctx, nodes, prio, 0, f.Admitted)
+	results, err = b.call(ctx, nodes, prio, 0, admissionOf(f.Admitted))
 	if err != nil {
 		results = b.isolate(ctx, nodes, prio, err, 0)
 	}
@@ -207,7 +207,7 @@ func (g *gate) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush,
 
 // batchCall sends BatchInstanceStatus calls for one batch.
 type batchCall struct {
-	g  *gate
+	g  *enforcer
 	up BatchInstances
 	// answer hands the batch's request i its answer at once (nil: at the
 	// end), so a caller does not wait, holding an aging answer, while the
@@ -218,11 +218,11 @@ type batchCall struct {
 // call sends one BatchInstanceStatus call and, when it answers, fills the
 // instance caches with its nodes' answers at once: an answer's age runs from
 // when the cloud gave it, even while bisection goes on with other nodes;
-// off is the index of nodes[0] in the batch, for answer; admitted: its
+// off is the index of nodes[0] in the batch, for answer; a: whether its
 // token is taken already (admitBatch).
-func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int, admitted bool) ([]InstanceStatus, error) {
+func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int, a admission) ([]InstanceStatus, error) {
 	marks := b.g.fillMarks() // before the call: see fill
-	results, err := invokeAdmitted(ctx, b.g, b.g.m.batchInstanceStatus, prio, admitted, func(ctx context.Context) ([]InstanceStatus, error) {
+	results, err := invokeAs(ctx, b.g, b.g.m.batchInstanceStatus, prio, a, func(ctx context.Context) ([]InstanceStatus, error) {
 		ctx, cancel := b.g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
 		defer cancel()
 		return b.up.BatchInstanceStatus(ctx, nodes)
@@ -260,8 +260,8 @@ func (b batchCall) isolate(ctx context.Context, nodes []*v1.Node, prio limiter.P
 		return failAll(len(nodes), err)
 	}
 	h := len(nodes) / 2
-	left, lerr := b.call(ctx, nodes[:h], prio, off, false)
-	right, rerr := b.call(ctx, nodes[h:], prio, off+h, false)
+	left, lerr := b.call(ctx, nodes[:h], prio, off, awaitToken)
+	right, rerr := b.call(ctx, nodes[h:], prio, off+h, awaitToken)
 	switch {
 	case lerr != nil && rerr != nil:
 		return append(failAll(h, lerr), failAll(len(nodes)-h, rerr)...)
@@ -305,8 +305,8 @@ type fillMarks struct {
 	listed bool
 }
 
-func (g *gate) fillMarks() fillMarks {
-	return fillMarks{exists: mark(g.inst.exists), shutdown: mark(g.inst.shutdown), metadata: mark(g.inst.metadata), guard: g.nf.mark()}
+func (g *enforcer) fillMarks() fillMarks {
+	return fillMarks{exists: mark(g.inst.exists.c), shutdown: mark(g.inst.shutdown.c), metadata: mark(g.inst.metadata.c), guard: g.nf.mark()}
 }
 
 // mark, putSince and putNegativeSince fill a cache that may be off (nil)
@@ -341,27 +341,27 @@ func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err erro
 // call sent before the guard began holding the key's "does not exist" refute
 // that hold or replace the held answer: it may have been read before the
 // instance went (the guard's own re-read decides).
-func (g *gate) fill(key nodeKey, st InstanceStatus, marks fillMarks) {
+func (g *enforcer) fill(key nodeKey, st InstanceStatus, marks fillMarks) {
 	switch {
 	case errors.Is(st.Err, cloudprovider.InstanceNotFound):
-		putNegativeSince(g.inst.metadata, key, cloudprovider.InstanceNotFound, marks.metadata)
-		putNegativeSince(g.inst.shutdown, key, cloudprovider.InstanceNotFound, marks.shutdown)
-		putSince(g.inst.exists, key, false, marks.exists, 0) // a negative value
+		putNegativeSince(g.inst.metadata.c, key, cloudprovider.InstanceNotFound, marks.metadata)
+		putNegativeSince(g.inst.shutdown.c, key, cloudprovider.InstanceNotFound, marks.shutdown)
+		putSince(g.inst.exists.c, key, false, marks.exists, 0) // a negative value
 	case st.Err != nil:
 		// A per-node failure is not an answer: nothing to remember.
 	default:
 		if st.Metadata != nil {
-			putSince(g.inst.metadata, key, st.Metadata, marks.metadata, marks.maxFresh)
+			putSince(g.inst.metadata.c, key, st.Metadata, marks.metadata, marks.maxFresh)
 		}
-		putSince(g.inst.shutdown, key, st.Shutdown, marks.shutdown, marks.maxFresh)
+		putSince(g.inst.shutdown.c, key, st.Shutdown, marks.shutdown, marks.maxFresh)
 		switch {
 		case st.Deleted:
-			putSince(g.inst.exists, key, false, marks.exists, 0)
+			putSince(g.inst.exists.c, key, false, marks.exists, 0)
 			if !marks.listed {
 				g.nf.markDeleted(key)
 			}
 		case g.nf.markExists(key, marks.guard):
-			putSince(g.inst.exists, key, true, marks.exists, marks.maxFresh)
+			putSince(g.inst.exists.c, key, true, marks.exists, marks.maxFresh)
 		}
 	}
 }

@@ -78,7 +78,7 @@ func (b *batchCloud) batchSizes() []int {
 	return append([]int(nil), b.sizes...)
 }
 
-func newBatchSetup(t *testing.T, maxSize int) (*batchCloud, cloudprovider.InstancesV2, *gate, func(time.Duration)) {
+func newBatchSetup(t *testing.T, maxSize int) (*batchCloud, cloudprovider.InstancesV2, *enforcer, func(time.Duration)) {
 	t.Helper()
 	up := &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{"missing": true}}
 	clk := newFakeClock()
@@ -88,7 +88,7 @@ func newBatchSetup(t *testing.T, maxSize int) (*batchCloud, cloudprovider.Instan
 	cfg.NotFoundGuard.Enabled = boolp(false) // these tests count batch answers; notfound_guard_test.go covers the guard
 	cfg.Batch.SendAtOnce = boolp(false)      // these tests form batches by size and wait; internal/batcher tests SendAtOnce
 	c := mustNew(t, up, cfg)
-	return up, v2(t, c), c.(*cloud).g, clk.Step
+	return up, v2(t, c), enf(c), clk.Step
 }
 
 func TestBatchCoalescesBySizeAndTime(t *testing.T) {
@@ -228,7 +228,7 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 func TestNoBatchInterfaceFallsBackToPerNodeCalls(t *testing.T) {
 	up := newCountingCloud()
 	c := mustNew(t, up, testConfig(newFakeClock()))
-	if c.(*cloud).g.batch != nil {
+	if enf(c).batch != nil {
 		t.Fatal("batcher built for an upstream without BatchInstances")
 	}
 	if _, err := v2(t, c).InstanceMetadata(context.Background(), testNode("a", "fake://a")); err != nil {
@@ -505,7 +505,7 @@ func TestBatchTokenEmptyAccumulates(t *testing.T) {
 	cfg.Limits.Read.WaitTimeout = dur(time.Minute)
 	cfg.NotFoundGuard.Enabled = boolp(false)
 	c := mustNew(t, up, cfg)
-	i, g := v2(t, c), c.(*cloud).g
+	i, g := v2(t, c), enf(c)
 
 	if _, err := i.InstanceMetadata(context.Background(), testNode("a", "")); err != nil {
 		t.Fatal(err) // no clock step: sent at once

@@ -28,7 +28,7 @@ func openReadBreaker(t *testing.T, c cloudprovider.Interface, up *countingCloud)
 		_, _ = v2(t, c).InstanceMetadata(context.Background(), testNode(fmt.Sprint("trip", n), fmt.Sprint("fake://trip", n)))
 	}
 	up.metadataHook = nil
-	if s := c.(*cloud).g.breakers[familyRead].State(); s != limiter.StateOpen {
+	if s := enf(c).breakers[familyRead].State(); s != limiter.StateOpen {
 		t.Fatalf("read breaker = %v, want open", s)
 	}
 }
@@ -51,7 +51,7 @@ func TestHungCloudTripsBreaker(t *testing.T) {
 	if got := up.Calls("InstanceMetadata"); got >= 60 {
 		t.Fatalf("upstream calls = %d for 60 reads against a hung cloud: the breaker never tripped", got)
 	}
-	if s := c.(*cloud).g.breakers[familyRead].State(); s != limiter.StateOpen {
+	if s := enf(c).breakers[familyRead].State(); s != limiter.StateOpen {
 		t.Fatalf("read breaker = %v, want open", s)
 	}
 }
@@ -141,7 +141,7 @@ func TestRetryErrorAndClientErrorsDoNotTripBreaker(t *testing.T) {
 					t.Fatalf("err = %v, want the upstream's", err)
 				}
 			}
-			if s := c.(*cloud).g.breakers[familyWrite].State(); s != limiter.StateClosed {
+			if s := enf(c).breakers[familyWrite].State(); s != limiter.StateClosed {
 				t.Fatalf("write breaker = %v after %s answers, want closed", s, tc.name)
 			}
 		})
@@ -156,7 +156,7 @@ func TestRetryErrorAndClientErrorsDoNotTripBreaker(t *testing.T) {
 	for n := range 10 {
 		_, _ = lb.EnsureLoadBalancer(context.Background(), "c", testService("ns", fmt.Sprint("s", n), "u"), nil)
 	}
-	if s := c.(*cloud).g.breakers[familyWrite].State(); s != limiter.StateOpen {
+	if s := enf(c).breakers[familyWrite].State(); s != limiter.StateOpen {
 		t.Fatalf("write breaker = %v after HTTP 503 answers, want open", s)
 	}
 }
@@ -213,7 +213,7 @@ func TestProbeDoesNotQueueBehindEarlierWaiters(t *testing.T) {
 		OpenTimeout: dur(5 * time.Second), MinOpenTimeout: dur(5 * time.Second), HalfOpenRequests: 1, WaitForProbe: boolp(false)}
 	c := mustNew(t, up, cfg)
 	lb, _ := c.LoadBalancer()
-	br := c.(*cloud).g.breakers[familyRead]
+	br := enf(c).breakers[familyRead]
 
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -4,51 +4,84 @@ import (
 	"errors"
 	"fmt"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/cache"
 )
 
-// buildCaches creates one cache per cached read method, observed by observe.
+// buildCaches creates the read path of every read method, with its cache
+// (nil when its TTL turns caching off), observed by observe. Each wrapper's
+// file builds its own methods' paths.
 func (g *gate) buildCaches(observe func(name string) cache.Observer) (err error) {
-	type nk = cacheOpts[nodeKey, bool]
-	nodeKeyString := func(k nodeKey) string { return k.String() }
-	notExists := func(exists bool) bool { return !exists }
-	byName := func(k nodeKey) bool { return !k.byProviderID }
-	str := func() cacheOpts[string, string] { return cacheOpts[string, string]{keyString: stringKey} }
-	zone := cacheOpts[string, cloudprovider.Zone]{keyString: stringKey}
-	// Identity answers keyed by a node name: a VM re-created under the same
-	// name is another instance, and the node controller writes the answer
-	// into the immutable spec.providerID. They live at most negativeTTL.
-	always := func(string) bool { return true }
-	byNameStr := func() cacheOpts[string, string] {
-		return cacheOpts[string, string]{keyString: stringKey, shortLived: always}
-	}
-	g.inst.exists = newCache(g, observe, &err, g.m.instanceExists, nk{keyString: nodeKeyString, negativeValue: notExists, shortLived: byName})
-	g.inst.shutdown = newCache(g, observe, &err, g.m.instanceShutdown, nk{keyString: nodeKeyString, shortLived: byName})
-	g.inst.metadata = newCache(g, observe, &err, g.m.instanceMetadata, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKeyString, shortLived: byName})
-	// NodeAddresses is keyed by node name: a re-created VM may reuse it.
-	g.inst.nodeAddresses = newCache(g, observe, &err, g.m.nodeAddresses, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey, shortLived: always})
-	g.inst.nodeAddressesByProviderID = newCache(g, observe, &err, g.m.nodeAddressesByProviderID, cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
-	g.inst.instanceID = newCache(g, observe, &err, g.m.instanceID, byNameStr())
-	g.inst.instanceType = newCache(g, observe, &err, g.m.instanceType, byNameStr())
-	g.inst.instanceTypeByProviderID = newCache(g, observe, &err, g.m.instanceTypeByProviderID, str())
-	g.inst.currentNodeName = newCache(g, observe, &err, g.m.currentNodeName, cacheOpts[string, types.NodeName]{keyString: stringKey})
-	g.inst.existsByProviderID = newCache(g, observe, &err, g.m.instanceExistsByProviderID, cacheOpts[string, bool]{keyString: stringKey, negativeValue: notExists})
-	g.inst.shutdownByProviderID = newCache(g, observe, &err, g.m.instanceShutdownByProviderID, cacheOpts[string, bool]{keyString: stringKey})
-	g.zn.local = newCache(g, observe, &err, g.m.getZone, zone)
-	g.zn.byProviderID = newCache(g, observe, &err, g.m.getZoneByProviderID, zone)
-	g.zn.byNodeName = newCache(g, observe, &err, g.m.getZoneByNodeName, cacheOpts[string, cloudprovider.Zone]{keyString: stringKey, shortLived: always})
-	// exists=false is "does not exist": negativeTTL, never stale (the
-	// service controller skips EnsureLoadBalancerDeleted on it).
-	g.lb.get = newCache(g, observe, &err, g.m.getLoadBalancer, cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: func(k lbKey) string { return k.String() },
-		negativeValue: func(a lbAnswer) bool { return !a.exists }})
-	g.rt.list = newCache(g, observe, &err, g.m.listRoutes, cacheOpts[string, []*cloudprovider.Route]{clone: cloneRoutes, keyString: stringKey})
-	g.cl.list = newCache(g, observe, &err, g.m.listClusters, cacheOpts[string, []string]{clone: cloneStrings, keyString: stringKey})
-	g.cl.master = newCache(g, observe, &err, g.m.master, str())
+	b := pathBuilder{g: g, observe: observe, err: &err}
+	g.inst.buildV2(b)
+	g.inst.buildV1(b)
+	g.zn.build(b)
+	g.lb.build(b)
+	g.rt.build(b)
+	g.cl.build(b)
 	return err
+}
+
+// pathBuilder builds read paths; the first error is kept in *err, so the
+// paths can all be built and checked once.
+type pathBuilder struct {
+	g       *gate
+	observe func(name string) cache.Observer
+	err     *error
+}
+
+// The cache rules the wrappers' paths share.
+func notExists(exists bool) bool { return !exists }
+func nodeByName(k nodeKey) bool  { return !k.byProviderID }
+
+// always: identity answers keyed by a node name: a VM re-created under the
+// same name is another instance, and the node controller writes the answer
+// into the immutable spec.providerID. They live at most negativeTTL.
+func always(string) bool { return true }
+
+// bind sets the mode that runs the path: chosen once, when the mode is
+// built, so that no call asks which mode it is in.
+func (p *readPath[K, V]) bind(r runner) {
+	switch r := r.(type) {
+	case *enforcer:
+		p.run = enforceRead[K, V]{r}
+	case *shadow:
+		p.run = shadowRead[K, V]{r}
+	}
+}
+
+func (p *nodePath[V]) bind(r runner) {
+	switch r := r.(type) {
+	case *enforcer:
+		p.run = enforceNodeRead[V]{r}
+	case *shadow:
+		p.run = shadowNodeRead[V]{r}
+	}
+}
+
+// bind hands every read path to the mode r.
+func (g *gate) bind(r runner) {
+	for _, p := range g.paths {
+		p.bind(r)
+	}
+}
+
+// newPath builds the read path of the method named name, with its cache.
+func newPath[K comparable, V any](b pathBuilder, name string, o cacheOpts[K, V]) *readPath[K, V] {
+	m := b.g.methods[name]
+	p := &readPath[K, V]{m: m, c: newCache(b.g, b.observe, b.err, m, o)}
+	b.g.paths = append(b.g.paths, p)
+	return p
+}
+
+// newNodePath builds the read path of the InstancesV2 method named name,
+// with its cache.
+func newNodePath[V any](b pathBuilder, name string, of func(InstanceStatus) (V, error), o cacheOpts[nodeKey, V]) *nodePath[V] {
+	m := b.g.methods[name]
+	p := &nodePath[V]{m: m, c: newCache(b.g, b.observe, b.err, m, o), of: of}
+	b.g.paths = append(b.g.paths, p)
+	return p
 }
 
 // invalidate drops key's entry from c (nil: uncached).

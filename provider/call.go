@@ -73,20 +73,38 @@ func breakerOutcome(ctx context.Context, err error) error {
 // at once: no token spent, no queueing, so read can serve a stale answer),
 // wait for a token, call, then tell the limiter and the metrics how it
 // went. fn's result and error are returned unchanged.
-func invoke[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
-	return invokeAdmitted(ctx, g, m, prio, false, fn)
+func invoke[T any](ctx context.Context, g *enforcer, m *method, prio limiter.Priority, fn func(context.Context) (T, error)) (T, error) {
+	return invokeAs(ctx, g, m, prio, awaitToken, fn)
 }
 
-// invokeAdmitted is invoke; admitted: the call's token was taken already
-// (a batch admitted while it was open, see admitBatch).
-func invokeAdmitted[T any](ctx context.Context, g *gate, m *method, prio limiter.Priority, admitted bool, fn func(context.Context) (T, error)) (T, error) {
+// admission is how a call gets past the limiter.
+type admission uint8
+
+const (
+	// awaitToken: the call waits for m's token (bounded by waitTimeout).
+	awaitToken admission = iota
+	// tokenTaken: the call's token was taken already, by a batch admitted
+	// while it was open (admitBatch).
+	tokenTaken
+)
+
+// admissionOf is the admission of a batch's first call (batcher.Flush).
+func admissionOf(admitted bool) admission {
+	if admitted {
+		return tokenTaken
+	}
+	return awaitToken
+}
+
+// invokeAs is invoke, admitted as a says.
+func invokeAs[T any](ctx context.Context, g *enforcer, m *method, prio limiter.Priority, a admission, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	opened := m.breaker.Opened() // before Allow: an opening in between ends the wait at once
 	done, err := m.breaker.Allow()
 	if err != nil {
 		return zero, g.openRetry(err)
 	}
-	if !admitted {
+	if a == awaitToken {
 		if err := g.wait(ctx, m, prio, opened); err != nil {
 			done(callerGone{err}) // nothing was sent: no verdict on the cloud
 			return zero, err
@@ -140,62 +158,13 @@ type breakerOpenError struct {
 func (e *breakerOpenError) Error() string   { return e.open.Error() }
 func (e *breakerOpenError) Unwrap() []error { return []error{e.open, e.retry} }
 
-func (g *gate) openRetry(err error) error {
+func (g *enforcer) openRetry(err error) error {
 	var oe *limiter.OpenError
 	if !errors.As(err, &oe) {
 		return err
 	}
 	first := g.cfg.Breaker.MinOpenTimeout.Duration // > 0 (Config.Resolve)
 	return &breakerOpenError{open: err, retry: cloudproviderapi.NewRetryError(err.Error(), max(oe.RetryIn, first))}
-}
-
-// whileOpen runs the read op and, while m's breaker rejects it (an
-// *OpenError), waits for the breaker's next change — its open interval
-// ending, the cloud answering another call, its probes settling — and runs
-// op again, as a provider's client retries with backoff
-// (breaker.waitForProbe). It returns the rejection when a probe failed
-// after the first try (the cloud is still down), when ctx ends, or
-// 2 × openTimeout after the first try. Only reads wait: a write held here
-// could be overtaken by a newer write of the same object and land last.
-func whileOpen[T any](ctx context.Context, g *gate, m *method, op func() (T, error)) (T, error) {
-	v, err := op()
-	if !*g.cfg.Breaker.WaitForProbe || !limiter.IsOpen(err) || ctx.Err() != nil {
-		return v, err // the usual path: nothing more than op
-	}
-	reopened := m.breaker.Opened() // cancelled when a probe fails from now on
-	deadline := g.clock.Now().Add(2 * g.cfg.Breaker.OpenTimeout.Duration)
-	for {
-		// Changed is taken before op, so a change between the two ends the
-		// wait at once; the first op here repeats the rejected one for that.
-		changed := m.breaker.Changed()
-		v, err = op()
-		var oe *limiter.OpenError
-		if !errors.As(err, &oe) || ctx.Err() != nil || reopened.Err() != nil {
-			return v, err
-		}
-		wait := deadline.Sub(g.clock.Now())
-		if oe.RetryIn > 0 {
-			wait = min(wait, oe.RetryIn)
-		}
-		if wait <= 0 || !g.sleep(ctx, wait, changed) || reopened.Err() != nil {
-			return v, err
-		}
-	}
-}
-
-// sleep waits d on the gate's clock, or until wake ends; it reports false
-// when ctx ended first.
-func (g *gate) sleep(ctx context.Context, d time.Duration, wake context.Context) bool {
-	timer, cancel := context.WithCancel(wake)
-	defer cancel()
-	stop := stoppableAfterFunc(g.clock, d, cancel)
-	defer stop()
-	select {
-	case <-timer.Done():
-		return ctx.Err() == nil
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // errWaitTimeout is the cause with which wait gives up.
@@ -213,7 +182,7 @@ var errBreakerOpened = errors.New("cloudgate: circuit breaker opened while waiti
 // arriving then would: otherwise the callers admitted before it opened would
 // keep their places in the queue and the half-open breaker's probe would
 // wait behind them while every new call is rejected.
-func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority, opened context.Context) error {
+func (g *enforcer) wait(ctx context.Context, m *method, prio limiter.Priority, opened context.Context) error {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stopOpened := context.AfterFunc(opened, func() { cancel(errBreakerOpened) })
@@ -244,7 +213,7 @@ func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority, opene
 // clock governs cloudgate's own call timeouts as it governs the token waits
 // (the history checker runs on a fake clock, where a real-clock timeout
 // never fires).
-func (g *gate) withCallTimeout(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+func (g *enforcer) withCallTimeout(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
 	if g.cfg.Clock == nil {
 		return context.WithTimeoutCause(ctx, d, cause)
 	}
@@ -262,7 +231,7 @@ func stoppableAfterFunc(clk clock.WithTickerAndDelayedExecution, d time.Duration
 
 // result classifies an upstream outcome for metrics, and feeds throttling
 // back to the method's bucket.
-func (g *gate) result(m *method, err error) string {
+func (g *enforcer) result(m *method, err error) string {
 	switch {
 	case err == nil:
 		return recorder.ResultOK

@@ -35,12 +35,10 @@ func TestGateUsesProviderClassifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer plain.close()
 	cl, err := newGate(classifyingCloud{newCountingCloud()}, testConfig(nil), gateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.close()
 	for _, tt := range tests {
 		if got, _ := plain.throttle.Classify(errors.New(tt.msg)); got != tt.plain {
 			t.Errorf("plain upstream: Classify(%q) = %v, want %v", tt.msg, got, tt.plain)

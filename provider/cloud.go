@@ -1,32 +1,42 @@
 package provider
 
 import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
 )
 
-// cloud is the Cloud that New returns: the gate, and the mode's wrappers
-// of the upstream's sub-interfaces, chosen once when it is built.
+// cloud is the Cloud that New returns: the gate (policy and caches), and
+// the mode that runs every wrapped call, chosen once when it is built.
 type cloud struct {
 	g *gate
-	w wrappers
+	r runner
 }
 
 var _ Cloud = (*cloud)(nil)
 
-// wrappers builds what the accessors return around the upstream's
-// sub-interfaces, and starts the mode's background work at Initialize:
-// enforce (the pipeline: cache, batch, breaker, token, upstream) or
-// shadow (shadow.go: the upstream's own calls, and the model beside them).
-type wrappers interface {
-	loadBalancer(cloudprovider.LoadBalancer) cloudprovider.LoadBalancer
-	instances(cloudprovider.Instances) cloudprovider.Instances
-	instancesV2(cloudprovider.InstancesV2) cloudprovider.InstancesV2
-	zones(cloudprovider.Zones) cloudprovider.Zones
-	clusters(cloudprovider.Clusters) cloudprovider.Clusters
-	routes(cloudprovider.Routes) cloudprovider.Routes
-	// start runs after the upstream's Initialize, until stop closes.
-	start(stop <-chan struct{})
+// runner is a mode: what the wrappers (one per method: instances.go,
+// instancesv2.go, loadbalancer.go, routes.go, zones.go, clusters.go) call,
+// besides the read paths the mode was bound to (gate.bind): enforce
+// (enforce.go: cache, batch, breaker, token, upstream) or shadow (shadow.go:
+// the upstream's own calls, and the model beside them).
+type runner interface {
+	// write sends write m upstream through fn; invalidate (nil: none)
+	// drops what it may have changed from the caches.
+	write(ctx context.Context, m *method, fn func(context.Context) error, invalidate func()) error
+	// notePeer records the lifecycle controller's check of node (peers.go).
+	notePeer(node *v1.Node)
+	// guard is the not-found guard (nil: none, as in shadow mode, which
+	// never changes an answer).
+	guard() *notFoundGuard
+	// initialize runs after the upstream's Initialize, until stop closes.
+	initialize(b cloudprovider.ControllerClientBuilder, stop <-chan struct{})
+	// useNodeInformer takes the CCM's node informer (SetInformers).
+	useNodeInformer(informers.SharedInformerFactory)
+	// close stops the mode's goroutines and waits for them.
+	close()
 }
 
 // newCloud builds cloudgate around upstream in cfg's mode; with
@@ -36,38 +46,19 @@ func newCloud(upstream cloudprovider.Interface, cfg *Config, member string) (*cl
 		cfg = DefaultConfig()
 	}
 	if cfg.Mode == ModeShadow {
-		return newShadowCloud(upstream, cfg, member)
+		sh, err := newShadow(upstream, cfg)
+		if err != nil {
+			return nil, err
+		}
+		sh.g.bind(sh)
+		return &cloud{g: sh.g, r: sh}, nil
 	}
-	g, err := newGate(upstream, cfg, gateOptions{member: member})
+	e, err := newEnforcer(upstream, cfg, member)
 	if err != nil {
 		return nil, err
 	}
-	return &cloud{g: g, w: enforce{g}}, nil
-}
-
-// enforce is the wrappers of mode: enforce.
-type enforce struct{ g *gate }
-
-func (e enforce) loadBalancer(up cloudprovider.LoadBalancer) cloudprovider.LoadBalancer {
-	return &loadBalancer{g: e.g, up: up}
-}
-func (e enforce) instances(up cloudprovider.Instances) cloudprovider.Instances {
-	return &instances{g: e.g, up: up}
-}
-func (e enforce) instancesV2(up cloudprovider.InstancesV2) cloudprovider.InstancesV2 {
-	return &instancesV2{g: e.g, up: up}
-}
-func (e enforce) zones(up cloudprovider.Zones) cloudprovider.Zones { return &zones{g: e.g, up: up} }
-func (e enforce) clusters(up cloudprovider.Clusters) cloudprovider.Clusters {
-	return &clusters{g: e.g, up: up}
-}
-func (e enforce) routes(up cloudprovider.Routes) cloudprovider.Routes { return &routes{g: e.g, up: up} }
-
-// start decides batching and list prefetch from the upstream's InstancesV2
-// as it is now, and starts the list prefetch.
-func (e enforce) start(stop <-chan struct{}) {
-	e.g.buildBatcher(true)
-	e.g.start(stop)
+	e.bind(e)
+	return &cloud{g: e.gate, r: e}, nil
 }
 
 // Initialize passes the client builder to the upstream, then starts the
@@ -77,10 +68,7 @@ func (e enforce) start(stop <-chan struct{}) {
 // replaces the loop.
 func (c *cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.g.upstream.Initialize(clientBuilder, stop)
-	if c.g.fleet != nil {
-		c.g.fleetEv.initialize(clientBuilder, c.g.fleet.Member(), stop) // fallback Events
-	}
-	c.w.start(stop)
+	c.r.initialize(clientBuilder, stop)
 }
 
 // Unwrap returns the provider cloudgate wraps, unchanged, for a controller
@@ -98,7 +86,7 @@ func (c *cloud) Unwrap() cloudprovider.Interface { return c.g.upstream }
 // leaves the fleet (its share goes to the other members at once), and later
 // calls fail with an error wrapping limiter.ErrClosed.
 func (c *cloud) Close() error {
-	c.g.close()
+	c.r.close()
 	return nil
 }
 
@@ -110,7 +98,7 @@ func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.loadBalancer(up), true
+	return &loadBalancer{g: c.g, r: c.r, up: up}, true
 }
 
 func (c *cloud) Instances() (cloudprovider.Instances, bool) {
@@ -118,7 +106,7 @@ func (c *cloud) Instances() (cloudprovider.Instances, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.instances(up), true
+	return &instances{g: c.g, r: c.r, up: up}, true
 }
 
 func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
@@ -126,7 +114,7 @@ func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.instancesV2(up), true
+	return &instancesV2{g: c.g, r: c.r, up: up}, true
 }
 
 func (c *cloud) Zones() (cloudprovider.Zones, bool) {
@@ -134,7 +122,7 @@ func (c *cloud) Zones() (cloudprovider.Zones, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.zones(up), true
+	return &zones{g: c.g, r: c.r, up: up}, true
 }
 
 func (c *cloud) Clusters() (cloudprovider.Clusters, bool) {
@@ -142,7 +130,7 @@ func (c *cloud) Clusters() (cloudprovider.Clusters, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.clusters(up), true
+	return &clusters{g: c.g, r: c.r, up: up}, true
 }
 
 func (c *cloud) Routes() (cloudprovider.Routes, bool) {
@@ -150,7 +138,7 @@ func (c *cloud) Routes() (cloudprovider.Routes, bool) {
 	if !ok || up == nil {
 		return nil, ok
 	}
-	return c.w.routes(up), true
+	return &routes{g: c.g, r: c.r, up: up}, true
 }
 
 // ProviderName is the upstream's name unless Config.ProviderName overrides
@@ -171,6 +159,6 @@ type informerCloud struct {
 var _ cloudprovider.InformerUser = (*informerCloud)(nil)
 
 func (c *informerCloud) SetInformers(f informers.SharedInformerFactory) {
-	c.g.useNodeInformer(f)
+	c.r.useNodeInformer(f)
 	c.informers.SetInformers(f)
 }

@@ -4,29 +4,33 @@ import (
 	"context"
 
 	cloudprovider "k8s.io/cloud-provider"
-
-	"github.com/cloudgate/cloudgate/cache"
 )
 
 type clusterCaches struct {
-	list   *cache.Cache[string, []string]
-	master *cache.Cache[string, string]
+	list   *readPath[string, []string]
+	master *readPath[string, string]
+}
+
+func (c *clusterCaches) build(b pathBuilder) {
+	c.list = newPath(b, "ListClusters", cacheOpts[string, []string]{clone: cloneStrings, keyString: stringKey})
+	c.master = newPath(b, "Master", cacheOpts[string, string]{keyString: stringKey})
 }
 
 // clusters wraps the upstream's Clusters.
 type clusters struct {
 	g  *gate
+	r  runner
 	up cloudprovider.Clusters
 }
 
 var _ cloudprovider.Clusters = (*clusters)(nil)
 
 func (c *clusters) ListClusters(ctx context.Context) ([]string, error) {
-	return cachedRead(ctx, c.g, c.g.m.listClusters, c.g.cl.list, "", c.up.ListClusters)
+	return c.g.cl.list.read(ctx, "", c.up.ListClusters)
 }
 
 func (c *clusters) Master(ctx context.Context, clusterName string) (string, error) {
-	return cachedRead(ctx, c.g, c.g.m.master, c.g.cl.master, clusterName, func(ctx context.Context) (string, error) {
+	return c.g.cl.master.read(ctx, clusterName, func(ctx context.Context) (string, error) {
 		return c.up.Master(ctx, clusterName)
 	})
 }

@@ -128,10 +128,10 @@ func TestControllersTreatMetadataAsReadOnly(t *testing.T) {
 	cancel()
 	wg.Wait()
 
-	g := cg.(*cloud).g
+	g := enf(cg)
 	for _, n := range nodes {
 		for _, key := range []nodeKey{{byProviderID: true, id: "fake://" + n.Name}, {id: n.Name}} {
-			got, _, ok := g.inst.metadata.Fresh(key)
+			got, _, ok := g.inst.metadata.c.Fresh(key)
 			if ok && !reflect.DeepEqual(got, want(n)) {
 				t.Errorf("%s: cached metadata changed by a controller:\n got %+v\nwant %+v", key, got, want(n))
 			}

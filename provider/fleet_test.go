@@ -56,7 +56,7 @@ func TestFleetConfigThroughProvider(t *testing.T) {
 		cfg.Cache.Size = 1 // every read a distinct key: each one reaches the upstream
 		c := mustNew(t, up, cfg)
 		clouds = append(clouds, c.(interface{ Close() error }))
-		if _, ok := c.(*cloud).g.methods["InstanceExists"].bucket.(*limiter.Bucket); ok {
+		if _, ok := enf(c).methods["InstanceExists"].bucket.(*limiter.Bucket); ok {
 			t.Fatal("limits.shared set but the read family has a local bucket")
 		}
 		in := v2(t, c)
@@ -129,7 +129,7 @@ func TestFleetFallbackEvents(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	c.Initialize(fakeClientBuilder{kc}, stop)
-	g := c.(*cloud).g
+	g := enf(c)
 
 	events := func() []eventsv1.Event {
 		l, err := kc.EventsV1().Events("kube-system").List(context.Background(), metav1.ListOptions{})

@@ -17,11 +17,8 @@
 package provider
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	cloudprovider "k8s.io/cloud-provider"
@@ -30,7 +27,6 @@ import (
 	"github.com/cloudgate/cloudgate/cache"
 	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
-	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/metrics"
 )
 
@@ -38,7 +34,11 @@ import (
 // --cloud-provider=cloudgate.
 const Name = "cloudgate"
 
-// gate holds the machinery shared by every wrapped sub-interface.
+// gate is what both modes share: the policy resolved from Config (which
+// family a method belongs to, its TTL, its priority, how its errors are
+// classified) and the caches of the read methods. What a mode runs beside
+// it is the mode's own: enforce.go's limiters, breakers, batching, list
+// prefetch and not-found guard, or shadow.go's model.
 type gate struct {
 	upstream     cloudprovider.Interface
 	cfg          *Config
@@ -48,53 +48,19 @@ type gate struct {
 	throttle     *limiter.ThrottleClassifier
 	providerName string
 
-	buckets  []bucketState
-	fleet    *fleet.Fleet // nil without limits.shared
-	fleetEv  *fleetEvents // its Kubernetes Events; nil without limits.shared
-	breakers map[string]*limiter.Breaker
 	// m is the resolved policy, one field per method; methods indexes the
 	// same by name (for tests and by-name lookups outside the hot path).
 	m       methodSet
 	methods map[string]*method
 	caches  []cacheState
+	// paths are the read methods' paths, handed to the mode by bind.
+	paths []interface{ bind(runner) }
 
 	inst instanceCaches
-	nf   *notFoundGuard // nil when notFoundGuard.enabled is false, and in shadow mode
-	// nodes finds the Node of a v1 call (which carries none) for the
-	// guard's grace period; nil until the CCM hands over its informers.
-	nodes atomic.Pointer[nodeIndex]
-	lb    lbCaches
-	rt    routeCaches
-	zn    zoneCaches
-	cl    clusterCaches
-
-	// Batching and list prefetch are decided from the upstream's
-	// InstancesV2 once it offers one (see buildBatcher); batchDecided
-	// publishes batch and lister.
-	batchMu      sync.Mutex
-	batchDecided atomic.Bool
-	batch        *nodeBatcher   // nil without batching
-	lister       InstanceLister // nil without list prefetch
-	batchSize    int            // the batches' largest size (0 without batching)
-	// peers are the Nodes the lifecycle controller checks, refreshed
-	// together by batch calls (peers.go).
-	peers lifecyclePeers
-
-	// The list prefetch loop: one at a time (see start).
-	loopMu        sync.Mutex
-	loopCancel    context.CancelFunc // ends the running loop
-	loopWG        sync.WaitGroup
-	closed        bool
-	prefetchLoops atomic.Int64
-	// listFailed: the last list refresh failed; then a call the cloud
-	// answers signals listAnswered, and the loop refreshes again at once
-	// instead of a whole interval later (see start).
-	listFailed   atomic.Bool
-	listAnswered chan struct{}
-	listJitter   *jitterSource // the list refreshes' jitter (prefetch.go)
-	// firstList ends with the first list refresh (see awaitFirstList);
-	// nil until the prefetch loop starts.
-	firstList atomic.Pointer[firstList]
+	lb   lbCaches
+	rt   routeCaches
+	zn   zoneCaches
+	cl   clusterCaches
 }
 
 // method is one method's resolved policy.
@@ -105,20 +71,12 @@ type method struct {
 	// waitTimeout bounds the token wait (0: the caller's context only).
 	waitTimeout time.Duration
 	priority    limiter.Priority
-	bucket      limiter.Admitter
-	bucketName  string // the bucket's (or the method's own bucket's) name, for errors
-	breaker     *limiter.Breaker
 	requests    *recorder.RequestCounter
-}
-
-// bucketState is what Snapshot reads from a *limiter.Bucket or a
-// *fleet.Limiter.
-type bucketState interface {
-	Name() string
-	ConfiguredQPS() float64
-	EffectiveQPS() float64
-	Tokens() float64
-	Waiting() int
+	// The limits enforce mode applies (set by newEnforcer; nil in shadow
+	// mode, whose model keeps its own).
+	bucket     limiter.Admitter
+	bucketName string // the bucket's (or the method's own bucket's) name, for errors
+	breaker    *limiter.Breaker
 }
 
 // cacheState reports a cache's size to the metrics.
@@ -143,15 +101,12 @@ func New(upstream cloudprovider.Interface, cfg *Config) (Cloud, error) {
 
 // gateOptions are what the mode decides of the gate (see newCloud).
 type gateOptions struct {
-	// member names this replica in the fleet (limits.shared); "" for a
-	// random id.
-	member string
 	// cacheObserver observes the cache of a method (nil: the metrics').
 	cacheObserver func(name string) cache.Observer
 }
 
-// newGate builds the machinery every wrapper shares: policy, caches,
-// limiters, breakers, and with limits.shared the fleet membership.
+// newGate resolves cfg into the policy and builds the read caches: what
+// both modes use.
 func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gate, error) {
 	if upstream == nil {
 		return nil, errors.New("cloudgate: upstream provider is nil")
@@ -168,14 +123,11 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 		cfg:          cfg,
 		clock:        cfg.Clock,
 		providerName: cfg.ProviderName,
-		breakers:     map[string]*limiter.Breaker{},
 		methods:      map[string]*method{},
-		listAnswered: make(chan struct{}, 1),
 	}
 	if g.clock == nil {
 		g.clock = clock.RealClock{}
 	}
-	g.listJitter = newJitterSource(g.clock.Now())
 	if g.providerName == "" {
 		g.providerName = upstream.ProviderName()
 	}
@@ -183,9 +135,8 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if pm == nil {
 		pm = metrics.Default
 	}
-	m := recorder.Of(pm)
-	g.rec = m.Recorder(g.providerName)
-	g.nf = newNotFoundGuard(cfg.NotFoundGuard, g.clock, g.rec)
+	g.metrics = recorder.Of(pm)
+	g.rec = g.metrics.Recorder(g.providerName)
 
 	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {
 		return nil, fmt.Errorf("cloudgate config: throttle.patterns: %w", err)
@@ -193,66 +144,16 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if pc, ok := upstream.(ProviderClassifier); ok {
 		g.throttle = g.throttle.WithProvider(pc) // the provider's own error codes first
 	}
-	if s := cfg.Limits.Shared; s != nil {
-		fr := m.Fleet(g.providerName, s.Account)
-		fr.Init([]string{familyRead, familyWrite})
-		g.fleetEv = newFleetEvents(fr, s.Account)
-		if g.fleet, err = fleet.New(*s, fleet.Options{MemberID: o.member, Observer: g.fleetEv}); err != nil {
-			return nil, fmt.Errorf("cloudgate config: %w", err)
-		}
-	}
-	ok := false
-	defer func() {
-		if !ok && g.fleet != nil {
-			g.fleet.Close() // stops its heartbeat and deregisters
-		}
-	}()
-	familyBuckets := map[string]limiter.Admitter{}
-	for _, f := range []struct {
-		name string
-		cfg  BucketConfig
-	}{{familyRead, cfg.Limits.Read}, {familyWrite, cfg.Limits.Write}} {
-		b, err := g.newFamilyLimiter(f.name, f.cfg)
-		if err != nil {
-			return nil, fmt.Errorf("cloudgate config: limits.%s: %w", f.name, err)
-		}
-		familyBuckets[f.name] = b
-		br, err := limiter.NewBreaker(f.name, cfg.Breaker.limiterConfig(g.clock), g.notACloudFailure, newBreakerLog(f.name, g.rec.BreakerObserver(f.name)))
-		if err != nil {
-			return nil, fmt.Errorf("cloudgate config: breaker: %w", err)
-		}
-		g.breakers[f.name] = br
-	}
 	for _, name := range methodNames() {
 		spec := methodSpecs[name]
 		mt := &method{
 			name: name, family: spec.family, ttl: cfg.ttl(name), priority: spec.priority,
-			bucket: familyBuckets[spec.family], bucketName: spec.family, breaker: g.breakers[spec.family],
 			requests: g.rec.Requests(name),
 		}
-		if spec.family == familyWrite {
-			mt.waitTimeout = cfg.Limits.Write.WaitTimeout.Duration
-		} else {
-			mt.waitTimeout = cfg.Limits.Read.WaitTimeout.Duration
-		}
-		if o := cfg.Methods[name]; o.QPS > 0 {
-			fam := cfg.Limits.Read
-			if spec.family == familyWrite {
-				fam = cfg.Limits.Write
-			}
-			b, err := g.newBucket(name, BucketConfig{QPS: o.QPS, Burst: o.Burst, Adaptive: fam.Adaptive})
-			if err != nil {
-				return nil, fmt.Errorf("cloudgate config: methods.%s: %w", name, err)
-			}
-			// The method's own cap, then its family's bucket (this
-			// process's, or the fleet's budget): the same with and without
-			// a fleet.
-			mt.bucket, mt.bucketName = limiter.Chain{b, familyBuckets[spec.family]}, name
-		}
+		mt.waitTimeout = g.limits(spec.family).WaitTimeout.Duration
 		g.methods[name] = mt
 		*spec.slot(&g.m) = mt
 	}
-	g.metrics = m
 	observe := o.cacheObserver
 	if observe == nil {
 		observe = g.rec.CacheObserver
@@ -260,78 +161,22 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if err := g.buildCaches(observe); err != nil {
 		return nil, err
 	}
-	// Batching is decided at Initialize (or first use), not here: a
-	// provider may read its MaxBatchSize from a config it loads there.
-	bucketNames := make([]string, len(g.buckets))
-	for i, b := range g.buckets {
-		bucketNames[i] = b.Name()
-	}
-	g.rec.Init(bucketNames, []string{familyRead, familyWrite})
-	g.rec.SetSource(g)
-	ok = true
 	return g, nil
 }
 
-// close ends the prefetch loop and waits for it and for batches in flight.
-func (g *gate) close() {
-	g.loopMu.Lock()
-	g.closed = true
-	if g.loopCancel != nil {
-		g.loopCancel()
-		g.loopCancel = nil
+// limits is an API family's configured limits.
+func (g *gate) limits(family string) BucketConfig {
+	if family == familyWrite {
+		return g.cfg.Limits.Write
 	}
-	g.loopMu.Unlock()
-	g.loopWG.Wait()
-	if g.batchDecided.Load() && g.batch != nil {
-		g.batch.Wait()
-	}
-	if g.fleet != nil {
-		g.fleet.Close() // deregisters this member; its limiters then fall back to local buckets
-		g.fleetEv.close()
-	}
+	return g.cfg.Limits.Read
 }
 
-// newFamilyLimiter builds a family's limiter: this process's own bucket, or
-// with limits.shared the fleet-wide budget, whose quota is b.QPS for the
-// whole account and whose local fallback (Redis unreachable) is this
-// member's share of it.
-func (g *gate) newFamilyLimiter(family string, b BucketConfig) (limiter.Admitter, error) {
-	if g.fleet == nil {
-		return g.newBucket(family, b)
-	}
-	l, err := g.fleet.Limiter(family, b.QPS, b.limiterConfig(g.cfg.Throttle.MaxRetryAfter.Duration), newBucketLog(family, g.rec.BucketObserver(family)))
-	if err != nil {
-		return nil, err
-	}
-	g.buckets = append(g.buckets, l)
-	return l, nil
-}
-
-func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
-	lc := b.limiterConfig(g.cfg.Throttle.MaxRetryAfter.Duration)
-	lc.Clock = g.clock
-	bucket, err := limiter.NewBucket(name, lc, newBucketLog(name, g.rec.BucketObserver(name)))
-	if err != nil {
-		return nil, err
-	}
-	g.buckets = append(g.buckets, bucket)
-	return bucket, nil
-}
-
-// Snapshot implements recorder.Source.
-func (g *gate) Snapshot() recorder.Snapshot {
-	var s recorder.Snapshot
+// snapshotCaches is the caches' part of a mode's Snapshot.
+func (g *gate) snapshotCaches() []recorder.CacheState {
+	var s []recorder.CacheState
 	for _, c := range g.caches {
-		s.Caches = append(s.Caches, recorder.CacheState{Name: c.Name(), Entries: c.Len()})
-	}
-	for _, b := range g.buckets {
-		s.Buckets = append(s.Buckets, recorder.BucketState{
-			Name: b.Name(), ConfiguredQPS: b.ConfiguredQPS(), EffectiveQPS: b.EffectiveQPS(),
-			Tokens: b.Tokens(), Waiting: b.Waiting(),
-		})
-	}
-	for _, f := range []string{familyRead, familyWrite} {
-		s.Breakers = append(s.Breakers, recorder.BreakerState{Family: f, State: g.breakers[f].State()})
+		s = append(s, recorder.CacheState{Name: c.Name(), Entries: c.Len()})
 	}
 	return s
 }

@@ -231,3 +231,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// enf is the enforce mode of a cloud New built: its gate, limiters,
+// breakers, batching, prefetch and guard.
+func enf(c cloudprovider.Interface) *enforcer { return c.(*cloud).r.(*enforcer) }

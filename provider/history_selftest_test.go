@@ -158,7 +158,7 @@ func TestHistoryCheckerDetects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.cfg, h.g = cfg, c.(*cloud).g
+			h.cfg, h.g = cfg, enf(c)
 			for _, f := range tc.s.facts {
 				k := [2]string{f.method, f.key}
 				h.up.facts[k] = append(h.up.facts[k], f)

@@ -225,7 +225,7 @@ type history struct {
 	start time.Time
 	seq   atomic.Int64
 	up    *simCloud
-	g     *gate
+	g     *enforcer
 	// opsByKey: the guarded ops (guarded) of each key, by start (check).
 	opsByKey map[string][]*opRec
 	cfg      *Config
@@ -420,7 +420,7 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.g = c.(*cloud).g
+	h.g = enf(c)
 	h.teeBreakers()
 	h.v2, _ = c.InstancesV2()
 	h.v1, _ = c.Instances()

@@ -7,43 +7,26 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
-
-	"github.com/cloudgate/cloudgate/cache"
-	"github.com/cloudgate/cloudgate/limiter"
 )
 
 // instances wraps the upstream's Instances (v1): every read cached by node
 // name or provider ID; AddSSHKeyToAllInstances is a write.
 type instances struct {
 	g  *gate
+	r  runner
 	up cloudprovider.Instances
 }
 
 var _ cloudprovider.Instances = (*instances)(nil)
 
-// firstSight raises a v1 NodeAddresses* read above the periodic resync
-// when cloudgate holds nothing for its key: the v1 calls carry no Node whose
-// uninitialized taint could say so, and a node never seen is most likely
-// being initialised (nothing can be scheduled on it until it is).
-func firstSight[V any](c *cache.Cache[string, V], key string, fallback limiter.Priority) limiter.Priority {
-	if c != nil && !c.Has(key) {
-		return limiter.PriorityCritical
-	}
-	return fallback
-}
-
 func (i *instances) NodeAddresses(ctx context.Context, name types.NodeName) ([]v1.NodeAddress, error) {
-	c := keyed(i.g.inst.nodeAddresses, string(name))
-	prio := firstSight(c, string(name), i.g.m.nodeAddresses.priority)
-	return cachedReadPrio(ctx, i.g, i.g.m.nodeAddresses, c, string(name), prio, func(ctx context.Context) ([]v1.NodeAddress, error) {
+	return i.g.inst.nodeAddresses.readFirstSight(ctx, string(name), func(ctx context.Context) ([]v1.NodeAddress, error) {
 		return i.up.NodeAddresses(ctx, name)
 	})
 }
 
 func (i *instances) NodeAddressesByProviderID(ctx context.Context, providerID string) ([]v1.NodeAddress, error) {
-	c := keyed(i.g.inst.nodeAddressesByProviderID, providerID)
-	prio := firstSight(c, providerID, i.g.m.nodeAddressesByProviderID.priority)
-	return cachedReadPrio(ctx, i.g, i.g.m.nodeAddressesByProviderID, c, providerID, prio, func(ctx context.Context) ([]v1.NodeAddress, error) {
+	return i.g.inst.nodeAddressesByProviderID.readFirstSight(ctx, providerID, func(ctx context.Context) ([]v1.NodeAddress, error) {
 		return i.up.NodeAddressesByProviderID(ctx, providerID)
 	})
 }
@@ -53,18 +36,20 @@ func (i *instances) NodeAddressesByProviderID(ctx context.Context, providerID st
 // lifecycle controller asks it through cloudprovider.GetInstanceProviderID
 // and deletes the Node on InstanceNotFound.
 func (i *instances) InstanceID(ctx context.Context, nodeName types.NodeName) (string, error) {
+	p := i.g.inst.instanceID
 	read := func() (string, error) {
-		return cachedRead(ctx, i.g, i.g.m.instanceID, keyed(i.g.inst.instanceID, string(nodeName)), string(nodeName), func(ctx context.Context) (string, error) {
+		return p.readID(ctx, string(nodeName), func(ctx context.Context) (string, error) {
 			return i.up.InstanceID(ctx, nodeName)
 		})
 	}
 	id, err := read()
-	if i.g.nf == nil || (err != nil && !errors.Is(err, cloudprovider.InstanceNotFound)) {
+	nf := i.r.guard()
+	if nf == nil || (err != nil && !errors.Is(err, cloudprovider.InstanceNotFound)) {
 		return id, err
 	}
 	key := nodeKey{id: string(nodeName)}
-	exists, err := i.g.nf.check(key, i.g.nodeCreated(key), err == nil, nil, func() (bool, error) {
-		invalidate(i.g.inst.instanceID, string(nodeName))
+	exists, err := nf.check(key, nf.nodeCreated(key), err == nil, nil, func() (bool, error) {
+		p.invalidate(string(nodeName))
 		id, err = read()
 		if errors.Is(err, cloudprovider.InstanceNotFound) {
 			return false, nil
@@ -81,53 +66,85 @@ func (i *instances) InstanceID(ctx context.Context, nodeName types.NodeName) (st
 }
 
 func (i *instances) InstanceType(ctx context.Context, name types.NodeName) (string, error) {
-	return cachedRead(ctx, i.g, i.g.m.instanceType, keyed(i.g.inst.instanceType, string(name)), string(name), func(ctx context.Context) (string, error) {
+	return i.g.inst.instanceType.readID(ctx, string(name), func(ctx context.Context) (string, error) {
 		return i.up.InstanceType(ctx, name)
 	})
 }
 
 func (i *instances) InstanceTypeByProviderID(ctx context.Context, providerID string) (string, error) {
-	return cachedRead(ctx, i.g, i.g.m.instanceTypeByProviderID, keyed(i.g.inst.instanceTypeByProviderID, providerID), providerID, func(ctx context.Context) (string, error) {
+	return i.g.inst.instanceTypeByProviderID.readID(ctx, providerID, func(ctx context.Context) (string, error) {
 		return i.up.InstanceTypeByProviderID(ctx, providerID)
 	})
 }
 
 func (i *instances) AddSSHKeyToAllInstances(ctx context.Context, user string, keyData []byte) error {
-	return write(ctx, i.g, i.g.m.addSSHKeyToAllInstances, func(ctx context.Context) error {
+	return i.r.write(ctx, i.g.m.addSSHKeyToAllInstances, func(ctx context.Context) error {
 		return i.up.AddSSHKeyToAllInstances(ctx, user, keyData)
 	}, nil)
 }
 
 func (i *instances) CurrentNodeName(ctx context.Context, hostname string) (types.NodeName, error) {
-	return cachedRead(ctx, i.g, i.g.m.currentNodeName, keyed(i.g.inst.currentNodeName, hostname), hostname, func(ctx context.Context) (types.NodeName, error) {
+	return i.g.inst.currentNodeName.readID(ctx, hostname, func(ctx context.Context) (types.NodeName, error) {
 		return i.up.CurrentNodeName(ctx, hostname)
 	})
 }
 
 func (i *instances) InstanceExistsByProviderID(ctx context.Context, providerID string) (bool, error) {
+	p := i.g.inst.existsByProviderID
 	read := func() (bool, error) {
-		return cachedRead(ctx, i.g, i.g.m.instanceExistsByProviderID, keyed(i.g.inst.existsByProviderID, providerID), providerID, func(ctx context.Context) (bool, error) {
+		return p.readID(ctx, providerID, func(ctx context.Context) (bool, error) {
 			return i.up.InstanceExistsByProviderID(ctx, providerID)
 		})
 	}
 	exists, err := read()
-	if exists || err != nil || i.g.nf == nil {
+	nf := i.r.guard()
+	if exists || err != nil || nf == nil {
 		if exists {
-			i.g.nf.refute(nodeKey{byProviderID: true, id: providerID}) // an "exists" answer ends a hold
+			nf.refute(nodeKey{byProviderID: true, id: providerID}) // an "exists" answer ends a hold
 		}
 		return exists, err
 	}
 	// v1 calls carry no Node: its creation time (the grace period) comes
 	// from the node informer, when the CCM handed it over.
 	key := nodeKey{byProviderID: true, id: providerID}
-	return i.g.nf.check(key, i.g.nodeCreated(key), exists, err, func() (bool, error) {
-		invalidate(i.g.inst.existsByProviderID, providerID)
+	return nf.check(key, nf.nodeCreated(key), exists, err, func() (bool, error) {
+		p.invalidate(providerID)
 		return read()
 	})
 }
 
 func (i *instances) InstanceShutdownByProviderID(ctx context.Context, providerID string) (bool, error) {
-	return cachedRead(ctx, i.g, i.g.m.instanceShutdownByProviderID, keyed(i.g.inst.shutdownByProviderID, providerID), providerID, func(ctx context.Context) (bool, error) {
+	return i.g.inst.shutdownByProviderID.readID(ctx, providerID, func(ctx context.Context) (bool, error) {
 		return i.up.InstanceShutdownByProviderID(ctx, providerID)
 	})
+}
+
+// buildV1 builds the Instances reads' paths.
+func (c *instanceCaches) buildV1(b pathBuilder) {
+	str := cacheOpts[string, string]{keyString: stringKey}
+	byName := cacheOpts[string, string]{keyString: stringKey, shortLived: always}
+	// NodeAddresses is keyed by node name: a re-created VM may reuse it.
+	c.nodeAddresses = newPath(b, "NodeAddresses", cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey, shortLived: always})
+	c.nodeAddressesByProviderID = newPath(b, "NodeAddressesByProviderID", cacheOpts[string, []v1.NodeAddress]{clone: cloneAddresses, keyString: stringKey})
+	c.instanceID = newPath(b, "InstanceID", byName)
+	c.instanceType = newPath(b, "InstanceType", byName)
+	c.instanceTypeByProviderID = newPath(b, "InstanceTypeByProviderID", str)
+	c.currentNodeName = newPath(b, "CurrentNodeName", cacheOpts[string, types.NodeName]{keyString: stringKey})
+	c.existsByProviderID = newPath(b, "InstanceExistsByProviderID", cacheOpts[string, bool]{keyString: stringKey, negativeValue: notExists})
+	c.shutdownByProviderID = newPath(b, "InstanceShutdownByProviderID", cacheOpts[string, bool]{keyString: stringKey})
+}
+
+// instanceCaches are the read paths of the Instances and InstancesV2 reads.
+type instanceCaches struct {
+	exists                    *nodePath[bool]
+	shutdown                  *nodePath[bool]
+	metadata                  *nodePath[*cloudprovider.InstanceMetadata]
+	nodeAddresses             *readPath[string, []v1.NodeAddress]
+	nodeAddressesByProviderID *readPath[string, []v1.NodeAddress]
+	instanceID                *readPath[string, string]
+	instanceType              *readPath[string, string]
+	instanceTypeByProviderID  *readPath[string, string]
+	currentNodeName           *readPath[string, types.NodeName]
+	existsByProviderID        *readPath[string, bool]
+	shutdownByProviderID      *readPath[string, bool]
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/cloudgate/cloudgate/cache"
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 )
@@ -31,16 +30,6 @@ func (k nodeKey) String() string {
 		return "providerID:" + k.id
 	}
 	return "name:" + k.id
-}
-
-// keyed returns c, or nil when key is empty: an empty provider ID or node
-// name identifies nothing, so such calls are neither cached nor merged
-// (every node without a provider ID would share one answer).
-func keyed[V any](c *cache.Cache[string, V], key string) *cache.Cache[string, V] {
-	if key == "" {
-		return nil
-	}
-	return c
 }
 
 // lbKey identifies a Service's load balancer within a cluster. The UID

@@ -5,12 +5,17 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
-
-	"github.com/cloudgate/cloudgate/cache"
 )
 
 type lbCaches struct {
-	get *cache.Cache[lbKey, lbAnswer]
+	get *readPath[lbKey, lbAnswer]
+}
+
+// build: exists=false is "does not exist": negativeTTL, never stale (the
+// service controller skips EnsureLoadBalancerDeleted on it).
+func (c *lbCaches) build(b pathBuilder) {
+	c.get = newPath(b, "GetLoadBalancer", cacheOpts[lbKey, lbAnswer]{clone: cloneLBAnswer, keyString: lbKey.String,
+		negativeValue: func(a lbAnswer) bool { return !a.exists }})
 }
 
 // loadBalancer wraps the upstream's LoadBalancer. Writes invalidate the
@@ -18,18 +23,16 @@ type lbCaches struct {
 // ImplementedElsewhere and a wrapped *api.RetryError, come back unchanged.
 type loadBalancer struct {
 	g  *gate
+	r  runner
 	up cloudprovider.LoadBalancer
 }
 
 var _ cloudprovider.LoadBalancer = (*loadBalancer)(nil)
 
 func (l *loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, service *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
-	m := l.g.m.getLoadBalancer
-	a, err := read(ctx, l.g, m, l.g.lb.get, keyOfService(clusterName, service), func(ctx context.Context) (lbAnswer, error) {
-		return invoke(ctx, l.g, m, m.priority, func(ctx context.Context) (lbAnswer, error) {
-			status, exists, err := l.up.GetLoadBalancer(ctx, clusterName, service)
-			return lbAnswer{status: status, exists: exists}, err
-		})
+	a, err := l.g.lb.get.read(ctx, keyOfService(clusterName, service), func(ctx context.Context) (lbAnswer, error) {
+		status, exists, err := l.up.GetLoadBalancer(ctx, clusterName, service)
+		return lbAnswer{status: status, exists: exists}, err
 	})
 	return a.status, a.exists, err
 }
@@ -42,31 +45,32 @@ func (l *loadBalancer) GetLoadBalancerName(ctx context.Context, clusterName stri
 
 func (l *loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
 	var status *v1.LoadBalancerStatus
-	err := write(ctx, l.g, l.g.m.ensureLoadBalancer, func(ctx context.Context) error {
+	err := l.r.write(ctx, l.g.m.ensureLoadBalancer, func(ctx context.Context) error {
 		var err error
 		status, err = l.up.EnsureLoadBalancer(ctx, clusterName, service, nodes)
 		return err
-	}, invalidateLB(l.g, clusterName, service))
+	}, l.invalidate(clusterName, service))
 	return status, err
 }
 
 func (l *loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, service *v1.Service, nodes []*v1.Node) error {
-	return write(ctx, l.g, l.g.m.updateLoadBalancer, func(ctx context.Context) error {
+	return l.r.write(ctx, l.g.m.updateLoadBalancer, func(ctx context.Context) error {
 		return l.up.UpdateLoadBalancer(ctx, clusterName, service, nodes)
-	}, invalidateLB(l.g, clusterName, service))
+	}, l.invalidate(clusterName, service))
 }
 
 func (l *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *v1.Service) error {
-	return write(ctx, l.g, l.g.m.ensureLoadBalancerDeleted, func(ctx context.Context) error {
+	return l.r.write(ctx, l.g.m.ensureLoadBalancerDeleted, func(ctx context.Context) error {
 		return l.up.EnsureLoadBalancerDeleted(ctx, clusterName, service)
-	}, invalidateLB(l.g, clusterName, service))
+	}, l.invalidate(clusterName, service))
 }
 
-// invalidateLB drops the Service's cached GetLoadBalancer answer (nil: uncached).
-func invalidateLB(g *gate, clusterName string, service *v1.Service) func() {
-	if g.lb.get == nil {
+// invalidate drops the Service's cached GetLoadBalancer answer (nil: uncached).
+func (l *loadBalancer) invalidate(clusterName string, service *v1.Service) func() {
+	p := l.g.lb.get
+	if p.c == nil {
 		return nil
 	}
 	key := keyOfService(clusterName, service)
-	return func() { g.lb.get.Invalidate(key) }
+	return func() { p.c.Invalidate(key) }
 }

@@ -37,7 +37,7 @@ func TestCacheStaysBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := c.(*cloud).g.inst.metadata.Len(); got != 1000 {
+	if got := enf(c).inst.metadata.c.Len(); got != 1000 {
 		t.Fatalf("InstanceMetadata cache holds %d entries, want its size 1000", got)
 	}
 }
@@ -71,7 +71,7 @@ func BenchmarkInstanceMetadataCacheMemory(b *testing.B) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		if got := c.(*cloud).g.inst.metadata.Len(); got != nodes {
+		if got := enf(c).inst.metadata.c.Len(); got != nodes {
 			b.Fatalf("cached %d entries, want %d", got, nodes)
 		}
 		perEntry = float64(after.HeapAlloc-before.HeapAlloc) / nodes

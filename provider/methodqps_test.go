@@ -33,7 +33,7 @@ func TestMethodQPSChainedWithFamily(t *testing.T) {
 			cfg.Clock = newFakeClock() // the local buckets never refill
 			c := mustNew(t, newCountingCloud(), cfg)
 			defer func() { _ = c.(interface{ Close() error }).Close() }()
-			g := c.(*cloud).g
+			g := enf(c)
 			family := g.methods["InstanceExists"].bucket // the read family's own
 			chain, ok := g.methods["InstanceMetadata"].bucket.(limiter.Chain)
 			if !ok || len(chain) != 2 || chain[1] != family {
@@ -73,9 +73,9 @@ func TestShadowMethodQPSChainedWithFamily(t *testing.T) {
 	c := mustNew(t, newCountingCloud(), cfg)
 	defer func() { _ = c.(interface{ Close() error }).Close() }()
 	cl := c.(*cloud)
-	sh, ok := cl.w.(*shadow)
+	sh, ok := cl.r.(*shadow)
 	if !ok {
-		t.Fatalf("mode shadow built %T, want *shadow", cl.w)
+		t.Fatalf("mode shadow built %T, want *shadow", cl.r)
 	}
 	m := cl.g.m.instanceMetadata
 	done, notSent := sh.begin(m)

@@ -24,8 +24,8 @@ const nodeProviderIDIndex = "cloudgate/providerID"
 
 // useNodeInformer takes the CCM's node informer (SetInformers, called after
 // Initialize and before the informers start).
-func (g *gate) useNodeInformer(f informers.SharedInformerFactory) {
-	if f == nil || g.nf == nil {
+func (n *notFoundGuard) useNodeInformer(f informers.SharedInformerFactory) {
+	if f == nil || n == nil {
 		return
 	}
 	inf := f.Core().V1().Nodes().Informer()
@@ -39,18 +39,18 @@ func (g *gate) useNodeInformer(f informers.SharedInformerFactory) {
 		// Already started, or added before (a second SetInformers).
 		klog.V(2).InfoS("cloudgate: node informer not indexed by provider ID; the not-found guard's grace period applies to v1 lookups by node name only", "err", err)
 	}
-	g.nodes.Store(&nodeIndex{informer: inf, byProviderID: err == nil || g.hasProviderIDIndex(inf)})
+	n.nodes.Store(&nodeIndex{informer: inf, byProviderID: err == nil || hasProviderIDIndex(inf)})
 }
 
-func (g *gate) hasProviderIDIndex(inf toolscache.SharedIndexInformer) bool {
+func hasProviderIDIndex(inf toolscache.SharedIndexInformer) bool {
 	_, ok := inf.GetIndexer().GetIndexers()[nodeProviderIDIndex]
 	return ok
 }
 
 // nodeCreated is the creation time of the Node key names (by node name or
 // provider ID), zero when unknown (no informer, or no such Node).
-func (g *gate) nodeCreated(key nodeKey) time.Time {
-	ix := g.nodes.Load()
+func (n *notFoundGuard) nodeCreated(key nodeKey) time.Time {
+	ix := n.nodes.Load()
 	if ix == nil || key.id == "" {
 		return time.Time{}
 	}

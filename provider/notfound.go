@@ -3,6 +3,7 @@ package provider
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cloudproviderapi "k8s.io/cloud-provider/api"
@@ -41,6 +42,10 @@ type notFoundGuard struct {
 	grace, confirmAfter time.Duration
 	clock               clock.WithTickerAndDelayedExecution
 	rec                 *recorder.Recorder
+
+	// nodes finds the Node of a v1 call (which carries none) for the
+	// grace period; nil until the CCM hands over its informers (nodes.go).
+	nodes atomic.Pointer[nodeIndex]
 
 	mu      sync.Mutex
 	pending map[nodeKey]*heldNotFound
@@ -128,7 +133,7 @@ func (n *notFoundGuard) markExists(key nodeKey, since uint64) bool {
 // check passes on an exists answer, or holds a false one (see
 // notFoundGuard). created is the Node's creation time (zero: unknown; the
 // v1 calls carry no Node, and find it in the node informer, see
-// gate.nodeCreated); reread drops the key's cached answer and asks again
+// notFoundGuard.nodeCreated); reread drops the key's cached answer and asks again
 // (upstream, or in a batch); it is called without the guard's lock.
 func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err error, reread func() (bool, error)) (bool, error) {
 	if n == nil || err != nil || key.id == "" {

@@ -338,7 +338,7 @@ func TestBatchFillAfterInvalidation(t *testing.T) {
 	missing := true
 	up := &hookedBatchCloud{batchCloud: &batchCloud{Cloud: &fakecloud.Cloud{Provider: "fake"}, missing: map[string]bool{}}, missing: func() bool { return missing }}
 	c := mustNew(t, up, cfg)
-	g := c.(*cloud).g
+	g := enf(c)
 	i := v2(t, c).(*instancesV2)
 	node := testNode("node-1", "fake://i-1")
 	node.CreationTimestamp = metav1.NewTime(time.Unix(0, 0))
@@ -356,9 +356,9 @@ func TestBatchFillAfterInvalidation(t *testing.T) {
 	// The hold is due: the guard's re-read, as InstanceExists builds it,
 	// with the late batch landing between its invalidation and its read.
 	exists, err := g.nf.check(key, node.CreationTimestamp.Time, false, nil, func() (bool, error) {
-		invalidate(g.inst.exists, key)
+		invalidate(g.inst.exists.c, key)
 		g.fill(key, InstanceStatus{Err: cloudprovider.InstanceNotFound}, late)
-		return nodeRead(ctx, i, g.m.instanceExists, g.inst.exists, node, existsOf, cloudprovider.InstancesV2.InstanceExists)
+		return g.inst.exists.read(ctx, i.up, node, cloudprovider.InstancesV2.InstanceExists)
 	})
 	if got := answerKind(t, exists, err); got != "exists" {
 		t.Fatalf("re-read answered %s: a batch sent before the re-read confirmed the hold", got)
@@ -483,18 +483,19 @@ func TestNotFoundGuard(t *testing.T) {
 			if tc.disabled {
 				cfg.NotFoundGuard.Enabled = boolp(false)
 			}
-			g, err := newGate(up, cfg, gateOptions{})
+			g, err := newEnforcer(up, cfg, "")
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &cloud{g: g, w: enforce{g}}
+			g.bind(g)
+			c := &cloud{g: g.gate, r: g}
 			node := testNode("node-1", "fake://i-1")
 			if tc.age > 0 {
 				node.CreationTimestamp = metav1.NewTime(start.Add(-tc.age))
 			}
 			if tc.deleted {
 				g.fill(nodeKey{byProviderID: true, id: "fake://i-1"}, InstanceStatus{Deleted: true}, g.fillMarks())
-				g.inst.exists.Invalidate(nodeKey{byProviderID: true, id: "fake://i-1"}) // the read itself asks upstream
+				g.inst.exists.c.Invalidate(nodeKey{byProviderID: true, id: "fake://i-1"}) // the read itself asks upstream
 			}
 			for _, s := range tc.steps {
 				clk.SetTime(start.Add(s.at))

@@ -77,7 +77,7 @@ func (p *lifecyclePeers) take(in map[nodeKey]bool, max int, age time.Duration, n
 
 // notePeer records a lifecycle check of node when batching is on and the
 // answers are cached (otherwise there is nothing to refresh ahead).
-func (g *gate) notePeer(node *v1.Node) {
+func (g *enforcer) notePeer(node *v1.Node) {
 	if g.peerAge() <= 0 {
 		return
 	}
@@ -99,7 +99,7 @@ func (g *gate) peerAge() time.Duration {
 
 // withPeers appends to a batch's nodes the peers due for a refresh, up to
 // size nodes in all.
-func (g *gate) withPeers(nodes []*v1.Node, size int) []*v1.Node {
+func (g *enforcer) withPeers(nodes []*v1.Node, size int) []*v1.Node {
 	if size <= len(nodes) || g.peerAge() <= 0 {
 		return nodes
 	}

@@ -83,7 +83,7 @@ func TestListPrefetchOnByDefault(t *testing.T) {
 			if tc.lists {
 				up = &listingBatchCloud{batchCloud: up.(*batchCloud), release: make(chan struct{})}
 			}
-			g := mustNew(t, up, cfg).(*cloud).g
+			g := enf(mustNew(t, up, cfg))
 			g.batcher()
 			if got := g.lister != nil; got != tc.want {
 				t.Fatalf("list prefetch on = %v, want %v", got, tc.want)
@@ -103,7 +103,7 @@ func TestListPrefetchOnByDefault(t *testing.T) {
 // since).
 func TestBatchFillsBeforeAnswering(t *testing.T) {
 	up := &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}}
-	g := mustNew(t, up, testConfig(newFakeClock())).(*cloud).g
+	g := enf(mustNew(t, up, testConfig(newFakeClock())))
 	nodes := []*v1.Node{
 		testNode("caller", "fake://caller"),
 		testNode("peer-0", "fake://peer-0"),
@@ -113,12 +113,12 @@ func TestBatchFillsBeforeAnswering(t *testing.T) {
 	b := batchCall{g: g, up: up, answer: func(i int, st InstanceStatus) {
 		answered++
 		for _, n := range nodes {
-			if _, _, ok := fresh(g.m.instanceExists, g.inst.exists, keyOfNode(n)); !ok {
+			if _, _, ok := fresh(g.m.instanceExists, g.inst.exists.c, keyOfNode(n)); !ok {
 				t.Errorf("answer %d handed over before %s's answer was cached", i, n.Name)
 			}
 		}
 	}}
-	if _, err := b.call(context.Background(), nodes, 0, 0, false); err != nil {
+	if _, err := b.call(context.Background(), nodes, 0, 0, awaitToken); err != nil {
 		t.Fatal(err)
 	}
 	if answered != len(nodes) {

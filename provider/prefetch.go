@@ -50,7 +50,7 @@ func (j *jitterSource) next(interval time.Duration) time.Duration {
 
 // start runs the list prefetch until stop closes or the gate is closed.
 // A second Initialize (leader migration) replaces the loop: one at a time.
-func (g *gate) start(stop <-chan struct{}) {
+func (g *enforcer) start(stop <-chan struct{}) {
 	if g.batcher(); !g.batchDecided.Load() || g.lister == nil {
 		return
 	}
@@ -149,7 +149,7 @@ func listMaxFresh(interval time.Duration) time.Duration {
 // exist" pass at once) only once the list has ended without a live record of
 // that ID. Until then a Deleted record's "does not exist" is held as any
 // other.
-func (g *gate) prefetch(ctx context.Context, maxFresh time.Duration) (quotaShort bool, err error) {
+func (g *enforcer) prefetch(ctx context.Context, maxFresh time.Duration) (quotaShort bool, err error) {
 	m := g.m.listInstances
 	token := ""
 	live := map[string]bool{} // provider IDs listed live in this pass
@@ -216,18 +216,14 @@ type firstList struct {
 
 func (f *firstList) end() { f.once.Do(func() { close(f.done) }) }
 
-// awaitFirstList waits for the first list refresh while it is in flight
+// await waits for the first list refresh while it is in flight
 // and reports whether it did (the caller then looks in the cache again).
 // At start-up the controllers' first round of lookups races it: every
 // instance is being listed, so a per-node call sent meanwhile would be
 // spent on an answer about to arrive (behind the AWS adapter, the status
 // loop's first round then cost more DescribeInstances than the AWS provider
 // alone). Later refreshes are not waited for: a miss then is a new node.
-func (g *gate) awaitFirstList(ctx context.Context) bool {
-	f := g.firstList.Load()
-	if f == nil {
-		return false
-	}
+func (f *firstList) await(ctx context.Context) bool {
 	select {
 	case <-f.done:
 		return false

@@ -42,7 +42,7 @@ func TestListRefreshRetriedWhenCloudAnswers(t *testing.T) {
 		cfg.Batch.ListPrefetch = true
 		cfg.Batch.ListInterval = dur(5 * time.Minute)
 		c := mustNew(t, up, cfg)
-		g := c.(*cloud).g
+		g := enf(c)
 		stop := make(chan struct{})
 		c.Initialize(nil, stop)
 		waitUntil(t, "the failed list", func() bool { return g.listFailed.Load() })
@@ -193,7 +193,7 @@ func TestListPrefetchWithoutBatching(t *testing.T) {
 	c.Initialize(nil, stop)
 	waitUntil(t, "a list call", func() bool { return up.lists.Load() >= 1 })
 	waitUntil(t, "the cache filled", func() bool {
-		_, _, ok := c.(*cloud).g.inst.metadata.Fresh(nodeKey{byProviderID: true, id: "fake://a"})
+		_, _, ok := enf(c).inst.metadata.c.Fresh(nodeKey{byProviderID: true, id: "fake://a"})
 		return ok
 	})
 	md, err := v2(t, c).InstanceMetadata(context.Background(), testNode("a", "fake://a"))
@@ -213,7 +213,7 @@ func TestInitializeTwiceOneLoop(t *testing.T) {
 	defer close(stop)
 	c.Initialize(nil, stop)
 	c.Initialize(nil, stop)
-	g := c.(*cloud).g
+	g := enf(c)
 	waitUntil(t, "one loop", func() bool { return g.prefetchLoops.Load() == 1 })
 	time.Sleep(20 * time.Millisecond)
 	if n := g.prefetchLoops.Load(); n != 1 {
@@ -268,9 +268,9 @@ func TestPrefetchDeletedRecordNotByName(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	c.Initialize(nil, stop)
-	g := c.(*cloud).g
+	g := enf(c)
 	waitUntil(t, "the cache filled", func() bool {
-		_, _, ok := g.inst.exists.Fresh(nodeKey{byProviderID: true, id: "fake://a-old"})
+		_, _, ok := g.inst.exists.c.Fresh(nodeKey{byProviderID: true, id: "fake://a-old"})
 		return ok
 	})
 	ok, err := v2(t, c).InstanceExists(context.Background(), testNode("a", ""))

@@ -45,7 +45,7 @@ func (l *slowListCloud) ListInstances(_ context.Context, token string) ([]Instan
 
 // newSlowListRig: 12 pages at one read token per 5 s (the list takes 55 s),
 // listInterval 5 m (the default), batching on.
-func newSlowListRig(t *testing.T) (*slowListCloud, cloudprovider.Interface, *gate, chan struct{}) {
+func newSlowListRig(t *testing.T) (*slowListCloud, cloudprovider.Interface, *enforcer, chan struct{}) {
 	clk := newFakeClock()
 	up := &slowListCloud{batchCloud: &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}}, clk: clk, pages: 12}
 	cfg := testConfig(clk)
@@ -56,7 +56,7 @@ func newSlowListRig(t *testing.T) (*slowListCloud, cloudprovider.Interface, *gat
 	c := mustNew(t, up, cfg)
 	stop := make(chan struct{})
 	c.Initialize(nil, stop)
-	return up, c, c.(*cloud).g, stop
+	return up, c, enf(c), stop
 }
 
 func closeRig(c cloudprovider.Interface, stop chan struct{}) {
@@ -80,7 +80,7 @@ func TestListedAnswerAgeFromItsPage(t *testing.T) {
 			synctest.Wait()
 			now := up.clk.Now()
 			for i := range up.pages {
-				md, _, ok := g.inst.metadata.Fresh(nodeKey{byProviderID: true, id: fmt.Sprint("fake://n", i)})
+				md, _, ok := g.inst.metadata.c.Fresh(nodeKey{byProviderID: true, id: fmt.Sprint("fake://n", i)})
 				if s < 60 {
 					continue // the first list is still paging
 				}
@@ -222,7 +222,7 @@ func TestListLiveRecordWinsOverDeleted(t *testing.T) {
 // contextWithoutFirstList ends the gate's wait for its first list (the
 // test asks while that list is between pages).
 func contextWithoutFirstList(c cloudprovider.Interface) context.Context {
-	c.(*cloud).g.firstList.Load().end()
+	enf(c).firstList.Load().end()
 	return context.Background()
 }
 

@@ -402,7 +402,7 @@ func TestBreakerOpenStaleHalfOpenClosed(t *testing.T) {
 	for n := range 4 {
 		_, _ = i.InstanceMetadata(ctx, testNode(fmt.Sprint("n", n), fmt.Sprint("fake://n", n)))
 	}
-	breaker := c.(*cloud).g.breakers[familyRead]
+	breaker := enf(c).breakers[familyRead]
 	if breaker.State() != limiter.StateOpen {
 		t.Fatalf("breaker = %v after 4/4 failures, want open", breaker.State())
 	}
@@ -458,7 +458,7 @@ func TestNotFoundDoesNotTripBreaker(t *testing.T) {
 	for n := range 20 {
 		_, _ = i.InstanceMetadata(context.Background(), testNode(fmt.Sprint("n", n), ""))
 	}
-	if s := c.(*cloud).g.breakers[familyRead].State(); s != limiter.StateClosed {
+	if s := enf(c).breakers[familyRead].State(); s != limiter.StateClosed {
 		t.Fatalf("breaker = %v after only not-found answers, want closed", s)
 	}
 }

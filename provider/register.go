@@ -129,7 +129,7 @@ func (l *lazyCloud) buildAs(member string) (*cloud, error) {
 	}
 	l.cloud = c
 	if l.informers != nil {
-		c.g.useNodeInformer(l.informers)
+		c.r.useNodeInformer(l.informers)
 	}
 	return l.cloud, nil
 }
@@ -217,7 +217,7 @@ func (l *lazyCloud) SetInformers(f informers.SharedInformerFactory) {
 	c := l.cloud
 	l.mu.Unlock()
 	if c != nil {
-		c.g.useNodeInformer(f)
+		c.r.useNodeInformer(f)
 	}
 	if iu, ok := l.getUpstream().(cloudprovider.InformerUser); ok {
 		iu.SetInformers(f)

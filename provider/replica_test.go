@@ -254,7 +254,7 @@ func TestReplicaTakesOverDeadLeadersMember(t *testing.T) {
 				id = ""
 			}
 			b.cloud.Initialize(clusterBuilder(id), stop)
-			g := b.cloud.built().g
+			g := b.cloud.built().r.(*enforcer)
 			deadline := time.Now().Add(3 * time.Second) // well before the dead member is forgotten
 			var share, n float64
 			for time.Now().Before(deadline) {

@@ -4,12 +4,14 @@ import (
 	"context"
 
 	cloudprovider "k8s.io/cloud-provider"
-
-	"github.com/cloudgate/cloudgate/cache"
 )
 
 type routeCaches struct {
-	list *cache.Cache[string, []*cloudprovider.Route]
+	list *readPath[string, []*cloudprovider.Route]
+}
+
+func (c *routeCaches) build(b pathBuilder) {
+	c.list = newPath(b, "ListRoutes", cacheOpts[string, []*cloudprovider.Route]{clone: cloneRoutes, keyString: stringKey})
 }
 
 // routes wraps the upstream's Routes. Creating or deleting a route
@@ -18,33 +20,35 @@ type routeCaches struct {
 // an empty list (which would make the controller re-create every route).
 type routes struct {
 	g  *gate
+	r  runner
 	up cloudprovider.Routes
 }
 
 var _ cloudprovider.Routes = (*routes)(nil)
 
 func (r *routes) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
-	return cachedRead(ctx, r.g, r.g.m.listRoutes, r.g.rt.list, clusterName, func(ctx context.Context) ([]*cloudprovider.Route, error) {
+	return r.g.rt.list.read(ctx, clusterName, func(ctx context.Context) ([]*cloudprovider.Route, error) {
 		return r.up.ListRoutes(ctx, clusterName)
 	})
 }
 
 func (r *routes) CreateRoute(ctx context.Context, clusterName string, nameHint string, route *cloudprovider.Route) error {
-	return write(ctx, r.g, r.g.m.createRoute, func(ctx context.Context) error {
+	return r.r.write(ctx, r.g.m.createRoute, func(ctx context.Context) error {
 		return r.up.CreateRoute(ctx, clusterName, nameHint, route)
-	}, invalidateRoutes(r.g, clusterName))
+	}, r.invalidate(clusterName))
 }
 
 func (r *routes) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
-	return write(ctx, r.g, r.g.m.deleteRoute, func(ctx context.Context) error {
+	return r.r.write(ctx, r.g.m.deleteRoute, func(ctx context.Context) error {
 		return r.up.DeleteRoute(ctx, clusterName, route)
-	}, invalidateRoutes(r.g, clusterName))
+	}, r.invalidate(clusterName))
 }
 
-// invalidateRoutes drops the cluster's cached route list (nil: uncached).
-func invalidateRoutes(g *gate, clusterName string) func() {
-	if g.rt.list == nil {
+// invalidate drops the cluster's cached route list (nil: uncached).
+func (r *routes) invalidate(clusterName string) func() {
+	p := r.g.rt.list
+	if p.c == nil {
 		return nil
 	}
-	return func() { g.rt.list.Invalidate(clusterName) }
+	return func() { p.c.Invalidate(clusterName) }
 }

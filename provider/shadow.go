@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/cloudgate/cloudgate/cache"
@@ -74,6 +75,7 @@ const (
 type shadow struct {
 	g        *gate
 	rec      *recorder.ShadowRecorder
+	buckets  []*shadowBucket // for Snapshot
 	methods  map[*method]*shadowMethod
 	breakers map[string]*limiter.Breaker
 	// filled marks, per InstancesV2 read method, the nodes whose entry a
@@ -94,11 +96,11 @@ type shadow struct {
 // shadowMethod is one method's shadow state.
 type shadowMethod struct {
 	rec    *recorder.ShadowMethod
-	bucket *rate.Limiter
+	bucket *shadowBucket
 	// family is the family's bucket when the method has one of its own
 	// (methods.<m>.qps): a call takes a token from bucket, then from
 	// family, as the enforce path's limiter.Chain. nil otherwise.
-	family *rate.Limiter
+	family *shadowBucket
 }
 
 // shadowFill is a would-be batch answer for a node whose value the shadow
@@ -127,50 +129,37 @@ type shadowBatch struct {
 	done    func(ctx context.Context, err error)
 }
 
-// newShadowCloud builds cloudgate in mode: shadow. The gate holds the
-// policy and the caches the model uses; they answer nobody, so they are not
-// observed (cloudgate_cache_* stay absent: the shadow reads are counted in
+// newShadow builds cloudgate in mode: shadow: the gate (the policy, and
+// the caches the model uses) and the model; nothing of enforce mode's
+// machinery. The caches answer nobody, so they are not observed
+// (cloudgate_cache_* stay absent: the shadow reads are counted in
 // cloudgate_shadow_reads_total), and there is no not-found guard (it
-// changes answers; a shadow never does), no batcher and no list prefetch.
-func newShadowCloud(upstream cloudprovider.Interface, cfg *Config, member string) (*cloud, error) {
-	g, err := newGate(upstream, cfg, gateOptions{member: member, cacheObserver: func(string) cache.Observer { return nil }})
+// changes answers; a shadow never does), no batcher, no list prefetch and
+// no fleet. The gauges (Snapshot) report the model's own buckets and
+// breakers.
+func newShadow(upstream cloudprovider.Interface, cfg *Config) (*shadow, error) {
+	g, err := newGate(upstream, cfg, gateOptions{cacheObserver: func(string) cache.Observer { return nil }})
 	if err != nil {
 		return nil, err
 	}
-	g.nf = nil
-	sh, err := newShadow(g)
-	if err != nil {
-		g.close()
-		return nil, err
-	}
-	return &cloud{g: g, w: sh}, nil
-}
-
-// newShadow builds the model; g's methods and caches exist already.
-func newShadow(g *gate) (*shadow, error) {
 	sh := &shadow{g: g, rec: g.metrics.Shadow(g.providerName), methods: map[*method]*shadowMethod{},
 		breakers: map[string]*limiter.Breaker{}, filled: map[*method]*cache.Cache[nodeKey, shadowFill]{}}
 	sh.rec.Init([]string{familyRead, familyWrite})
+	families := map[string]*shadowBucket{}
 	for _, f := range []string{familyRead, familyWrite} {
 		br, err := limiter.NewBreaker(f, g.cfg.Breaker.limiterConfig(g.clock), g.notACloudFailure, sh.rec.BreakerObserver(f))
 		if err != nil {
 			return nil, fmt.Errorf("cloudgate config: breaker: %w", err)
 		}
 		sh.breakers[f] = br
+		fam := g.limits(f)
+		families[f] = sh.newBucket(f, fam.QPS, fam.Burst)
 	}
-	buckets := map[string]*rate.Limiter{}
 	for _, name := range methodNames() {
 		mt := g.methods[name]
-		fam := g.cfg.Limits.Read
-		if mt.family == familyWrite {
-			fam = g.cfg.Limits.Write
-		}
-		if buckets[mt.family] == nil {
-			buckets[mt.family] = rate.NewLimiter(rate.Limit(fam.QPS), fam.Burst)
-		}
-		sm := &shadowMethod{rec: sh.rec.Method(mt.family, name), bucket: buckets[mt.family]}
+		sm := &shadowMethod{rec: sh.rec.Method(mt.family, name), bucket: families[mt.family]}
 		if o := g.cfg.Methods[name]; o.QPS > 0 {
-			sm.bucket, sm.family = rate.NewLimiter(rate.Limit(o.QPS), o.Burst), buckets[mt.family]
+			sm.bucket, sm.family = sh.newBucket(name, o.QPS, o.Burst), families[mt.family]
 		}
 		sh.methods[mt] = sm
 	}
@@ -189,7 +178,41 @@ func newShadow(g *gate) (*shadow, error) {
 		}
 		sh.filled[mt] = c
 	}
+	names := make([]string, len(sh.buckets))
+	for i, b := range sh.buckets {
+		names[i] = b.name
+	}
+	g.rec.Init(names, []string{familyRead, familyWrite})
+	g.rec.SetSource(sh)
 	return sh, nil
+}
+
+// shadowBucket is a shadow token bucket: golang.org/x/time/rate at the
+// configured rate and burst (not adaptive), named as enforce mode's.
+type shadowBucket struct {
+	name string
+	*rate.Limiter
+}
+
+func (sh *shadow) newBucket(name string, qps float64, burst int) *shadowBucket {
+	b := &shadowBucket{name: name, Limiter: rate.NewLimiter(rate.Limit(qps), burst)}
+	sh.buckets = append(sh.buckets, b)
+	return b
+}
+
+// Snapshot implements recorder.Source: the model's caches, buckets and
+// breakers, the objects shadow mode uses. Nobody waits for a shadow token.
+func (sh *shadow) Snapshot() recorder.Snapshot {
+	now := sh.g.clock.Now()
+	s := recorder.Snapshot{Caches: sh.g.snapshotCaches()}
+	for _, b := range sh.buckets {
+		qps := float64(b.Limit())
+		s.Buckets = append(s.Buckets, recorder.BucketState{Name: b.name, ConfiguredQPS: qps, EffectiveQPS: qps, Tokens: max(0, b.TokensAt(now))})
+	}
+	for _, f := range []string{familyRead, familyWrite} {
+		s.Breakers = append(s.Breakers, recorder.BreakerState{Family: f, State: sh.breakers[f].State()})
+	}
+	return s
 }
 
 // begin is a would-be upstream call of m: the breaker's verdict, then a
@@ -266,9 +289,39 @@ func liveResult(g *gate, err error) string {
 	return recorder.ResultError
 }
 
-// shadowRead is a read in shadow mode: call is the upstream's own method,
+// shadowRead runs a read path in shadow mode (modelRead).
+type shadowRead[K comparable, V any] struct{ sh *shadow }
+
+// read ignores prio: the live call is sent at once, as without cloudgate.
+func (r shadowRead[K, V]) read(ctx context.Context, m *method, c *cache.Cache[K, V], key K, _ limiter.Priority, call func(context.Context) (V, error)) (V, error) {
+	return modelRead(ctx, r.sh, m, c, key, call)
+}
+
+// shadowNodeRead runs an InstancesV2 read path in shadow mode
+// (modelNodeRead).
+type shadowNodeRead[V any] struct{ sh *shadow }
+
+func (r shadowNodeRead[V]) nodeRead(ctx context.Context, p *nodePath[V], up cloudprovider.InstancesV2, node *v1.Node, call nodeCall[V]) (V, error) {
+	return modelNodeRead(ctx, r.sh, p.m, p.c, node, func(ctx context.Context) (V, error) { return call(up, ctx, node) })
+}
+
+func (sh *shadow) guard() *notFoundGuard { return nil }
+
+// initialize decides the would-be batch size as enforce mode decides
+// batching at Initialize; a shadow adds no calls (no list prefetch).
+func (sh *shadow) initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {
+	sh.decideBatching(true)
+}
+
+// useNodeInformer: a shadow has no not-found guard, which alone needs it.
+func (sh *shadow) useNodeInformer(informers.SharedInformerFactory) {}
+
+// close: a shadow runs no goroutines.
+func (sh *shadow) close() {}
+
+// modelRead is a read in shadow mode: call is the upstream's own method,
 // sent live; the would-be cache (c, nil: uncached) answers beside it.
-func shadowRead[K comparable, V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[K, V], key K, call func(context.Context) (V, error)) (V, error) {
+func modelRead[K comparable, V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[K, V], key K, call func(context.Context) (V, error)) (V, error) {
 	g, sm := sh.g, sh.methods[m]
 	if c != nil {
 		if cached, cerr, hit := c.Fresh(key); hit {
@@ -296,10 +349,10 @@ func shadowRead[K comparable, V any](ctx context.Context, sh *shadow, m *method,
 	return v, err
 }
 
-// shadowWrite is a write in shadow mode: the write goes straight through;
-// it is a would-be call of its family, and invalidates the shadow caches
-// as it would the real ones.
-func shadowWrite(ctx context.Context, sh *shadow, m *method, fn func(context.Context) error, invalidate func()) error {
+// write is a write in shadow mode: the write goes straight through; it is
+// a would-be call of its family, and invalidates the shadow caches as it
+// would the real ones.
+func (sh *shadow) write(ctx context.Context, m *method, fn func(context.Context) error, invalidate func()) error {
 	done, notSent := sh.begin(m)
 	_, err := live(ctx, sh.g, m, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
 	if done != nil {
@@ -314,10 +367,10 @@ func shadowWrite(ctx context.Context, sh *shadow, m *method, fn func(context.Con
 	return err
 }
 
-// shadowNodeRead is an InstancesV2 read (InstanceMetadata,
+// modelNodeRead is an InstancesV2 read (InstanceMetadata,
 // InstanceExists, InstanceShutdown) in shadow mode: the upstream's own
 // method, and the would-be cache, batch or call beside it.
-func shadowNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[nodeKey, V], node *v1.Node,
+func modelNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[nodeKey, V], node *v1.Node,
 	call func(context.Context) (V, error)) (V, error) {
 	g, sm := sh.g, sh.methods[m]
 	key := keyOfNode(node)
@@ -358,7 +411,7 @@ func shadowNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.
 	}
 	limit := sh.batchSize()
 	if limit <= 0 || key.id == "" {
-		return shadowRead(ctx, sh, m, c, key, call)
+		return modelRead(ctx, sh, m, c, key, call)
 	}
 	b, peers := sh.join(limit, ctx, key)
 	at := g.clock.Now()
@@ -463,7 +516,7 @@ func (sh *shadow) fillPeers(peers []*v1.Node, at time.Time) {
 	for _, node := range peers {
 		key := keyOfNode(node)
 		positive := true
-		if exists, err, ok := sh.g.inst.exists.Fresh(key); ok {
+		if exists, err, ok := sh.g.inst.exists.c.Fresh(key); ok {
 			positive = exists && err == nil
 		}
 		for _, f := range sh.filled {

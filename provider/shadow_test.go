@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cloudgate/cloudgate/internal/recorder"
+	"github.com/cloudgate/cloudgate/limiter"
 )
 
 // scriptCloud is an upstream whose every answer is scripted by how many
@@ -713,14 +715,10 @@ func TestShadowBuildsNoBatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := c.(*cloud)
-	if _, ok := cl.w.(*shadow); !ok {
-		t.Fatalf("wrappers %T, want the shadow's", cl.w)
+	if _, ok := cl.r.(*shadow); !ok {
+		t.Fatalf("wrappers %T, want the shadow's", cl.r)
 	}
-	if cl.g.batch != nil || cl.g.batchDecided.Load() || cl.g.prefetchLoops.Load() != 0 {
-		t.Errorf("shadow mode built a batcher (%v) or decided batching (%v) or runs a list loop (%d)",
-			cl.g.batch != nil, cl.g.batchDecided.Load(), cl.g.prefetchLoops.Load())
-	}
-	if got := cl.w.(*shadow).batchSize(); got <= 0 {
+	if got := cl.r.(*shadow).batchSize(); got <= 0 {
 		t.Errorf("would-be batch size %d, want the upstream's (batching predicted)", got)
 	}
 }
@@ -820,5 +818,58 @@ func TestShadowPredictsLifecyclePeers(t *testing.T) {
 	}
 	if pred < 0.9*enf || pred > 1.1*enf {
 		t.Errorf("shadow mode predicted %.0f batch calls, enforce mode sent %.0f: want within 10 %%", pred, enf)
+	}
+}
+
+// TestShadowGaugesReportTheModel: in shadow mode the bucket and breaker
+// gauges (cloudgate_limiter_*, cloudgate_breaker_state) are the model's:
+// its read bucket spent the tokens of the would-be calls and its read
+// breaker opened on the live outage, where enforce mode's objects, had
+// they been built, would sit idle (full, closed).
+func TestShadowGaugesReportTheModel(t *testing.T) {
+	cfg := testConfig(newFakeClock())
+	cfg.Mode = ModeShadow
+	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = 1, 10
+	cfg.Breaker = BreakerConfig{FailureRatio: 0.5, MinRequests: 4, Interval: dur(time.Hour), OpenTimeout: dur(time.Hour), MinOpenTimeout: dur(time.Hour), HalfOpenRequests: 1, WaitForProbe: boolp(false)}
+	reg := prometheus.NewRegistry()
+	if err := cfg.Metrics.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	up := newCountingCloud()
+	c := mustNew(t, up, cfg)
+	outage := errors.New("HTTP 503 service unavailable")
+	up.metadataHook = func(*v1.Node) (*cloudprovider.InstanceMetadata, error) { return nil, outage }
+	for n := range 4 {
+		_, _ = v2(t, c).InstanceMetadata(context.Background(), testNode(fmt.Sprint("n", n), fmt.Sprint("fake://n", n)))
+	}
+	gauge := func(name, label, value string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == label && l.GetValue() == value {
+						return m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		t.Fatalf("no %s{%s=%q}", name, label, value)
+		return 0
+	}
+	if got := gauge("cloudgate_breaker_state", "family", familyRead); got != float64(limiter.StateOpen) {
+		t.Errorf("cloudgate_breaker_state{family=read} = %v, want %v (the shadow breaker opened)", got, float64(limiter.StateOpen))
+	}
+	if got := gauge("cloudgate_limiter_tokens", "bucket", familyRead); got != 10-4 {
+		t.Errorf("cloudgate_limiter_tokens{bucket=read} = %v, want 6 (10 less the 4 would-be calls)", got)
+	}
+	if got := gauge("cloudgate_limiter_configured_rate", "bucket", familyRead); got != 1 {
+		t.Errorf("cloudgate_limiter_configured_rate{bucket=read} = %v, want 1", got)
 	}
 }

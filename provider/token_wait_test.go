@@ -26,7 +26,7 @@ func TestWaitsAreBoundedWithRetryError(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- lb.UpdateLoadBalancer(context.TODO(), "c", testService("ns", "b", "u"), nil) }()
-	g := c.(*cloud).g
+	g := enf(c)
 	waitUntil(t, "queued", func() bool { return g.methods["UpdateLoadBalancer"].bucket.(*limiter.Bucket).Waiting() == 1 })
 	var err error
 	for steps := 0; ; steps++ {

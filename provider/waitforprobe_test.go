@@ -43,7 +43,7 @@ func TestWaitForProbe(t *testing.T) {
 			c := mustNew(t, up, waitForProbeConfig(clk))
 			i := v2(t, c)
 			ctx := context.Background()
-			br := c.(*cloud).g.breakers[familyRead]
+			br := enf(c).breakers[familyRead]
 			for n := 0; n < 4 && br.State() != limiter.StateOpen; n++ {
 				_, _ = i.InstanceMetadata(ctx, testNode(fmt.Sprint("n", n), fmt.Sprint("fake://n", n)))
 			}
@@ -94,7 +94,7 @@ func TestWaitForProbeNeverHoldsAWrite(t *testing.T) {
 	c := mustNew(t, up, waitForProbeConfig(newFakeClock()))
 	lb, _ := c.LoadBalancer()
 	ctx := context.Background()
-	br := c.(*cloud).g.breakers[familyWrite]
+	br := enf(c).breakers[familyWrite]
 	for n := 0; n < 4 && br.State() != limiter.StateOpen; n++ {
 		_, _ = lb.EnsureLoadBalancer(ctx, "c", testService("ns", fmt.Sprint("s", n), "u"), nil)
 	}
@@ -134,7 +134,7 @@ func TestWaitForProbeServesStaleAtOnce(t *testing.T) {
 		}
 		return &cloudprovider.InstanceMetadata{Zone: "zone-b"}, nil
 	}
-	br := c.(*cloud).g.breakers[familyRead]
+	br := enf(c).breakers[familyRead]
 	for n := 0; n < 4 && br.State() != limiter.StateOpen; n++ {
 		_, _ = i.InstanceMetadata(ctx, testNode(fmt.Sprint("n", n), fmt.Sprint("fake://n", n)))
 	}

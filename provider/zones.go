@@ -5,36 +5,42 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
-
-	"github.com/cloudgate/cloudgate/cache"
 )
 
 type zoneCaches struct {
-	local        *cache.Cache[string, cloudprovider.Zone]
-	byProviderID *cache.Cache[string, cloudprovider.Zone]
-	byNodeName   *cache.Cache[string, cloudprovider.Zone]
+	local        *readPath[string, cloudprovider.Zone]
+	byProviderID *readPath[string, cloudprovider.Zone]
+	byNodeName   *readPath[string, cloudprovider.Zone]
+}
+
+func (c *zoneCaches) build(b pathBuilder) {
+	zone := cacheOpts[string, cloudprovider.Zone]{keyString: stringKey}
+	c.local = newPath(b, "GetZone", zone)
+	c.byProviderID = newPath(b, "GetZoneByProviderID", zone)
+	c.byNodeName = newPath(b, "GetZoneByNodeName", cacheOpts[string, cloudprovider.Zone]{keyString: stringKey, shortLived: always})
 }
 
 // zones wraps the upstream's Zones; a Zone is a value, so no copies needed.
 type zones struct {
 	g  *gate
+	r  runner
 	up cloudprovider.Zones
 }
 
 var _ cloudprovider.Zones = (*zones)(nil)
 
 func (z *zones) GetZone(ctx context.Context) (cloudprovider.Zone, error) {
-	return cachedRead(ctx, z.g, z.g.m.getZone, z.g.zn.local, "", z.up.GetZone)
+	return z.g.zn.local.read(ctx, "", z.up.GetZone)
 }
 
 func (z *zones) GetZoneByProviderID(ctx context.Context, providerID string) (cloudprovider.Zone, error) {
-	return cachedRead(ctx, z.g, z.g.m.getZoneByProviderID, keyed(z.g.zn.byProviderID, providerID), providerID, func(ctx context.Context) (cloudprovider.Zone, error) {
+	return z.g.zn.byProviderID.readID(ctx, providerID, func(ctx context.Context) (cloudprovider.Zone, error) {
 		return z.up.GetZoneByProviderID(ctx, providerID)
 	})
 }
 
 func (z *zones) GetZoneByNodeName(ctx context.Context, nodeName types.NodeName) (cloudprovider.Zone, error) {
-	return cachedRead(ctx, z.g, z.g.m.getZoneByNodeName, keyed(z.g.zn.byNodeName, string(nodeName)), string(nodeName), func(ctx context.Context) (cloudprovider.Zone, error) {
+	return z.g.zn.byNodeName.readID(ctx, string(nodeName), func(ctx context.Context) (cloudprovider.Zone, error) {
 		return z.up.GetZoneByNodeName(ctx, nodeName)
 	})
 }
