@@ -185,7 +185,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if pm == nil {
 		pm = metrics.Default
 	}
-	m := recorder.Of(pm)
+	m := pm.Recorders()
 	g.rec = m.Recorder(g.providerName)
 	g.nf = newNotFoundGuard(cfg.NotFoundGuard, g.clock, g.rec)
 

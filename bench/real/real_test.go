@@ -30,7 +30,7 @@ import (
 	"github.com/cloudgate/cloudgate/bench"
 	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/bench/virtual"
-	"github.com/cloudgate/cloudgate/internal/e2e"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // The measured settings: the CCM's defaults (status every 5 min, one node

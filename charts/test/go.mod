@@ -68,7 +68,9 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/cloudgate/cloudgate/cmd v0.0.0-00010101000000-000000000000
 	github.com/cloudgate/cloudgate/providers/aws v0.0.0-00010101000000-000000000000
+	github.com/cloudgate/cloudgate/testkit v0.0.0-00010101000000-000000000000
 	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
@@ -109,7 +111,6 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
-	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/spf13/cast v1.7.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
@@ -144,3 +145,7 @@ require (
 )
 
 replace github.com/cloudgate/cloudgate/providers/aws => ../../providers/aws
+
+replace github.com/cloudgate/cloudgate/cmd => ../../cmd
+
+replace github.com/cloudgate/cloudgate/testkit => ../../testkit

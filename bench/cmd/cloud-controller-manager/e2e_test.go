@@ -22,7 +22,7 @@ import (
 
 	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/deploy"
-	"github.com/cloudgate/cloudgate/internal/e2e"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // e2e parameters: small, fast periods so the controllers sync many times a minute.

@@ -21,8 +21,8 @@ import (
 
 	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/deploy"
-	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // Failover parameters. The lease is short so that the test is; the ratio of

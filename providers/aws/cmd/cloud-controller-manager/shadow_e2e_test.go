@@ -11,8 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // TestE2EShadow runs the CCM with cloudgate in `mode: shadow` in front of the unmodified AWS
@@ -24,7 +24,7 @@ import (
 // cache hits, would-be waits and fewer would-be calls than it sent; its own caches served
 // nothing; nothing changed in EC2, so no would-be answer diverged.
 func TestE2EShadow(t *testing.T) {
-	etcdBin, apiserverBin, goBin := e2eTools(t)
+	etcdBin, apiserverBin, goBin := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

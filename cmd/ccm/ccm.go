@@ -22,7 +22,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric on /metrics
 	"k8s.io/klog/v2"
 
-	"github.com/cloudgate/cloudgate/internal/version"
+	"github.com/cloudgate/cloudgate/cmd/version"
 	_ "github.com/cloudgate/cloudgate/provider" // registers provider "cloudgate"
 )
 
