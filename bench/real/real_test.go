@@ -2,7 +2,7 @@
 
 // Package real checks the load benchmark's simulator against reality: the
 // real cloud-controller-manager binary (bench/cmd/cloud-controller-manager) on a
-// real etcd + kube-apiserver (internal/e2e), against simcloud served over
+// real etcd + kube-apiserver (testkit/e2e), against simcloud served over
 // HTTP, in real time, next to the virtual-time simulator's figure for the
 // same settings. `make bench-real` runs it and writes bench/RESULTS.real.md;
 // it is not part of `make test` (it runs for about 20 minutes per size).

@@ -400,7 +400,7 @@ batch: {listPrefetch: true}
 	}
 
 	// SIGTERM to the leader, as a rolling update or `helm uninstall` does:
-	// cloudgate's election (internal/ccm/lease.go) releases the Lease, so the
+	// cloudgate's election (cmd/ccm/lease.go) releases the Lease, so the
 	// standby takes it at its next poll (retry period × up to 2.2), not after
 	// the lease duration. Without the release it could not lead before the
 	// leader's last renewal + the lease duration (>= leaseDuration -
