@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -65,18 +64,11 @@ const (
 //     stay within the cloud's quota (no throttling answer) and cost at most
 //     the pages of one list plus one lookup per node that was not listed yet.
 func TestFailover(t *testing.T) {
-	etcdBin, apiserverBin := os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
-	if etcdBin == "" || apiserverBin == "" {
-		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test`, which builds a real etcd and kube-apiserver (.ci/control-plane.sh) and sets them"
-		if os.Getenv("CI") != "" || os.Getenv("CLOUDGATE_CACHE_DIR") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	etcdBin, apiserverBin, _ := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	startCCMBuild(t)
+	ccmBuild.Start()
 	checks := map[string]int{}
 
 	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
@@ -125,7 +117,7 @@ batch: {listPrefetch: true}
 `, sim.URL(), apiKey, 0.9*failoverReadQPS, failoverReadBurst/2, redis.Addr, redis.PasswordFile, failoverAccount))
 	kubeconfig := filepath.Join(dir, "ccm.kubeconfig")
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
-	ccmBin := ccmBinary(ctx, t)
+	ccmBin := ccmBuild.Binary(ctx, t)
 
 	type replica struct {
 		name  string

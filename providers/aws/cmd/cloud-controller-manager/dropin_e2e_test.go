@@ -54,8 +54,7 @@ func TestE2EDropIn(t *testing.T) {
 	began := time.Now()
 	phase := func(name string) { t.Logf("phase %-36s at %6.1fs", name, time.Since(began).Seconds()) }
 
-	ccmBin := filepath.Join(dir, "cloud-controller-manager")
-	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./providers/aws/cmd/cloud-controller-manager", 25*time.Minute)
+	ccmBuild.Start()
 	rbac, chartArgs := renderChart(ctx, t, goBin)
 	phase("chart rendered")
 
@@ -106,9 +105,7 @@ limits:
 	kubeconfig := filepath.Join(dir, "ccm.kubeconfig")
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
 
-	if err := <-built; err != nil {
-		t.Fatal(err)
-	}
+	ccmBin := ccmBuild.Binary(ctx, t)
 	phase("CCM binary built")
 
 	for k, v := range map[string]string{

@@ -46,7 +46,7 @@ func (n awsNode) providerID() string { return "aws:///" + n.inst.Zone + "/" + n.
 // a removed and of a terminated instance; serves cloudgate's metrics on /metrics; and that
 // node lookups went through the adapter's batched DescribeInstances.
 func TestE2E(t *testing.T) {
-	etcdBin, apiserverBin, goBin := e2e.Tools(t)
+	etcdBin, apiserverBin, _ := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -55,8 +55,7 @@ func TestE2E(t *testing.T) {
 
 	// Build the binary while the control plane starts; -race shares the compiled
 	// dependencies (the AWS SDK) with this `go test -race` run.
-	ccmBin := filepath.Join(dir, "cloud-controller-manager")
-	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./providers/aws/cmd/cloud-controller-manager", 25*time.Minute)
+	ccmBuild.Start()
 
 	cp := startControlPlaneWithRBAC(ctx, t, dir, etcdBin, apiserverBin)
 	phase("control plane + rbac")
@@ -108,9 +107,7 @@ notFoundGuard: {gracePeriod: 5s, confirmAfter: 5s}
 	kubeconfig := filepath.Join(dir, "ccm.kubeconfig")
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
 
-	if err := <-built; err != nil {
-		t.Fatal(err)
-	}
+	ccmBin := ccmBuild.Binary(ctx, t)
 	phase("CCM binary built")
 
 	port := e2e.FreePort(t)
