@@ -6,6 +6,7 @@
 #
 #   docker build --build-arg VERSION=$(git describe --tags --always --dirty --match 'v*') \
 #     --build-arg GIT_COMMIT=$(git rev-parse HEAD) -t cloudgate-aws-ccm .
+#   # the GCE build (cloudgate in front of the GCE provider): --build-arg MODULE=providers/gce -t cloudgate-gce-ccm
 #   # the simulated-cloud build (cloudgate with simcloud, in the bench module): add --build-arg MODULE=bench
 #
 # VERSION must be a semantic version (vX.Y.Z[-...]): the CCM parses it.
@@ -16,7 +17,8 @@ ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
 FROM --platform=$BUILDPLATFORM ${GOLANG_IMAGE} AS builder
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
-# MODULE: providers/aws (the AWS CCM with cloudgate in front) or bench (cloudgate with simcloud).
+# MODULE: providers/aws (the AWS CCM with cloudgate in front), providers/gce (the GCE one) or
+# bench (cloudgate with simcloud).
 ARG MODULE=providers/aws
 ARG VERSION=v0.0.0-dev
 ARG GIT_COMMIT=unknown

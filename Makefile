@@ -44,6 +44,8 @@ lint:
 	@for m in $(AWS_MOD) $(AWSBENCH_MOD) $(GCE_MOD) $(GCEBENCH_MOD); do echo "cd $$m && $(GO) vet -race ./..."; (cd $$m && $(GO) vet -race ./...) || exit 1; done
 	@if $(GO) mod graph | grep -E ' (gonum\.org/v1/plot|github\.com/prometheus/prometheus)@'; then \
 	  echo "the core module's graph holds gonum/plot or prometheus/prometheus: they belong in bench/go.mod"; exit 1; fi
+	@if $(GO) list -deps -test ./limiter/... | grep '^k8s.io/apimachinery/'; then \
+	  echo "limiter/ depends on k8s.io/apimachinery (above): the limiter knows nothing of Kubernetes (limiter/doc.go)"; exit 1; fi
 	GO=$(GO) bash .ci/layout-check.sh
 
 # The e2e tests need a real etcd + kube-apiserver: built once from a separate tools
@@ -137,7 +139,7 @@ setup:
 	bash .ci/setup.sh
 
 # Images, built without a Docker daemon (deploy/image, its own module so go-containerregistry
-# stays out of the core module): both CCM binaries, cross-compiled for each of IMAGE_ARCHS,
+# stays out of the core module): the three CCM binaries (simcloud's, AWS's, GCE's), cross-compiled for each of IMAGE_ARCHS,
 # static (CGO_ENABLED=0), non-root (65532), version-stamped, each written as a multi-arch OCI
 # image index in an OCI layout tarball under $(OUT_DIR). Push one with
 # `skopeo copy --all oci-archive:FILE docker://REGISTRY/...` (or load it: `podman load -i`).
@@ -165,13 +167,17 @@ image:
 	  echo "image: building linux/$$arch"; \
 	  (cd $(BENCH_MOD) && CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ABS_OUT)/linux_$$arch/cloudgate-ccm ./cmd/cloud-controller-manager) || exit 1; \
 	  (cd $(AWS_MOD) && CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ABS_OUT)/linux_$$arch/cloudgate-aws-ccm ./cmd/cloud-controller-manager) || exit 1; \
-	  echo "image: linux/$$arch: both binaries in $$(( $$(date +%s) - start )) s"; \
+	  (cd $(GCE_MOD) && CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ABS_OUT)/linux_$$arch/cloudgate-gce-ccm ./cmd/cloud-controller-manager) || exit 1; \
+	  echo "image: linux/$$arch: three binaries in $$(( $$(date +%s) - start )) s"; \
 	done
 	cd deploy/image && $(GO) run . $(foreach a,$(IMAGE_ARCHS),-binary $(a)=$(ABS_OUT)/linux_$(a)/cloudgate-ccm) \
 	  -out $(ABS_OUT)/cloudgate-ccm.oci.tar -ref cloudgate-cloud-controller-manager:$(VERSION) -title cloudgate-cloud-controller-manager \
 	  -version $(VERSION) -revision $(GIT_COMMIT) -created $(BUILD_DATE)
 	cd deploy/image && $(GO) run . $(foreach a,$(IMAGE_ARCHS),-binary $(a)=$(ABS_OUT)/linux_$(a)/cloudgate-aws-ccm) \
 	  -out $(ABS_OUT)/cloudgate-aws-ccm.oci.tar -ref cloudgate-aws-cloud-controller-manager:$(VERSION) -title cloudgate-aws-cloud-controller-manager \
+	  -version $(VERSION) -revision $(GIT_COMMIT) -created $(BUILD_DATE)
+	cd deploy/image && $(GO) run . $(foreach a,$(IMAGE_ARCHS),-binary $(a)=$(ABS_OUT)/linux_$(a)/cloudgate-gce-ccm) \
+	  -out $(ABS_OUT)/cloudgate-gce-ccm.oci.tar -ref cloudgate-gce-cloud-controller-manager:$(VERSION) -title cloudgate-gce-cloud-controller-manager \
 	  -version $(VERSION) -revision $(GIT_COMMIT) -created $(BUILD_DATE)
 
 # Checks the tarballs make image wrote: the index (one image per IMAGE_ARCHS), user,
@@ -194,7 +200,8 @@ test-skew: deps setup
 # helm lint rules, every values combination, cloudgate.yaml through provider.LoadConfig, a
 # server-side apply (dry-run) to the real kube-apiserver with and without the monitoring CRDs,
 # the cut-over from the stock AWS chart and back (TestE2ECutover: it builds both AWS CCM
-# binaries with -race, linking what providers/aws's race tests compiled just before), and the
+# binaries with -race, linking what providers/aws's race tests compiled just before), the same
+# from a stock GCE CCM with values-gce.yaml (TestE2ECutoverGCE, providers/gce's binaries), and the
 # release (make release-dist first): TestRelease checks its files, TestE2EUpgrade installs
 # its packaged chart, upgrades and rolls it back, and cuts over by scaling the stock chart
 # to zero. make test passes RELEASE_IMAGES (make test-image's tarballs, not built again).
@@ -202,7 +209,7 @@ test-chart: control-plane release-dist
 	cd charts/test && env $$(cat $(CACHE_DIR)/control-plane.env) CLOUDGATE_RELEASE_DIR=$(RELEASE_DIR) \
 	  CLOUDGATE_RELEASE_VERSION=$(VERSION) CLOUDGATE_RELEASE_IMAGES=$(RELEASE_IMAGES) $(GO) test -count=1 -timeout 40m ./...
 
-# make release VERSION=vX.Y.Z: what a user pulls, in $(RELEASE_DIR): both multi-arch images
+# make release VERSION=vX.Y.Z: what a user pulls, in $(RELEASE_DIR): the three multi-arch images
 # (make image, OCI layout tarballs tagged VERSION), the chart packaged with Helm's SDK
 # (cloudgate-X.Y.Z.tgz: version X.Y.Z, appVersion VERSION, so it installs the image tagged
 # VERSION by default), RELEASE-NOTES.md (CHANGELOG.md's "## VERSION" section; a pre-release
@@ -225,7 +232,7 @@ release-dist:
 chart-sync:
 	cp dashboards/alerts.yaml charts/cloudgate/files/alerts.yaml
 
-# Checks that the tree released as vX.Y.Z and providers/aws/vX.Y.Z builds for a user outside
+# Checks that the tree released as vX.Y.Z, providers/aws/vX.Y.Z and providers/gce/vX.Y.Z builds for a user outside
 # the repo, from a local file:// module proxy (docs/releasing: CHANGELOG.md).
 release-check:
 	GO=$(GO) VERSION=$(VERSION) bash .ci/release-check.sh

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # make release-check VERSION=vX.Y.Z: checks that the tree, released as the tags vX.Y.Z (core
-# module), cmd/, testkit/, providers/aws/ and bench/vX.Y.Z (nested modules), builds for a user outside
+# module), cmd/, testkit/, providers/aws/, providers/gce/ and bench/vX.Y.Z (nested modules), builds for a user outside
 # this repository. It builds a local module proxy (GOPROXY=file://...) holding those modules at
 # VERSION from the working tree — each nested module's go.mod rewritten to require the core at
 # VERSION, without the replace — then, in a scratch module with its own module cache, builds a
 # program that imports the core and the AWS module, runs
-# `go install .../providers/aws/cmd/cloud-controller-manager@VERSION`, and builds the bench
-# module's simcloud CCM and cloudgate-bench. (providers/aws/awsbench is not released.)
+# `go install .../providers/aws/cmd/cloud-controller-manager@VERSION` and the same for
+# providers/gce, and builds the bench module's simcloud CCM and cloudgate-bench.
+# (providers/aws/awsbench and providers/gce/gcebench are not released.)
 # Other modules come from the shared module cache's download directory (no network needed;
 # GOSUMDB=off because the checksum database is not reachable from here). -trimpath and
 # CGO_ENABLED=0, as make image builds, so the build cache make image filled is reused.
@@ -18,6 +19,7 @@ GO=${GO:-go}
 ROOT=$(git rev-parse --show-toplevel)
 CORE=github.com/cloudgate/cloudgate
 AWS=$CORE/providers/aws
+GCE=$CORE/providers/gce
 BENCH=$CORE/bench
 WORK=$(mktemp -d /tmp/cloudgate-release-check.XXXXXX)
 trap 'chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -59,12 +61,12 @@ released() {
 }
 core=$(stage $CORE "")
 publish $CORE "$core"
-for d in cmd testkit providers/aws bench; do
+for d in cmd testkit providers/aws providers/gce bench; do
   st=$(stage $CORE/$d $d)
   released "$st"
   publish $CORE/$d "$st"
 done
-echo "release-check: proxy with $CORE, $CORE/cmd, $CORE/testkit, $AWS and $BENCH at $VERSION in $PROXY"
+echo "release-check: proxy with $CORE, $CORE/cmd, $CORE/testkit, $AWS, $GCE and $BENCH at $VERSION in $PROXY"
 
 export GOPROXY="file://$PROXY,file://$($GO env GOMODCACHE)/cache/download" GOMODCACHE=$WORK/modcache \
   GOSUMDB=off GOFLAGS='-mod=mod -trimpath' CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN=local
@@ -93,12 +95,19 @@ echo "$ver"
 grep -q "^cloudgate $VERSION " <<<"$ver" || { echo "release-check: --version does not name cloudgate $VERSION" >&2; exit 1; }
 grep -q "^  k8s.io/cloud-provider-aws v" <<<"$ver" || { echo "release-check: --version does not name the AWS provider's version" >&2; exit 1; }
 echo "release-check: go install $AWS/cmd/cloud-controller-manager@$VERSION works; --version names $VERSION"
+# The GCE module: its CCM installs by its own version, as a user outside the repository gets it.
+GOBIN=$WORK/bin-gce $GO install $GCE/cmd/cloud-controller-manager@$VERSION
+ver=$("$WORK/bin-gce/cloud-controller-manager" --version)
+echo "$ver"
+grep -q "^cloudgate $VERSION " <<<"$ver" || { echo "release-check: the GCE CCM's --version does not name cloudgate $VERSION" >&2; exit 1; }
+grep -q "^  k8s.io/cloud-provider-gcp/providers v" <<<"$ver" || { echo "release-check: the GCE CCM's --version does not name the GCE provider's version" >&2; exit 1; }
+echo "release-check: go install $GCE/cmd/cloud-controller-manager@$VERSION works; --version names $VERSION"
 # The benchmark module (its own go.mod, so gonum/plot and prometheus/prometheus stay out of the
 # core's graph): the simcloud CCM and cloudgate-bench build from the released modules. A
 # separate `go get`, after the user program above was built against the core alone.
 $GO get $BENCH@$VERSION
 $GO build -o /dev/null $BENCH/cmd/cloud-controller-manager $BENCH/cmd/cloudgate-bench
 echo "release-check: $BENCH/cmd/cloud-controller-manager and $BENCH/cmd/cloudgate-bench build from $BENCH@$VERSION"
-echo "release-check OK. Release: in cmd, testkit, providers/aws and bench drop the replace of each"
+echo "release-check OK. Release: in cmd, testkit, providers/aws, providers/gce and bench drop the replace of each"
 echo "  $CORE module and require it at $VERSION (as released() above does), go mod tidy,"
-echo "commit, then tag $VERSION, cmd/$VERSION, testkit/$VERSION, providers/aws/$VERSION and bench/$VERSION on that commit."
+echo "commit, then tag $VERSION, cmd/$VERSION, testkit/$VERSION, providers/aws/$VERSION, providers/gce/$VERSION and bench/$VERSION on that commit."

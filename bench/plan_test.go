@@ -38,9 +38,8 @@ func planTestNodes(t *testing.T) []int {
 // reports are within 10 % of a steady run of the benchmark (Run, the
 // command's default path) at that count, for each column the plan
 // measures (cloudgate:cache, :batch, :list), and every point names a
-// binding limit. The plan before issue 32 extrapolated a straight line
-// from two small counts: 501 reads/min at 5,000 nodes where the
-// simulation makes 334 (+50 %).
+// binding limit: a straight line extrapolated from two small counts
+// overestimates what the simulation makes.
 func TestPlanPredictsRun(t *testing.T) {
 	sizes := planTestNodes(t)
 	for _, supports := range []string{SupportsNone, SupportsBatch, SupportsList} {

@@ -174,7 +174,7 @@ func rowLines(results, label string) string {
 	return b.String()
 }
 
-// TestReadmeRowsFromResults (issue 32 item 5): a number a page quotes for a
+// TestReadmeRowsFromResults: a number a page quotes for a
 // row ("Row `steady reads / h`: bare 18,360, ...") must be in that row of
 // bench/RESULTS.md, not merely somewhere in the file; and every row of an AWS
 // table (| nodes | column | ... |) in a Measured section must be in the row of

@@ -93,8 +93,10 @@ type Config[K comparable, V any] struct {
 	// Cache); keys that are == must hash alike. nil uses
 	// hash/maphash.Comparable.
 	Hash func(maphash.Seed, K) uint64
-	// Clock is the time source; nil is the real clock.
-	Clock clock.PassiveClock
+	// Clock is the time source; nil is the real clock. It is the one
+	// clock type cloudgate's packages take (k8s.io/utils/clock's real or
+	// fake clock), so one value drives a whole gate.
+	Clock clock.WithTickerAndDelayedExecution
 	// Observer receives events; nil discards them.
 	Observer Observer
 }
@@ -115,7 +117,7 @@ type entry[V any] struct {
 type Cache[K comparable, V any] struct {
 	cfg     Config[K, V]
 	flights singleflight.Group
-	clock   clock.PassiveClock
+	clock   clock.WithTickerAndDelayedExecution
 	obs     Observer
 	seed    maphash.Seed
 	mask    uint64

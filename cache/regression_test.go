@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Regression tests for issue 12; each failed before its fix.
+// Regression tests; each failed before its fix.
 
 // Item 2: callers that joined a flight retry only when the leader's own
 // context ended, not on any context-type error (a hung upstream answers

@@ -57,7 +57,7 @@ func TestChain(t *testing.T) {
 
 // A real bucket in a chain: the chain waits on it.
 func TestChainWithBucket(t *testing.T) {
-	b, err := NewBucket("m", BucketConfig{QPS: 1, Burst: 1}, nil, nil)
+	b, err := NewBucket("m", BucketConfig{QPS: 1, Burst: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 // benchmark, so Wait never queues.
 func benchBucket(b *testing.B) *Bucket {
 	b.Helper()
-	bk, err := NewBucket("bench", BucketConfig{QPS: 1e12, Burst: 1 << 40}, nil, nil)
+	bk, err := NewBucket("bench", BucketConfig{QPS: 1e12, Burst: 1 << 40}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func BenchmarkBucketWaitParallel(b *testing.B) {
 }
 
 func BenchmarkBucketWaitUncontendedObserved(b *testing.B) {
-	bk, err := NewBucket("bench", BucketConfig{QPS: 1e12, Burst: 1 << 40}, nil, &recorderNoAlloc{})
+	bk, err := NewBucket("bench", BucketConfig{QPS: 1e12, Burst: 1 << 40}, &recorderNoAlloc{})
 	if err != nil {
 		b.Fatal(err)
 	}

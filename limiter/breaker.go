@@ -76,7 +76,7 @@ type BreakerConfig struct {
 	HalfOpenRequests uint32
 	// Clock times the counting windows and the open intervals; nil is the
 	// real clock.
-	Clock clock.PassiveClock
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // Validate reports the first invalid field, naming it, e.g.
@@ -124,7 +124,7 @@ type Breaker struct {
 	openTimeout time.Duration
 	isExcluded  func(error) bool
 	obs         BreakerObserver
-	clock       clock.PassiveClock
+	clock       clock.WithTickerAndDelayedExecution
 
 	mu         sync.Mutex
 	state      State

@@ -16,8 +16,8 @@ import (
 // "half-open, probes in flight" for as long as it hung.
 func TestHungProbeLapses(t *testing.T) {
 	const openTimeout = 2 * time.Second
-	newHalfOpen := func(t *testing.T) (*Breaker, *clocktesting.FakePassiveClock) {
-		clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	newHalfOpen := func(t *testing.T) (*Breaker, *clocktesting.FakeClock) {
+		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 		b := newTestBreaker(t, BreakerConfig{FailureRatio: 1, MinRequests: 1, Interval: time.Hour, OpenTimeout: openTimeout, HalfOpenRequests: 1, Clock: clk}, nil)
 		call(t, b, errBoom)
 		// The first open interval is openTimeout/30.
@@ -27,7 +27,7 @@ func TestHungProbeLapses(t *testing.T) {
 		}
 		return b, clk
 	}
-	step := func(clk *clocktesting.FakePassiveClock, d time.Duration) { clk.SetTime(clk.Now().Add(d)) }
+	step := func(clk *clocktesting.FakeClock, d time.Duration) { clk.SetTime(clk.Now().Add(d)) }
 
 	t.Run("the cloud answers another call", func(t *testing.T) {
 		b, clk := newHalfOpen(t)

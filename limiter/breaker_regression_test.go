@@ -7,7 +7,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// Item 11 of issue 12: recovery must not be slower than without the
+// Recovery must not be slower than without the
 // breaker. The first open interval is short and grows on repeated failure;
 // any sign that the cloud answers ends it at once.
 func TestRegression_BreakerProbesEarly(t *testing.T) {

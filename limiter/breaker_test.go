@@ -41,7 +41,7 @@ func call(t *testing.T, b *Breaker, outcome error) {
 
 // waitHalfOpen steps clk, b's clock, past b's open interval and checks
 // that b is half-open.
-func waitHalfOpen(t *testing.T, b *Breaker, clk *clocktesting.FakePassiveClock) {
+func waitHalfOpen(t *testing.T, b *Breaker, clk *clocktesting.FakeClock) {
 	t.Helper()
 	clk.SetTime(clk.Now().Add(b.openTimeout))
 	if got := b.State(); got != StateHalfOpen {
@@ -213,7 +213,7 @@ func TestBreakerHalfOpen(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{}
-			clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 			b := newTestBreaker(t, BreakerConfig{FailureRatio: 1, MinRequests: 1, Interval: time.Hour, OpenTimeout: 20 * time.Millisecond, HalfOpenRequests: 1, Clock: clk}, rec)
 			call(t, b, errBoom)
 			waitHalfOpen(t, b, clk)
@@ -242,7 +242,7 @@ func TestBreakerHalfOpen(t *testing.T) {
 }
 
 func TestBreakerAllProbesMustSucceed(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	b := newTestBreaker(t, BreakerConfig{FailureRatio: 1, MinRequests: 1, Interval: time.Hour, OpenTimeout: 20 * time.Millisecond, HalfOpenRequests: 2, Clock: clk}, nil)
 	call(t, b, errBoom)
 	waitHalfOpen(t, b, clk)
@@ -295,7 +295,7 @@ func TestBreakerNilExcluded(t *testing.T) {
 // opens, from closed and from half-open (a failed probe), and not before;
 // Rejection is the open breaker's error.
 func TestBreakerOpened(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	cfg := BreakerConfig{FailureRatio: 0.5, MinRequests: 1, Interval: time.Hour, OpenTimeout: 20 * time.Millisecond, HalfOpenRequests: 1, Clock: clk}
 	b := newTestBreaker(t, cfg, nil)
 	closed := b.Opened()
@@ -330,7 +330,7 @@ func TestBreakerOpened(t *testing.T) {
 // Changed ends at every transition and when CloudAnswered ends the open
 // interval early, so a caller waiting for the next probe wakes then.
 func TestBreakerChanged(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	cfg := BreakerConfig{FailureRatio: 0.5, MinRequests: 1, Interval: time.Hour, OpenTimeout: time.Hour, MinOpenTimeout: time.Hour, HalfOpenRequests: 1, Clock: clk}
 	b := newTestBreaker(t, cfg, nil)
 	closed := b.Changed()
@@ -373,7 +373,7 @@ func TestBreakerChanged(t *testing.T) {
 // tripping, and an outcome of a call admitted in an earlier window is not
 // counted in the next.
 func TestBreakerWindowOnItsClock(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	b := newTestBreaker(t, BreakerConfig{FailureRatio: 1, MinRequests: 2, Interval: time.Minute, OpenTimeout: time.Hour, HalfOpenRequests: 1, Clock: clk}, nil)
 	call(t, b, errBoom)
 	late, err := b.Allow()

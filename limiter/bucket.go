@@ -45,6 +45,8 @@ type BucketConfig struct {
 	// wave of throttling answers is one signal); default 1 s when 0. It
 	// must be >= 0.
 	RecoveryStep time.Duration
+	// Clock times the refill and the waits; nil is the real clock.
+	Clock clock.WithTickerAndDelayedExecution
 	// MaxRetryAfter caps the pause a Retry-After can impose, so that one
 	// answer cannot stop a bucket for long; default 5 minutes when 0. It
 	// must be >= 0.
@@ -110,7 +112,7 @@ func (c BucketConfig) withDefaults() BucketConfig {
 // goroutine: queued waiters drive its timer themselves.
 type Bucket struct {
 	name  string
-	clk   clock.Clock
+	clk   clock.WithTickerAndDelayedExecution
 	obs   BucketObserver // nil: events are discarded
 	qps   float64
 	burst int
@@ -129,14 +131,15 @@ type Bucket struct {
 	watcher *waiter // the waiter told to receive from timer
 }
 
-// NewBucket returns a full bucket named name (the name appears in errors). clk nil means the real clock; obs nil discards events.
+// NewBucket returns a full bucket named name (the name appears in errors); obs nil discards events.
 // If cfg is invalid it returns an error wrapping cfg.Validate's, e.g.
 // `limiter: bucket "read": qps must be > 0 (got 0)`.
-func NewBucket(name string, cfg BucketConfig, clk clock.Clock, obs BucketObserver) (*Bucket, error) {
+func NewBucket(name string, cfg BucketConfig, obs BucketObserver) (*Bucket, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("limiter: bucket %q: %w", name, err)
 	}
 	cfg = cfg.withDefaults()
+	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}

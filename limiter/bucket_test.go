@@ -21,7 +21,8 @@ var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 func newTestBucket(t *testing.T, cfg BucketConfig, obs BucketObserver) (*Bucket, *clocktesting.FakeClock) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
-	b, err := NewBucket("read", cfg, clk, obs)
+	cfg.Clock = clk
+	b, err := NewBucket("read", cfg, obs)
 	if err != nil {
 		t.Fatalf("NewBucket: %v", err)
 	}
@@ -79,7 +80,7 @@ func TestBucketConfigValidate(t *testing.T) {
 			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 				t.Fatalf("Validate() = %v, want error containing %q", err, tt.wantErr)
 			}
-			_, err = NewBucket("b", tt.cfg, nil, nil)
+			_, err = NewBucket("b", tt.cfg, nil)
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("NewBucket error = %v, want nil", err)
@@ -250,7 +251,7 @@ func TestBucketClose(t *testing.T) {
 }
 
 func TestBucketRealClock(t *testing.T) {
-	b, err := NewBucket("real", BucketConfig{QPS: 1000, Burst: 1}, nil, nil)
+	b, err := NewBucket("real", BucketConfig{QPS: 1000, Burst: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func (throttleErr) RetryAfter() (time.Duration, bool) { return 2 * time.Second, 
 // Example shows the pipeline a decorated cloud call goes through: wait for a
 // token, ask the breaker, call, classify the error, and report the outcome.
 func Example() {
-	bucket, _ := limiter.NewBucket("read", limiter.BucketConfig{QPS: 10, Burst: 5, Adaptive: true}, nil, nil)
+	bucket, _ := limiter.NewBucket("read", limiter.BucketConfig{QPS: 10, Burst: 5, Adaptive: true}, nil)
 	defer bucket.Close()
 	breaker, _ := limiter.NewBreaker("read", limiter.BreakerConfig{
 		FailureRatio: 0.5, MinRequests: 10, Interval: time.Minute, OpenTimeout: 30 * time.Second, HalfOpenRequests: 1,

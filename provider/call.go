@@ -145,10 +145,7 @@ func (g *gate) openRetry(err error) error {
 	if !errors.As(err, &oe) {
 		return err
 	}
-	first := g.cfg.Breaker.MinOpenTimeout.Duration
-	if first <= 0 {
-		first = g.cfg.Breaker.OpenTimeout.Duration / 30
-	}
+	first := g.cfg.Breaker.MinOpenTimeout.Duration // > 0 (Config.Resolve)
 	return &breakerOpenError{open: err, retry: cloudproviderapi.NewRetryError(err.Error(), max(oe.RetryIn, first))}
 }
 
@@ -241,13 +238,14 @@ func (g *gate) wait(ctx context.Context, m *method, prio limiter.Priority, opene
 	return err
 }
 
-// withCallTimeout is context.WithTimeoutCause on the gate's clock: with the
-// real clock exactly that (the upstream sees the deadline); with another
-// clock the timeout is that clock's timer, so a simulated clock governs
-// cloudgate's own call timeouts as it governs the token waits (the history
-// checker runs on a fake clock, where a real-clock timeout never fires).
+// withCallTimeout is context.WithTimeoutCause on the gate's clock: on real
+// time (Config.Clock nil) exactly that (the upstream sees the deadline);
+// with an injected clock the timeout is that clock's timer, so a simulated
+// clock governs cloudgate's own call timeouts as it governs the token waits
+// (the history checker runs on a fake clock, where a real-clock timeout
+// never fires).
 func (g *gate) withCallTimeout(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
-	if _, ok := g.clock.(clock.RealClock); ok {
+	if g.cfg.Clock == nil {
 		return context.WithTimeoutCause(ctx, d, cause)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -255,15 +253,10 @@ func (g *gate) withCallTimeout(ctx context.Context, d time.Duration, cause error
 	return ctx, func() { stop(); cancel(nil) }
 }
 
-// stoppableAfterFunc runs f after d on clk (the real and fake clocks can
-// delay execution; any other clock uses the real one) and returns a stop
-// function. stop must not be called with a lock f takes.
-func stoppableAfterFunc(clk clock.Clock, d time.Duration, f func()) (stop func()) {
-	if c, ok := clk.(clock.WithDelayedExecution); ok {
-		t := c.AfterFunc(d, f)
-		return func() { t.Stop() }
-	}
-	t := time.AfterFunc(d, f)
+// stoppableAfterFunc runs f after d on clk and returns a stop function.
+// stop must not be called with a lock f takes.
+func stoppableAfterFunc(clk clock.WithTickerAndDelayedExecution, d time.Duration, f func()) (stop func()) {
+	t := clk.AfterFunc(d, f)
 	return func() { t.Stop() }
 }
 

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -53,9 +55,14 @@ type Config struct {
 	// Metrics receives cloudgate's metrics; nil uses metrics.Default (which
 	// the registered provider puts on the CCM's /metrics). Not read from YAML.
 	Metrics *metrics.Metrics `json:"-"`
-	// Clock is the time source for caches and limiters; nil is the real
+	// Clock is the time source of everything cloudgate times (caches,
+	// buckets, breakers, batches, the fleet, timeouts); nil is the real
 	// clock. Not read from YAML (tests inject a fake clock).
-	Clock clock.Clock `json:"-"`
+	Clock clock.WithTickerAndDelayedExecution `json:"-"`
+
+	// upstreamConfig is the upstream's configuration, inline or read from
+	// upstream.configFile by Resolve; never logged nor printed.
+	upstreamConfig []byte
 }
 
 // UpstreamConfig names the provider cloudgate wraps. It must be registered in
@@ -243,8 +250,9 @@ func DefaultConfig() *Config {
 			FailureRatio: 0.5, MinRequests: 20, Interval: dur(time.Minute),
 			OpenTimeout: dur(2 * time.Second), HalfOpenRequests: 3, WaitForProbe: boolp(true),
 		},
-		// listPrefetch on: the default install behind an upstream that lists
-		// (aws-batch) is what the benchmark's headline measured.
+		// listPrefetch on: behind an upstream that lists (aws-batch) it keeps
+		// steady-state per-node reads off the cloud, and a figure quoted for
+		// the default install must be the default's own.
 		Batch:    BatchConfig{Enabled: boolp(true), MaxSize: 100, MaxWait: dur(100 * time.Millisecond), ListPrefetch: true},
 		Throttle: ThrottleConfig{MaxRetryAfter: dur(5 * time.Minute)},
 		// 20 s: longer than EC2's read-after-write inconsistency window
@@ -273,9 +281,26 @@ func (c *Config) Default() {
 	}
 }
 
-// LoadConfig reads cloudgate.yaml, fills defaults and validates it. Errors
-// name the offending field and what would fix it; unknown keys are errors.
+// LoadConfig reads cloudgate.yaml (DecodeConfig), fills the optional
+// switches (Default) and validates it. It does not fill in derived values
+// nor check the upstream (Resolve does, for what runs): a caller may still
+// change fields, such as a method's TTL that batch.listInterval follows.
 func LoadConfig(r io.Reader) (*Config, error) {
+	cfg, err := DecodeConfig(r)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// DecodeConfig reads cloudgate.yaml over DefaultConfig, and nothing more:
+// errors name the offending field and what would fix it; unknown keys are
+// errors. Resolve (or LoadConfig) checks the values.
+func DecodeConfig(r io.Reader) (*Config, error) {
 	if r == nil {
 		return nil, errors.New("cloudgate config: no config given: pass --cloud-config=cloudgate.yaml naming at least upstream.name")
 	}
@@ -293,15 +318,97 @@ func LoadConfig(r io.Reader) (*Config, error) {
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		return nil, fmt.Errorf("cloudgate config: %s", cleanYAMLError(err))
 	}
-	cfg.Default()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	return cfg, nil
 }
 
-// durationType is the type of every duration field.
-var durationType = reflect.TypeFor[metav1.Duration]()
+// ResolveOptions says how a configuration will be run (Resolve).
+type ResolveOptions struct {
+	// BuildUpstream: the upstream is built from upstream.name and its
+	// configuration (the CCM's registered factory; cloudgate-config), so
+	// upstream.name is required and upstream.configFile is read now. New,
+	// handed the upstream itself, leaves it false.
+	BuildUpstream bool
+	// Upstreams, when not nil, are the providers registered in the binary
+	// that will run the configuration, and upstream.name must be one of
+	// them. The CCM's factory leaves it nil: it runs under the provider
+	// registry's lock and cannot ask the registry, and refuses an
+	// unregistered name when it builds the upstream (buildUpstream), at
+	// start-up.
+	Upstreams []string
+}
+
+// Resolve returns the configuration cloudgate runs with, and is the one
+// place it is decided: the optional switches defaulted (Default), every
+// field checked (Validate, and the upstream as o says), and the value each
+// zero field stands for filled in — batch.listInterval (half the
+// InstanceMetadata TTL, or 1m when that is 0) and breaker.minOpenTimeout
+// (openTimeout/30) — so that the configuration the CCM logs at start-up and
+// cloudgate-config prints is the one that runs. c is not changed; resolving
+// a resolved configuration gives it back unchanged.
+func (c *Config) Resolve(o ResolveOptions) (*Config, error) {
+	r := *c
+	r.Default()
+	err := r.Validate()
+	var errs []string
+	if err != nil {
+		errs = append(errs, strings.TrimPrefix(err.Error(), "cloudgate config: "))
+	}
+	if o.BuildUpstream {
+		if msg := r.resolveUpstream(o.Upstreams); msg != "" {
+			errs = append(errs, msg)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("cloudgate config: %s", strings.Join(errs, "; "))
+	}
+	if r.Batch.ListInterval.Duration == 0 {
+		// Half the TTL: a listed answer is refreshed before it expires, so
+		// steady-state reads never miss. With InstanceMetadata uncached
+		// there is no TTL to follow; a minute keeps the list cheap.
+		r.Batch.ListInterval.Duration = r.ttl("InstanceMetadata") / 2
+		if r.Batch.ListInterval.Duration <= 0 {
+			r.Batch.ListInterval.Duration = time.Minute
+		}
+	}
+	if r.Breaker.MinOpenTimeout.Duration == 0 {
+		// As limiter.NewBreaker reads 0: short enough that a blip costs
+		// little, doubled on each failed probe up to openTimeout.
+		r.Breaker.MinOpenTimeout.Duration = max(r.Breaker.OpenTimeout.Duration/30, time.Nanosecond)
+	}
+	return &r, nil
+}
+
+// resolveUpstream checks upstream.name and reads upstream.configFile into
+// c.upstreamConfig; it returns the problem, "" when there is none.
+func (c *Config) resolveUpstream(registered []string) string {
+	u := c.Upstream
+	switch {
+	case u.Name == "":
+		return "upstream.name is required: name the provider to wrap (e.g. aws, gce, azure), registered in this binary"
+	case u.Name == Name:
+		return "" // Validate has said it
+	case registered != nil && !slices.Contains(registered, u.Name):
+		return fmt.Sprintf("upstream.name: provider %q is not registered in the CCM binary (it has %s): fix the name, or import the provider's package in the CCM's main (cloudgate-config: list that binary's providers with -upstreams)",
+			u.Name, strings.Join(registered, ", "))
+	}
+	switch {
+	case u.ConfigFile != "" && u.Config != "":
+		// Validate has said it.
+	case u.ConfigFile != "":
+		b, err := os.ReadFile(u.ConfigFile)
+		if err != nil {
+			return fmt.Sprintf("upstream.configFile: %v: the CCM reads it at start-up; name a file it can read (the upstream provider's own config), or give the config inline in upstream.config", err)
+		}
+		c.upstreamConfig = b
+	case u.Config != "":
+		c.upstreamConfig = []byte(u.Config)
+	}
+	return ""
+}
+
+// durationTypes are the types of the duration fields: cloudgate's own, and
+// limits.shared's (the fleet's, which knows nothing of Kubernetes).
+var durationTypes = map[reflect.Type]bool{reflect.TypeFor[metav1.Duration](): true, reflect.TypeFor[fleet.Duration](): true}
 
 // checkDurations finds the first duration field of a cloudgate.yaml whose
 // value is not a Go duration string, and names it: metav1.Duration's own
@@ -331,7 +438,7 @@ func walkDurations(t reflect.Type, doc map[string]any, path string) error {
 			ft = ft.Elem()
 		}
 		switch {
-		case ft == durationType:
+		case durationTypes[ft]:
 			s, isString := v.(string)
 			if !isString {
 				return fmt.Errorf("cloudgate config: %s: want a duration string such as \"30s\" or \"5m\", got %v", field, v)
@@ -506,7 +613,7 @@ func (b BucketConfig) limiterConfig(maxRetryAfter time.Duration) limiter.BucketC
 }
 
 // limiterConfig is br as the limiter takes it.
-func (br BreakerConfig) limiterConfig(clk clock.PassiveClock) limiter.BreakerConfig {
+func (br BreakerConfig) limiterConfig(clk clock.WithTickerAndDelayedExecution) limiter.BreakerConfig {
 	return limiter.BreakerConfig{
 		FailureRatio:     br.FailureRatio,
 		MinRequests:      br.MinRequests,
@@ -516,6 +623,16 @@ func (br BreakerConfig) limiterConfig(clk clock.PassiveClock) limiter.BreakerCon
 		HalfOpenRequests: br.HalfOpenRequests,
 		Clock:            clk,
 	}
+}
+
+// TTLs returns every read method's effective TTL (0: not cached), the
+// defaults overridden by methods.<name>.ttl.
+func (c *Config) TTLs() map[string]time.Duration {
+	ttls := DefaultTTLs()
+	for m := range ttls {
+		ttls[m] = c.ttl(m)
+	}
+	return ttls
 }
 
 // ttl returns a read method's effective TTL (0: not cached).

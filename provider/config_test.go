@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -231,5 +233,45 @@ func TestDefaultSwitches(t *testing.T) {
 	byHand.Default()
 	if *byHand.Breaker.WaitForProbe {
 		t.Error("Default overwrote an explicit false")
+	}
+}
+
+// What the CCM logs at start-up (the configuration Resolve returned, which
+// cloudgate-config prints) is what its gate runs with: the gate resolves it
+// again and gets it back unchanged, derived values included.
+func TestLoggedConfigIsWhatRuns(t *testing.T) {
+	for _, file := range []string{
+		"upstream: {name: " + testUpstream + "}\n",
+		"upstream: {name: " + testUpstream + "}\nmethods: {InstanceMetadata: {ttl: 0s}}\n",
+		"upstream: {name: " + testUpstream + "}\nmethods: {InstanceMetadata: {ttl: 3m}}\nbreaker: {openTimeout: 9s}\n",
+		"upstream: {name: " + testUpstream + "}\nbatch: {listInterval: 7m}\nbreaker: {minOpenTimeout: 1s}\n",
+		"upstream: {name: " + testUpstream + "}\nmode: shadow\n",
+	} {
+		c, err := newFromConfig(strings.NewReader(file))
+		if err != nil {
+			t.Fatalf("%q: %v", file, err)
+		}
+		l := c.(*lazyCloud)
+		built, err := l.build()
+		if err != nil {
+			t.Fatalf("%q: %v", file, err)
+		}
+		logged, _ := json.Marshal(l.cfg)
+		runs, _ := json.Marshal(built.g.cfg)
+		if !bytes.Equal(logged, runs) {
+			t.Errorf("%q: logged\n%s\nruns with\n%s", file, logged, runs)
+		}
+		iv, ttl := built.g.cfg.Batch.ListInterval.Duration, built.g.m.instanceMetadata.ttl
+		want := ttl / 2
+		switch {
+		case strings.Contains(file, "listInterval: 7m"):
+			want = 7 * time.Minute
+		case ttl == 0:
+			want = time.Minute
+		}
+		if iv != want {
+			t.Errorf("%q: list interval %v with InstanceMetadata TTL %v; want %v", file, iv, ttl, want)
+		}
+		l.Close()
 	}
 }

@@ -26,7 +26,7 @@ import (
 
 // TestControllersTreatMetadataAsReadOnly was the proof behind handing every
 // caller the one cached *InstanceMetadata (cache.Config.Shared); callers now
-// get a copy each (issue 30, TestMetadataCopyPerCaller), and it
+// get a copy each (TestMetadataCopyPerCaller), and it
 // still shows the cache is never changed through an answer: the real
 // cloud-node and cloud-node-lifecycle controllers run over cloudgate through
 // every path that reads InstanceMetadata — initialising tainted nodes,
@@ -243,8 +243,8 @@ func TestMissCallersGetStoredCopy(t *testing.T) {
 // the cloud node controller itself writes ProviderID into it when the cloud
 // left it empty) changes nothing another caller gets, on every path that
 // answers from cloudgate's state: a miss and later cache hits, a batch
-// answer, and the list prefetch. Before issue 30 every caller shared the
-// cached object.
+// answer, and the list prefetch: a caller that changes its answer must not
+// change the cached object the next caller gets.
 func TestMetadataCopyPerCaller(t *testing.T) {
 	want := func(providerID string) *cloudprovider.InstanceMetadata {
 		return &cloudprovider.InstanceMetadata{ProviderID: providerID, InstanceType: "m5.large", Zone: "zone-a", Region: "region-1",

@@ -42,7 +42,7 @@ const Name = "cloudgate"
 type gate struct {
 	upstream     cloudprovider.Interface
 	cfg          *Config
-	clock        clock.Clock
+	clock        clock.WithTickerAndDelayedExecution
 	rec          *recorder.Recorder
 	metrics      *recorder.Metrics // where rec records
 	throttle     *limiter.ThrottleClassifier
@@ -159,10 +159,8 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
-	defaulted := *cfg
-	defaulted.Default()
-	cfg = &defaulted
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.Resolve(ResolveOptions{})
+	if err != nil {
 		return nil, err
 	}
 	g := &gate{
@@ -189,7 +187,6 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	g.rec = m.Recorder(g.providerName)
 	g.nf = newNotFoundGuard(cfg.NotFoundGuard, g.clock, g.rec)
 
-	var err error
 	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {
 		return nil, fmt.Errorf("cloudgate config: throttle.patterns: %w", err)
 	}
@@ -311,7 +308,9 @@ func (g *gate) newFamilyLimiter(family string, b BucketConfig) (limiter.Admitter
 }
 
 func (g *gate) newBucket(name string, b BucketConfig) (*limiter.Bucket, error) {
-	bucket, err := limiter.NewBucket(name, b.limiterConfig(g.cfg.Throttle.MaxRetryAfter.Duration), g.clock, newBucketLog(name, g.rec.BucketObserver(name)))
+	lc := b.limiterConfig(g.cfg.Throttle.MaxRetryAfter.Duration)
+	lc.Clock = g.clock
+	bucket, err := limiter.NewBucket(name, lc, newBucketLog(name, g.rec.BucketObserver(name)))
 	if err != nil {
 		return nil, err
 	}

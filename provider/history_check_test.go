@@ -350,7 +350,7 @@ func (h *history) check() (map[string]int, []violation) {
 			if nameIdentity(op) {
 				// A node name may come to name another instance: its
 				// identity answers live no longer than a negative answer,
-				// and are never served stale (issue 12 item 9).
+				// and are never served stale.
 				ttl, maxStale = min(ttl, negTTL), 0
 			}
 			if op.method == "GetLoadBalancer" && op.val == "absent" {
@@ -666,9 +666,9 @@ func (h *history) firstHold(op *opRec) *opRec {
 // least confirmAfter before it and the upstream said "does not exist"
 // throughout: the guard's re-read is due then, and only a failed re-read
 // (an error, not a hold) or an "exists" answer may keep it from passing
-// "does not exist" on — however long ago first was (issue 30: a hold
-// restarted when checks were more than 2·confirmAfter+1 s apart, so a Node
-// revisited every 45 s was never deleted). s.mu is held.
+// "does not exist" on — however long ago first was (a hold restarted
+// when checks are far apart would never let a rarely revisited Node be
+// deleted). s.mu is held.
 func (h *history) removedHeld(op, first *opRec) string {
 	return fmt.Sprintf("held again %s after a hold at %s (op #%d) while the upstream said \"does not exist\" throughout; confirmAfter is %s",
 		op.s.Sub(first.e), h.rel(first.s), first.id, h.cfg.NotFoundGuard.ConfirmAfter.Duration)

@@ -157,7 +157,7 @@ func TestHistory(t *testing.T) {
 	}
 }
 
-// Counters of TestHistory's long-wait variant (issue 24 class 4): the seeds
+// Counters of TestHistory's long-wait variant: the seeds
 // that ran it, and the batched reads whose token wait outlasted
 // batchCallTimeout in them.
 const (
@@ -367,8 +367,7 @@ func runHistory(t *testing.T, seed int64, nops int) (map[string]int, int) {
 	// batch call timeout (batchCallTimeout, 1 m), honoured (maxRetryAfter
 	// 5 m) within a 2 m waitTimeout, so that a batch's token wait outlives
 	// its call timeout: a batch whose wait ran inside that timeout answered
-	// its callers with a context error instead of a RetryError (issue 24
-	// class 4). Set after the draws above, which stay as they were.
+	// its callers with a context error instead of a RetryError. Set after the draws above, which stay as they were.
 	if batch && seed%8 != 5 && seed%8 != 6 {
 		h.longWaits = true
 		wait = 2 * time.Minute
@@ -1169,7 +1168,7 @@ func (h *history) drain() {
 		if op.cancel != nil {
 			// Only an operation still running has its context ended here:
 			// marking the answered ones too made every "context is live"
-			// check of own-failure vacuous (issue 24 class 4 went unseen).
+			// check of own-failure vacuous, and a wrong answer went unseen.
 			if !op.answered.Load() {
 				op.ctxEnded.Store(true)
 			}

@@ -10,7 +10,8 @@ import (
 const redactedMark = "REDACTED"
 
 // logEffectiveConfig writes one start-up line with the effective
-// configuration (defaults filled in). The upstream's inline config may hold
+// configuration, cfg as Config.Resolve returned it (defaults and derived
+// values filled in: what runs). The upstream's inline config may hold
 // credentials and is replaced by redactedMark; Redis passwords are never in
 // the config (only the paths of the files holding them), so they cannot
 // appear either.

@@ -39,7 +39,7 @@ import (
 // describes it fills one answer: either way one answer, not two.
 type notFoundGuard struct {
 	grace, confirmAfter time.Duration
-	clock               clock.PassiveClock
+	clock               clock.WithTickerAndDelayedExecution
 	rec                 *recorder.Recorder
 
 	mu      sync.Mutex
@@ -78,7 +78,7 @@ func (n *notFoundGuard) beginLocked(key nodeKey, now time.Time) *heldNotFound {
 // forgetAfter are dropped (their Nodes were deleted some other way).
 const guardPendingLimit = 10000
 
-func newNotFoundGuard(cfg NotFoundGuardConfig, clk clock.PassiveClock, rec *recorder.Recorder) *notFoundGuard {
+func newNotFoundGuard(cfg NotFoundGuardConfig, clk clock.WithTickerAndDelayedExecution, rec *recorder.Recorder) *notFoundGuard {
 	if !*cfg.Enabled {
 		return nil
 	}

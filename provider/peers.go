@@ -8,17 +8,17 @@ import (
 )
 
 // Lifecycle peers. The node lifecycle controller checks every
-// NotReady Node every node-monitor period (5 s): InstanceExists, then
+// NotReady Node every node-monitor period: InstanceExists, then
 // InstanceShutdown, one Node after the other. Their answers live
-// InstanceExists' TTL (1 m) and InstanceShutdown's (30 s), far less than a
-// list refresh's interval (5 m): a listed answer serves them only in the
-// first half-minute after a refresh, and a fresh-enough one cannot serve
-// them without a longer TTL (a staleness trade). So every NotReady Node
-// cost its own batch call every 30 s, one Node at a time.
+// InstanceExists' and InstanceShutdown's TTLs, far shorter by default than
+// a list refresh's interval: a listed answer serves them only just after a
+// refresh, and a fresh-enough one cannot serve them without a longer TTL (a
+// staleness trade). So every NotReady Node would cost its own batch call
+// every InstanceShutdown TTL, one Node at a time.
 //
 // Instead, a batch call about to go out also carries the other Nodes the
 // lifecycle controller checked lately ("peers") whose answers are older
-// than half the shortest of the two TTLs: one call every 15-30 s refreshes
+// than half the shortest of the two TTLs: one call per half-TTL refreshes
 // every NotReady Node (up to the batch's size), whatever their number.
 // Nothing is served older than before (a peer's answer is fresher, not
 // older); a peer's answer fills the caches as any batch answer does

@@ -12,7 +12,7 @@ import (
 	"k8s.io/cloud-provider/fake"
 )
 
-// TestLifecyclePeersShareBatches (issue 32): the node lifecycle controller
+// TestLifecyclePeersShareBatches: the node lifecycle controller
 // checks each NotReady Node every 5 s (InstanceExists, then
 // InstanceShutdown, one Node after the other). Each check that misses
 // carries the other checked Nodes whose answers are half a TTL old, so the
@@ -57,9 +57,9 @@ func TestLifecyclePeersShareBatches(t *testing.T) {
 	}
 }
 
-// TestListPrefetchOnByDefault (issue 32): DefaultConfig in front of an
-// upstream that lists turns list prefetch on (the default install is what
-// the benchmark's headline measured); listPrefetch: false turns it off, and
+// TestListPrefetchOnByDefault: DefaultConfig in front of an
+// upstream that lists turns list prefetch on (a figure quoted for the
+// default install must be the default's own); listPrefetch: false turns it off, and
 // an upstream that does not list gets none.
 func TestListPrefetchOnByDefault(t *testing.T) {
 	for _, tc := range []struct {
@@ -92,7 +92,7 @@ func TestListPrefetchOnByDefault(t *testing.T) {
 	}
 }
 
-// TestBatchFillsBeforeAnswering (issue 32 item 5): a batch call puts every
+// TestBatchFillsBeforeAnswering: a batch call puts every
 // Node's answer in the caches before it hands any caller its own. The
 // lifecycle controller goes on to its next NotReady Node the moment it has
 // its answer; when that Node rode along in the same batch as a peer, it

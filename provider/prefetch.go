@@ -21,8 +21,7 @@ const listJitter = 0.1
 // jitterSource draws the list refreshes' jitter. It is seeded from the
 // gate's clock when the gate is made: CCMs started apart draw apart, while
 // a simulation on a virtual clock draws the same waits in every run of one
-// seed, which the process-wide random source would not (bench's
-// TestDeterminism counted 24 or 26 list calls in one steady hour).
+// seed, which the process-wide random source would not.
 type jitterSource struct {
 	mu sync.Mutex
 	r  *rand.Rand
@@ -55,13 +54,7 @@ func (g *gate) start(stop <-chan struct{}) {
 	if g.batcher(); !g.batchDecided.Load() || g.lister == nil {
 		return
 	}
-	interval := g.cfg.Batch.ListInterval.Duration
-	if interval <= 0 {
-		interval = g.m.instanceMetadata.ttl / 2
-	}
-	if interval <= 0 {
-		interval = time.Minute
-	}
+	interval := g.cfg.Batch.ListInterval.Duration // > 0 (Config.Resolve)
 	g.loopMu.Lock()
 	defer g.loopMu.Unlock()
 	if g.closed {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 
 	"k8s.io/client-go/informers"
@@ -20,32 +19,23 @@ func init() {
 }
 
 // newFromConfig is the registered factory: --cloud-provider=cloudgate
-// --cloud-config=cloudgate.yaml. It validates the config and reads the
-// upstream's config file now, and builds the upstream on first use:
+// --cloud-config=cloudgate.yaml. It resolves the config (Resolve: checks
+// it, reads the upstream's config file) now, and builds the upstream on first use:
 // cloudprovider.GetCloudProvider holds its registry lock while it calls a
 // factory, so building the upstream (another GetCloudProvider call) from
 // inside this one would deadlock. Metrics go to metrics.Default, registered
 // on the CCM's /metrics.
 func newFromConfig(config io.Reader) (cloudprovider.Interface, error) {
-	cfg, err := LoadConfig(config)
+	cfg, err := DecodeConfig(config)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Upstream.Name == "" {
-		return nil, errors.New("cloudgate config: upstream.name is required: name the provider to wrap (e.g. aws, gce, azure), registered in this binary")
-	}
-	var upstreamConfig []byte
-	switch {
-	case cfg.Upstream.ConfigFile != "":
-		if upstreamConfig, err = os.ReadFile(cfg.Upstream.ConfigFile); err != nil {
-			return nil, fmt.Errorf("cloudgate config: upstream.configFile: %w", err)
-		}
-	case cfg.Upstream.Config != "":
-		upstreamConfig = []byte(cfg.Upstream.Config)
+	if cfg, err = cfg.Resolve(ResolveOptions{BuildUpstream: true}); err != nil {
+		return nil, err
 	}
 	logEffectiveConfig(cfg)
 	metrics.RegisterLegacy()
-	return &lazyCloud{cfg: cfg, upstreamConfig: upstreamConfig}, nil
+	return &lazyCloud{cfg: cfg, upstreamConfig: cfg.upstreamConfig}, nil
 }
 
 // buildUpstream builds the wrapped provider. Its configuration may hold

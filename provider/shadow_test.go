@@ -620,8 +620,7 @@ func sum(m map[string]float64) float64 {
 // InstanceMetadata (the hot path: a live call, a lookup, a comparison)
 // allocates nothing beyond what the upstream does (here nothing) and one
 // copy of the cached answer, as in enforce mode, where the one allocation
-// is the caller's own copy (issue 30 item 4: metadata and up to 4 addresses
-// in one block; was 0 while callers shared the cached object).
+// is the caller's own copy (metadata and up to 4 addresses in one block).
 func TestShadowHitAllocatesNothing(t *testing.T) {
 	for _, mode := range []string{ModeEnforce, ModeShadow} {
 		up := newCountingCloud()
@@ -765,7 +764,7 @@ func TestShadowFillAgesFromBatch(t *testing.T) {
 	}
 }
 
-// TestShadowPredictsLifecyclePeers (issue 32): the node lifecycle
+// TestShadowPredictsLifecyclePeers: the node lifecycle
 // controller checks n NotReady Nodes every 5 s (InstanceExists, then
 // InstanceShutdown, one after the other) while the status loop looks up a
 // few Ready Nodes each minute. Enforce mode's batch calls carry the

@@ -395,7 +395,7 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
-	// The alerts issue 5 asks for.
+	// The alerts an operator needs: quota, throttling, breaker, cache.
 	for _, want := range []string{
 		"CloudgateQuotaUtilizationHigh", "CloudgateThrottled", "CloudgateBreakerOpen", "CloudgateCacheHitRatioCollapse",
 	} {

@@ -121,8 +121,8 @@ func helper(t *testing.T, ctx context.Context, kind string, env ...string) *exec
 // stall windows without advancing its clock (as the service controller's
 // N×M node comparison does), beside two busy-loop processes, runs to the
 // end: a still clock with a runnable bubble and CPU progress is slow, not
-// stalled. (The watchdog before issue 32 ended the process after one
-// window of a still clock.)
+// stalled, and must not end the process after one window of a still
+// clock.
 func TestSlowRunBesideHogsCompletes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -58,7 +58,8 @@ func TestServerSideApply(t *testing.T) {
 			t.Fatalf("cluster serves ServiceMonitor = %v, want %v", has, monitoring)
 		}
 		for _, c := range combos() {
-			if c.monitoring != monitoring || c.upstream != "aws-batch" { // the upstream only changes a ConfigMap string
+			// The upstream only changes a ConfigMap string, and behind GCE adds the GCE provider's Role.
+			if c.monitoring != monitoring || (c.upstream != "aws-batch" && c.upstream != "gce-batch") {
 				continue
 			}
 			objs := render(t, c.values(), caps)

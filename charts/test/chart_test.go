@@ -36,7 +36,7 @@ type combo struct {
 	kind       string // Deployment, DaemonSet
 	saCreds    bool   // --use-service-account-credentials
 	redis      string // "", "password", "existing-tls"
-	upstream   string // aws-batch, aws, simcloud
+	upstream   string // aws-batch, aws, gce-batch, gce, simcloud
 	monitoring bool   // the cluster serves monitoring.coreos.com/v1
 }
 
@@ -66,7 +66,7 @@ func combos() []combo {
 	for _, kind := range []string{"Deployment", "DaemonSet"} {
 		for _, sa := range []bool{true, false} {
 			for _, redis := range []string{"", "password", "existing-tls"} {
-				for _, up := range []string{"aws-batch", "aws", "simcloud"} {
+				for _, up := range []string{"aws-batch", "aws", "gce-batch", "gce", "simcloud"} {
 					for _, mon := range []bool{false, true} {
 						out = append(out, combo{kind, sa, redis, up, mon})
 					}
@@ -117,6 +117,14 @@ func TestLint(t *testing.T) {
 		for _, m := range l.Messages {
 			if m.Severity >= support.WarningSev {
 				t.Errorf("%v: lint: %s", c, m)
+			}
+		}
+	}
+	for _, sa := range []bool{true, false} {
+		l := lint.RunAll(chartDir, gceValues(t, map[string]any{"useServiceAccountCredentials": sa}), "kube-system")
+		for _, m := range l.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("values-gce.yaml, sa=%v: lint: %s", sa, m)
 			}
 		}
 	}
@@ -182,7 +190,7 @@ func TestRender(t *testing.T) {
 		}
 		// The default install is what the benchmark's headline measured:
 		// list prefetch on (it takes effect behind an upstream that lists,
-		// aws-batch; issue 32).
+		// aws-batch).
 		if !cfg.Batch.ListPrefetch {
 			t.Errorf("%v: the chart's default cloudgate.yaml has batch.listPrefetch off\n%s", c, text)
 		}
@@ -201,6 +209,84 @@ func TestRender(t *testing.T) {
 		for _, sa := range saClients {
 			if got := strings.Contains(subjects, "name:"+sa+" "); got != c.saCreds {
 				t.Errorf("%v: %s bound = %v", c, sa, got)
+			}
+		}
+		// Behind GCE: the GCE provider's Role, bound to the CCM and (with service-account
+		// credentials) to the provider's own client; no such Role for another upstream.
+		gce := strings.HasPrefix(c.upstream, "gce")
+		if got := strings.Contains(subjects, "name:"+gceProviderClient+" "); got != (gce && c.saCreds) {
+			t.Errorf("%v: %s bound to the ClusterRole = %v", c, gceProviderClient, got)
+		}
+		role, rb := find(objs, "Role", "cloudgate:"+workloadName+":gce"), find(objs, "RoleBinding", "cloudgate:"+workloadName+":gce")
+		if (role != nil) != gce || (rb != nil) != gce {
+			t.Errorf("%v: GCE Role rendered = %v, RoleBinding = %v; want %v (upstream %s)", c, role != nil, rb != nil, gce, c.upstream)
+		}
+		if rb != nil {
+			rbSubjects := fmt.Sprint(rb.Object["subjects"])
+			if !strings.Contains(rbSubjects, "name:"+workloadName+" ") || strings.Contains(rbSubjects, "name:"+gceProviderClient+" ") != c.saCreds {
+				t.Errorf("%v: GCE RoleBinding subjects %s", c, rbSubjects)
+			}
+		}
+	}
+}
+
+// gceProviderClient is the GCE provider's own kube client (Cloud.Initialize: ClientOrDie("cloud-provider")).
+const gceProviderClient = "cloud-provider"
+
+// gceValues is values-gce.yaml (the GCE profile, given with -f) with vals merged over it.
+func gceValues(t *testing.T, vals map[string]any) map[string]any {
+	t.Helper()
+	v, err := common.ReadValuesFile(filepath.Join(chartDir, "values-gce.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mergeValues(v.AsMap(), vals)
+}
+
+// mergeValues merges src over dst as a later -f file does (maps merge key by key, anything
+// else replaces) and returns dst.
+func mergeValues(dst, src map[string]any) map[string]any {
+	for k, sv := range src {
+		if sm, ok := sv.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				dst[k] = mergeValues(dm, sm)
+				continue
+			}
+		}
+		dst[k] = sv
+	}
+	return dst
+}
+
+// TestGCEProfile renders the chart with values-gce.yaml (and each credentials mode and kind):
+// the GCE image, cloudgate.yaml naming gce-batch with the provider's gce.conf, accepted by
+// cloudgate's loader with list prefetch on, the gce.conf in the upstream Secret, and the GCE
+// provider's Role granting what providers/gce/deploy/rbac-gce.yaml grants (TestRBACOneSource
+// compares them).
+func TestGCEProfile(t *testing.T) {
+	for _, kind := range []string{"Deployment", "DaemonSet"} {
+		for _, sa := range []bool{false, true} {
+			objs := render(t, gceValues(t, map[string]any{"kind": kind, "useServiceAccountCredentials": sa}), nil)
+			w := find(objs, kind, workloadName)
+			ctr, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "containers")
+			if img := fmt.Sprint(ctr[0].(map[string]any)["image"]); !strings.Contains(img, "/cloudgate-gce-ccm:") {
+				t.Errorf("%s/sa=%v: image %s, want the GCE CCM's (cloudgate-gce-ccm)", kind, sa, img)
+			}
+			cm := find(objs, "ConfigMap", workloadName+"-cloudgate")
+			text, _, _ := unstructured.NestedString(cm.Object, "data", "cloudgate.yaml")
+			cfg, err := provider.LoadConfig(strings.NewReader(text))
+			if err != nil {
+				t.Fatalf("%s/sa=%v: provider.LoadConfig(cloudgate.yaml): %v\n%s", kind, sa, err, text)
+			}
+			if cfg.Upstream.Name != "gce-batch" || cfg.Upstream.ConfigFile == "" || !cfg.Batch.ListPrefetch {
+				t.Errorf("%s/sa=%v: upstream %+v, list prefetch %v; want gce-batch with its config file, prefetch on", kind, sa, cfg.Upstream, cfg.Batch.ListPrefetch)
+			}
+			sec := find(objs, "Secret", workloadName+"-upstream")
+			if conf, _, _ := unstructured.NestedString(sec.Object, "stringData", "cloud.conf"); !strings.HasPrefix(conf, "[global]") {
+				t.Errorf("%s/sa=%v: upstream cloud.conf %q, want the GCE provider's gcfg ([global])", kind, sa, conf)
+			}
+			if find(objs, "Role", "cloudgate:"+workloadName+":gce") == nil {
+				t.Errorf("%s/sa=%v: no GCE Role", kind, sa)
 			}
 		}
 	}

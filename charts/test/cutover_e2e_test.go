@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -289,25 +287,10 @@ SigningName = ec2
 	return sim, nodeNames, awsConf
 }
 
-// goBuildRace runs `go build -race -o out pkg` in dir in the background.
+// goBuildRace runs `go build -race -o out pkg` in dir in the background (testkit/e2e's build).
 func goBuildRace(ctx context.Context, t *testing.T, dir, out, pkg string) <-chan error {
 	t.Helper()
-	built, done := make(chan error, 1), make(chan struct{})
-	bctx, bcancel := context.WithTimeout(ctx, 22*time.Minute)
-	go func() {
-		defer close(done)
-		cmd := exec.CommandContext(bctx, "go", "build", "-race", "-o", out, pkg)
-		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		if output, err := cmd.CombinedOutput(); err != nil {
-			built <- fmt.Errorf("go build -race %s (in %s): %v\n%s", pkg, dir, err, output)
-			return
-		}
-		built <- nil
-	}()
-	t.Cleanup(func() { bcancel(); <-done })
-	return built
+	return e2e.BuildRaceIn(ctx, t, "go", dir, out, pkg, 22*time.Minute)
 }
 
 // helmClient runs Helm's actions (the SDK behind the helm command) as the cluster admin.
@@ -760,10 +743,15 @@ func namespaced(kind string) bool {
 	return !slices.Contains([]string{"ClusterRole", "ClusterRoleBinding", "Namespace", "PriorityClass"}, kind)
 }
 
-// nodes creates Nodes as kubelets with --cloud-provider=external register them.
-type nodeSet struct{ cp *e2e.ControlPlane }
+// nodes creates Nodes as kubelets with --cloud-provider=external register them; an
+// initialised one has a provider ID with providerIDPrefix and the zone label zone.
+type nodeSet struct {
+	cp                     *e2e.ControlPlane
+	providerIDPrefix, zone string
+}
 
-func newNodes(cp *e2e.ControlPlane) nodeSet { return nodeSet{cp} }
+// newNodes is a nodeSet of startAWSCloud's instances.
+func newNodes(cp *e2e.ControlPlane) nodeSet { return nodeSet{cp, "aws:///us-east-1a/i-", "us-east-1a"} }
 
 func (n nodeSet) add(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
@@ -788,7 +776,7 @@ func (n nodeSet) waitInitialized(ctx context.Context, t *testing.T, name string,
 				return false, errors.New("still tainted")
 			}
 		}
-		if !strings.HasPrefix(node.Spec.ProviderID, "aws:///us-east-1a/i-") || node.Labels[corev1.LabelTopologyZone] != "us-east-1a" {
+		if !strings.HasPrefix(node.Spec.ProviderID, n.providerIDPrefix) || node.Labels[corev1.LabelTopologyZone] != n.zone {
 			return false, fmt.Errorf("providerID %q, labels %v", node.Spec.ProviderID, node.Labels)
 		}
 		return true, nil

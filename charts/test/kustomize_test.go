@@ -1,8 +1,11 @@
 package test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -10,6 +13,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -147,6 +151,38 @@ func TestRBACOneSource(t *testing.T) {
 		}
 		t.Logf("sa=%v: %d grants compared", tc.saCreds, len(want))
 	}
+	// GCE: the chart with values-gce.yaml grants what deploy/ and providers/gce/deploy/rbac-gce.yaml
+	// (which providers/gce's e2e test applies) grant together.
+	chart := render(t, gceValues(t, nil), nil)
+	data, err := os.ReadFile("../../providers/gce/deploy/rbac-gce.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kust := kustomize(t, "../../deploy")
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("rbac-gce.yaml: %v", err)
+		}
+		if len(m) > 0 {
+			kust = append(kust, &unstructured.Unstructured{Object: m})
+		}
+	}
+	got, want := grants(t, kust), grants(t, chart)
+	for _, g := range sortedKeys(want) {
+		if !got[g] {
+			t.Errorf("gce: the chart grants %s, deploy/ + rbac-gce.yaml do not", g)
+		}
+	}
+	for _, g := range sortedKeys(got) {
+		if !want[g] {
+			t.Errorf("gce: deploy/ + rbac-gce.yaml grant %s, the chart (values-gce.yaml) does not", g)
+		}
+	}
+	t.Logf("gce: %d grants compared", len(want))
 }
 
 // grants flattens the RBAC objects into "subject -> rule" strings: for each binding, each

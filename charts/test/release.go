@@ -28,7 +28,7 @@ const (
 
 // ReleaseImages are the OCI layout tarballs make image writes, by their base name
 // (without .oci.tar); a release names each NAME-vX.Y.Z.oci.tar.
-var ReleaseImages = []string{"cloudgate-aws-ccm", "cloudgate-ccm"}
+var ReleaseImages = []string{"cloudgate-aws-ccm", "cloudgate-ccm", "cloudgate-gce-ccm"}
 
 // releaseVersion is what a release is tagged: vMAJOR.MINOR.PATCH with an optional
 // pre-release (git describe's v0.0.0-<commit> between tags is one).

@@ -1,13 +1,19 @@
 // Command cloudgate-config checks a cloudgate.yaml the way the cloud-controller-manager will
 // load it, before a rollout: it exits non-zero with the error naming the field and the fix, or
-// prints the effective configuration — every default filled in, the upstream's inline config
-// redacted (it may hold credentials) — so a reviewer sees what cloudgate will do with the file.
+// prints the effective configuration — every default and derived value filled in, by the same
+// provider.Config.Resolve the CCM runs, the upstream's inline config redacted (it may hold
+// credentials) — so a reviewer sees what cloudgate will do with the file.
 //
 //	cloudgate-config cloudgate.yaml        # or - for standard input
 //	cloudgate-config -defaults             # the defaults alone (provider.DefaultConfig)
+//	cloudgate-config -upstreams aws,mycloud cloudgate.yaml
 //
-// It cannot tell whether the upstream named in the file is registered in your CCM binary: the
-// CCM itself refuses to start if it is not.
+// The upstream: upstream.name is required and upstream.configFile is read, as the CCM does at
+// start-up (so run the tool where that path resolves as in the CCM's pod). This binary does not
+// link the upstream providers, so it checks upstream.name against -upstreams, the providers
+// registered in the CCM binary that will run the file; the default lists those of cloudgate's own
+// CCM binaries (knownUpstreams). For a CCM binary of your own, pass its providers. What it cannot
+// check is the upstream's own configuration: the provider reads that when the CCM builds it.
 package main
 
 import (
@@ -24,6 +30,13 @@ import (
 	"github.com/cloudgate/cloudgate/provider"
 )
 
+// knownUpstreams are the providers registered in cloudgate's CCM binaries: aws and aws-batch
+// (providers/aws/cmd/cloud-controller-manager), gce and gce-batch
+// (providers/gce/cmd/cloud-controller-manager), simcloud (bench/cmd/cloud-controller-manager).
+// TestKnownUpstreamsRegistered, in each of those commands' packages, fails when its binary
+// registers a provider this list lacks.
+var knownUpstreams = []string{"aws", "aws-batch", "gce", "gce-batch", "simcloud"}
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
@@ -32,21 +45,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cloudgate-config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	defaults := fs.Bool("defaults", false, "print the defaults (provider.DefaultConfig) and exit")
+	upstreams := fs.String("upstreams", strings.Join(knownUpstreams, ","),
+		"comma-separated providers registered in the CCM binary that will run the file (upstream.name must be one)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cloudgate-config [-defaults] [cloudgate.yaml | -]")
+		fmt.Fprintln(stderr, "usage: cloudgate-config [-defaults] [-upstreams a,b] [cloudgate.yaml | -]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	var cfg *provider.Config
+	var err error
 	switch {
 	case *defaults && fs.NArg() == 0:
-		cfg = provider.DefaultConfig()
-		cfg.Default()
+		// The defaults name no upstream: resolved as provider.New resolves a Config.
+		if cfg, err = provider.DefaultConfig().Resolve(provider.ResolveOptions{}); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
 	case !*defaults && fs.NArg() == 1:
-		var err error
-		if cfg, err = load(fs.Arg(0), stdin); err != nil {
+		if cfg, err = load(fs.Arg(0), stdin, strings.Split(*upstreams, ",")); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
@@ -62,27 +80,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cloudgate-config:", err)
 		return 1
 	}
-	fmt.Fprint(stdout, "# effective cloudgate configuration (defaults filled in)\n", string(out), derived(cfg))
+	fmt.Fprint(stdout, "# effective cloudgate configuration (defaults and derived values filled in)\n", string(out), derived(cfg))
 	return 0
 }
 
-// derived lists, as YAML comments, what a zero field means and each read method's TTL, so the
-// printout shows every figure cloudgate will run with.
+// derived lists, as YAML comments, each read method's TTL (provider.Config.TTLs, as the gate
+// reads them), so the printout shows every figure cloudgate will run with; the values a zero
+// field stands for are in the configuration itself (Resolve fills them in).
 func derived(cfg *provider.Config) string {
-	ttls := provider.DefaultTTLs()
-	for m, mc := range cfg.Methods {
-		if mc.TTL != nil {
-			ttls[m] = mc.TTL.Duration
-		}
-	}
+	ttls := cfg.TTLs()
 	var b strings.Builder
-	b.WriteString("# derived from the settings above:\n")
-	if cfg.Batch.ListInterval.Duration == 0 {
-		fmt.Fprintf(&b, "#   batch.listInterval: %v (0: half the InstanceMetadata TTL)\n", ttls["InstanceMetadata"]/2)
-	}
-	if cfg.Breaker.MinOpenTimeout.Duration == 0 {
-		fmt.Fprintf(&b, "#   breaker.minOpenTimeout: %v (0: openTimeout/30)\n", cfg.Breaker.OpenTimeout.Duration/30)
-	}
 	b.WriteString("# read methods' TTLs (0: not cached; methods.<name>.ttl overrides):\n")
 	names := make([]string, 0, len(ttls))
 	for m := range ttls {
@@ -95,17 +102,24 @@ func derived(cfg *provider.Config) string {
 	return b.String()
 }
 
-func load(path string, stdin io.Reader) (*provider.Config, error) {
-	if path == "-" {
-		return provider.LoadConfig(stdin)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("cloudgate-config: %s does not exist: name the file the CCM's --cloud-config points at", path)
+// load reads and resolves the file as the CCM's registered factory does, with the upstream
+// checked against upstreams.
+func load(path string, stdin io.Reader, upstreams []string) (*provider.Config, error) {
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("cloudgate-config: %s does not exist: name the file the CCM's --cloud-config points at", path)
+			}
+			return nil, fmt.Errorf("cloudgate-config: %w", err)
 		}
-		return nil, fmt.Errorf("cloudgate-config: %w", err)
+		defer f.Close()
+		r = f
 	}
-	defer f.Close()
-	return provider.LoadConfig(f)
+	cfg, err := provider.DecodeConfig(r)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Resolve(provider.ResolveOptions{BuildUpstream: true, Upstreams: upstreams})
 }

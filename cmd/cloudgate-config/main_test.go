@@ -15,7 +15,7 @@ import (
 func TestEffectiveConfigRoundTrips(t *testing.T) {
 	in := "upstream:\n  name: mycloud\n  config: |\n    apiKey: s3cr3t-value\nlimits:\n  read: {qps: 7, burst: 9}\nmethods:\n  InstanceMetadata: {ttl: 3m}\n"
 	var out, errb bytes.Buffer
-	if code := run([]string{"-"}, strings.NewReader(in), &out, &errb); code != 0 {
+	if code := run([]string{"-upstreams", "mycloud", "-"}, strings.NewReader(in), &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	if strings.Contains(out.String(), "s3cr3t") {
@@ -23,6 +23,9 @@ func TestEffectiveConfigRoundTrips(t *testing.T) {
 	}
 	want, err := provider.LoadConfig(strings.NewReader(in))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err = want.Resolve(provider.ResolveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := provider.LoadConfig(&out)
@@ -71,7 +74,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	for _, s := range []string{"qps: 10", "openTimeout: 2s", "confirmAfter: 20s", "mode: enforce",
-		"batch.listInterval: 5m0s", "breaker.minOpenTimeout: 66.666666ms", "#   InstanceMetadata: 10m0s", "#   InstanceExists: 1m0s"} {
+		"  listInterval: 5m0s\n", "  minOpenTimeout: 66.666666ms\n", "#   InstanceMetadata: 10m0s", "#   InstanceExists: 1m0s"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("defaults lack %q:\n%s", s, out.String())
 		}

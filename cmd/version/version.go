@@ -1,6 +1,6 @@
 // Package version says what a cloudgate binary is: cloudgate's own version and commit, the
 // versions of the Kubernetes libraries and cloud provider modules it links, and the
-// control-plane minors it supports. Both CCM binaries print it for --version (package ccm
+// control-plane minors it supports. Every CCM binary prints it for --version (package ccm
 // wires it in).
 //
 // cloudgate's version and commit are the ones stamped into k8s.io/component-base/version by
@@ -23,9 +23,10 @@ import (
 )
 
 // Modules are the linked modules --version names, in this order; a module the binary does
-// not link (the AWS provider in the core CCM) is left out.
+// not link (the AWS and GCE providers in the core CCM, each other in theirs) is left out.
 var Modules = []string{
 	"k8s.io/cloud-provider-aws",
+	"k8s.io/cloud-provider-gcp/providers",
 	"k8s.io/cloud-provider",
 	"k8s.io/client-go",
 	"k8s.io/component-base",

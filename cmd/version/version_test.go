@@ -1,6 +1,7 @@
 package version
 
 import (
+	"fmt"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -70,6 +71,21 @@ func TestStamped(t *testing.T) {
 		if !strings.Contains(s, line) {
 			t.Errorf("String() lacks %q:\n%s", line, s)
 		}
+	}
+}
+
+// TestGCE: the GCE binary names the GCE provider's module (k8s.io/cloud-provider-gcp/providers)
+// and not the AWS one.
+func TestGCE(t *testing.T) {
+	deps := []*debug.Module{awsDeps[0], awsDeps[1], {Path: "k8s.io/cloud-provider-gcp/providers", Version: "v0.28.2"}, awsDeps[4]}
+	i := get(unstamped, buildInfo("(devel)", deps...))
+	want := []Module{{"k8s.io/cloud-provider-gcp/providers", "v0.28.2"}, {"k8s.io/cloud-provider", "v0.37.2"},
+		{"k8s.io/client-go", "v0.37.2"}, {"k8s.io/apimachinery", "v0.37.2"}}
+	if fmt.Sprint(i.Modules) != fmt.Sprint(want) {
+		t.Errorf("modules = %v, want %v", i.Modules, want)
+	}
+	if s := i.String(); !strings.Contains(s, "\n  k8s.io/cloud-provider-gcp/providers v0.28.2\n") || strings.Contains(s, "cloud-provider-aws") {
+		t.Errorf("String() does not name the GCE provider alone:\n%s", s)
 	}
 }
 

@@ -41,9 +41,10 @@ func TestImages(t *testing.T) {
 		archs = []string{"amd64", "arm64"}
 	}
 	ranHost := false
-	for _, tc := range []struct{ name, gomod string }{
-		{"cloudgate-ccm", "../../bench/go.mod"}, // the simcloud CCM, built in the bench module
-		{"cloudgate-aws-ccm", "../../providers/aws/go.mod"},
+	for _, tc := range []struct{ name, gomod, provider string }{
+		{"cloudgate-ccm", "../../bench/go.mod", ""}, // the simcloud CCM, built in the bench module
+		{"cloudgate-aws-ccm", "../../providers/aws/go.mod", "k8s.io/cloud-provider-aws"},
+		{"cloudgate-gce-ccm", "../../providers/gce/go.mod", "k8s.io/cloud-provider-gcp/providers"},
 	} {
 		imgs := images(t, filepath.Join(dir, tc.name+".oci.tar"))
 		if len(imgs) != len(archs) {
@@ -103,7 +104,7 @@ func TestImages(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s --version: %v\n%s", Entrypoint, err, out)
 				}
-				checkVersion(t, string(out), version, commit, tc.gomod, tc.name == "cloudgate-aws-ccm")
+				checkVersion(t, string(out), version, commit, tc.gomod, tc.provider)
 			})
 		}
 	}
@@ -132,18 +133,22 @@ func checkELF(t *testing.T, data []byte, arch string) {
 }
 
 // checkVersion: --version names cloudgate's stamped version and commit and the module
-// versions the binary's go.mod requires (the AWS provider's too for the AWS binary), and the
-// control planes client-go supports.
-func checkVersion(t *testing.T, out, version, commit, gomod string, aws bool) {
+// versions the binary's go.mod requires (its cloud provider module's too: provider, "" for
+// the simcloud binary; never another image's provider), and the control planes client-go
+// supports.
+func checkVersion(t *testing.T, out, version, commit, gomod, provider string) {
 	t.Helper()
 	if want := "cloudgate " + version + " (commit " + commit; !strings.HasPrefix(out, want) {
 		t.Errorf("--version starts %q, want %q", strings.SplitN(out, "\n", 2)[0], want)
 	}
 	mods := []string{"k8s.io/cloud-provider", "k8s.io/client-go", "k8s.io/component-base"}
-	if aws {
-		mods = append(mods, "k8s.io/cloud-provider-aws")
-	} else if strings.Contains(out, "cloud-provider-aws") {
-		t.Errorf("--version of a binary without the AWS provider names it:\n%s", out)
+	if provider != "" {
+		mods = append(mods, provider)
+	}
+	for _, other := range []string{"k8s.io/cloud-provider-aws", "k8s.io/cloud-provider-gcp/providers"} {
+		if other != provider && strings.Contains(out, other) {
+			t.Errorf("--version of a binary without %s names it:\n%s", other, out)
+		}
 	}
 	for _, m := range mods {
 		if line := "\n  " + m + " " + required(t, gomod, m) + "\n"; !strings.Contains(out, line) {
@@ -184,7 +189,7 @@ func TestRebuildSameDigest(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
-	for _, name := range []string{"cloudgate-ccm", "cloudgate-aws-ccm"} {
+	for _, name := range []string{"cloudgate-ccm", "cloudgate-aws-ccm", "cloudgate-gce-ccm"} {
 		a, b := filepath.Join(dir, name+".oci.tar"), filepath.Join(again, name+".oci.tar")
 		da, db := indexDigest(t, a), indexDigest(t, b)
 		t.Logf("%s: index digest %s (first build), %s (second build)", name, da, db)

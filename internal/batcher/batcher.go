@@ -83,10 +83,8 @@ type Options[In, Out any] struct {
 	// joins the batch being admitted — preempts that admission. nil: every
 	// batch is as urgent as any other (admitted oldest first).
 	Priority func(In) int
-	// Clock is the time source of the timeouts; nil is the real clock. A
-	// clock that cannot schedule functions (clock.WithDelayedExecution)
-	// uses the real clock's timers.
-	Clock clock.Clock
+	// Clock is the time source of the timeouts; nil is the real clock.
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // Why a batch was sent (Flush.Reason).
@@ -120,7 +118,7 @@ type Flush struct {
 // Batcher coalesces requests into batches; safe for concurrent use.
 type Batcher[In, Out any] struct {
 	opts  Options[In, Out]
-	clock clock.Clock
+	clock clock.WithTickerAndDelayedExecution
 
 	mu      sync.Mutex
 	open    *batch[In, Out]
@@ -276,12 +274,7 @@ func (b *Batcher[In, Out]) Wait() { b.wg.Wait() }
 
 // after runs f on its own goroutine after d on the batcher's clock.
 func (b *Batcher[In, Out]) after(d time.Duration, f func()) {
-	run := func() { go f() }
-	if c, ok := b.clock.(clock.WithDelayedExecution); ok {
-		c.AfterFunc(d, run)
-		return
-	}
-	time.AfterFunc(d, run)
+	b.clock.AfterFunc(d, func() { go f() })
 }
 
 // idle sends bt if no request joined it for IdleTimeout, else looks again

@@ -54,7 +54,7 @@ func (rc *recorder) count(from, to time.Time) int {
 	return n
 }
 
-// TestFleetChecker is the fleet's second checker (issue 24): members on a
+// TestFleetChecker is the fleet's second checker: members on a
 // real redis-server, with greedy callers throughout, go through a
 // Retry-After storm, partitions by a TCP proxy, a join of a heavy member
 // while two are in fallback, and a weight change (a member leaves and comes
@@ -91,8 +91,7 @@ func TestFleetChecker(t *testing.T) {
 	rc := &recorder{}
 	// ForgetAfter 2 s, shorter than the partition (about 4 s): the live
 	// members forget c and d and free their claims, so c and d must have
-	// stopped admitting by then (issue 24 item 2a; before the fix this
-	// checker failed about 2 s after the cut).
+	// stopped admitting by then (else two members serve one claim).
 	const forgetAfter = 2 * time.Second
 	opts := func(id string) fleet.Options { return fleet.Options{MemberID: id, ForgetAfter: forgetAfter} }
 	a := newMemberOpts(t, r, account, 1, quota, cfg, nil, opts("member-a"))

@@ -3,6 +3,7 @@ package fleet
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Defaults of the optional Config fields.
@@ -150,9 +149,33 @@ type TLSConfig struct {
 	ServerName string `json:"serverName,omitempty"`
 }
 
-// Duration is metav1.Duration, a time.Duration written as a string such as
-// "5ms" in YAML (the alias keeps the name callers use).
-type Duration = metav1.Duration
+// Duration is a time.Duration written as a Go duration string such as "5ms"
+// in YAML and JSON, as Kubernetes' metav1.Duration is (the same files load),
+// defined here so that the limiter depends on nothing of Kubernetes.
+type Duration struct {
+	time.Duration
+}
+
+// MarshalJSON writes d as a duration string ("1m30s").
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(d.Duration.String())
+}
+
+// UnmarshalJSON reads a duration string ("30s", "5m"); a number or another
+// kind of value is an error, as for metav1.Duration, so that "30" is not
+// read as 30 nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\" or \"5m\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\" or \"5m\": %w", err)
+	}
+	d.Duration = v
+	return nil
+}
 
 // redactAddr replaces the userinfo of an address (everything before its
 // last '@', after a scheme) by REDACTED.

@@ -46,7 +46,7 @@ type Options struct {
 	// Clock is the time source of the heartbeat, the fallback timings and
 	// the waits; nil is the real clock. (Redis's scripts read Redis's own
 	// clock.)
-	Clock clock.WithTicker
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // Fleet is this member's connection to the fleet of one account: the Redis
@@ -55,7 +55,7 @@ type Options struct {
 type Fleet struct {
 	cfg     Config
 	opts    Options
-	clock   clock.WithTicker
+	clock   clock.WithTickerAndDelayedExecution
 	obs     Observer
 	client  redis.UniversalClient
 	prefix  string // key prefix, with the account as hash tag

@@ -1148,7 +1148,7 @@ func TestFleetRetryAfterCapped(t *testing.T) {
 // TestAddressPasswordNotQuoted: an address in the URL form with a password
 // (redis://default:PASSWORD@host:6379) is rejected by an error that names
 // the field and the fix but not the password, in Validate and in New, nor
-// in any log line (issue 24, item 7).
+// in any log line.
 func TestAddressPasswordNotQuoted(t *testing.T) {
 	const secret = "s3cr3t-Pa55"
 	for _, tt := range []struct {
@@ -1195,8 +1195,8 @@ func TestAddressPasswordNotQuoted(t *testing.T) {
 // TestJoinWhileFallen: a member that fell back keeps the claim it recorded
 // with its last heartbeat (a third of the quota here); a member that joins
 // with weight 3 meanwhile must not shrink what the others hold for it
-// (issue 24, item 2b: held was recomputed from the new weights, 1/6, while
-// the fallen member kept serving 1/3: a budget of 105/s against 90/s).
+// (recomputing held from the new weights while the fallen member kept
+// serving its old share would let the fleet exceed its budget).
 func TestJoinWhileFallen(t *testing.T) {
 	r := fleettest.Start(t)
 	const quota, secs = 90.0, 2
@@ -1249,7 +1249,7 @@ func TestJoinWhileFallen(t *testing.T) {
 	}
 }
 
-// TestCutLongerThanForgetAfter (issue 24 item 2a): a member cut from Redis
+// TestCutLongerThanForgetAfter: a member cut from Redis
 // for longer than ForgetAfter is forgotten by the others, who free its
 // claim; it must have stopped admitting by then. It serves its claim until
 // ForgetAfter − MemberTTL after the last heartbeat it sent that was answered,

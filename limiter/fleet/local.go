@@ -79,11 +79,12 @@ func (l *Limiter) localLocked() (lb *limiter.Bucket, closing []*limiter.Bucket) 
 	// The bucket reports Throttled and RateChanged; WaitDone is reported by
 	// waitLocal, once per call, since a call may move between buckets.
 	obs := localObserver{l.bobs}
-	b, err := limiter.NewBucket(l.family, cfg, l.f.clock, obs)
+	cfg.Clock = l.f.clock
+	b, err := limiter.NewBucket(l.family, cfg, obs)
 	if err != nil {
 		// Not expected (l.local is valid and fraction is in (0, 1]); a
 		// plain bucket at the share is always valid.
-		b, _ = limiter.NewBucket(l.family, limiter.BucketConfig{QPS: cfg.QPS, Burst: cfg.Burst}, l.f.clock, obs)
+		b, _ = limiter.NewBucket(l.family, limiter.BucketConfig{QPS: cfg.QPS, Burst: cfg.Burst, Clock: l.f.clock}, obs)
 	}
 	l.lb, l.lbShare = b, l.fraction
 	return b, closing

@@ -38,11 +38,11 @@ func windows(t *testing.T, ts []time.Time, end time.Time, bound float64, what st
 	return checks, worst
 }
 
-// TestRedisOutageTenMinutes (issue 30, "Done when"): Redis killed for 10
+// TestRedisOutageTenMinutes: Redis killed for 10
 // minutes under load from 3 members, in time scaled by the heartbeat: the
 // members run with heartbeat 20 ms instead of 1 s (every duration of the
-// fleet is counted in heartbeats) and forgetAfter 120 heartbeats, the
-// default before issue 30, so the outage of 600 heartbeats (10 min at the
+// fleet is counted in heartbeats) and forgetAfter 120 heartbeats, shorter
+// than the default, so the outage of 600 heartbeats (10 min at the
 // default heartbeat, 12 s here) is five times forgetAfter. The limiter's
 // rates are not scaled: the quota is per real second, so the sliding-second
 // bound is the one docs/fleet.md states.
@@ -193,8 +193,8 @@ func logged(m *member, s string) bool {
 // share) once the others may have forgotten it, takes the cloud's
 // throttling on its local bucket (AIMD, the backstop), and rejoins. The
 // others free its claim at forgetAfter, so from then the fleet may exceed
-// the quota by the floor: the bound docs/fleet.md states. On the code
-// before issue 30 c admitted nothing once away.
+// the quota by the floor: the bound docs/fleet.md states; c must not
+// admit nothing once away.
 func TestCutLongerThanForgetAfterOpen(t *testing.T) {
 	r := fleettest.Start(t)
 	const quota = 90.0
@@ -236,14 +236,14 @@ func TestCutLongerThanForgetAfterOpen(t *testing.T) {
 	eventually(t, "three members again", func() bool { return math.Abs(a.l.ShareQPS()-quota/3) < 1e-9 })
 }
 
-// TestNeverReachedRedisAccounted (issue 30): a member that has never
+// TestNeverReachedRedisAccounted: a member that has never
 // reached Redis (here: a wrong address) serves minShare from its local
 // bucket, unseen. With limits.shared.maxMembers the live members hold back
 // minShare for each member of the fleet not registered, so the fleet stays
 // within the quota: alone, a holds 2 × minShare (b not registered yet, c
 // never); when b joins, while c is still in fallback, b holds c's minShare
 // too, and a and b together with c stay within the quota in every sliding
-// second. Without maxMembers (the code before issue 30) nothing is held
+// second. Without maxMembers nothing would be held
 // and the fleet runs at the quota plus c's minShare.
 func TestNeverReachedRedisAccounted(t *testing.T) {
 	r := fleettest.Start(t)

@@ -11,8 +11,7 @@ import (
 	"github.com/cloudgate/cloudgate/limiter"
 )
 
-// TestRetiredBucketNotClosedUnderACaller (issue 24 suspected item, fixed
-// in dc8bee3): in fallback, a caller handed the local bucket and about to
+// TestRetiredBucketNotClosedUnderACaller: in fallback, a caller handed the local bucket and about to
 // wait on it must not have it closed under it when the share changes and
 // the bucket is retired (a spurious ErrClosed). Callers wait in a loop
 // while the share flips; no Wait may fail but by its own deadline.

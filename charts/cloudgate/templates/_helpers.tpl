@@ -50,13 +50,23 @@ limits.shared from redis.* when redis.address is set.
 {{- end -}}
 
 {{/*
+"true" when the upstream is the GCE provider (gce, or gce-batch: values-gce.yaml), which
+needs RBAC of its own (templates/rbac.yaml); "" otherwise.
+*/}}
+{{- define "cloudgate.gce" -}}
+{{- if has .Values.upstream.name (list "gce" "gce-batch") }}true{{ end -}}
+{{- end -}}
+
+{{/*
 The ServiceAccounts (kube client names) that act with --use-service-account-credentials=true:
 the CCM's controllers (cloud-node and cloud-node-lifecycle share node-controller), the AWS
 provider's tagging controller and the AWS provider itself (its Events), and cloudgate (its
-fleet Events: provider.EventsClientName).
+fleet Events: provider.EventsClientName); behind GCE also the GCE provider's own client
+(Cloud.Initialize: cloud-provider, its Events and the ingress-uid ConfigMap).
 */}}
 {{- define "cloudgate.controllerAccounts" -}}
 node-controller service-controller route-controller tagging-controller aws-cloud-provider cloudgate
+{{- if include "cloudgate.gce" . }} cloud-provider{{ end -}}
 {{- end -}}
 
 {{/* --tags: tagging.tags as key=value,key=value in key order. */}}

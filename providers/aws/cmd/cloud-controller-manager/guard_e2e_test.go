@@ -29,7 +29,7 @@ const (
 
 // TestE2ENotFoundGuard runs the CCM (cloudgate in front of the unmodified AWS provider with
 // the awsbatch adapter) against a real etcd and kube-apiserver and ec2sim, and checks the
-// not-found guard (issue 21 item 3) end to end, on NotReady nodes (the only ones the node
+// not-found guard end to end, on NotReady nodes (the only ones the node
 // lifecycle controller asks about):
 //   - an instance EC2 does not know for a short while (InvalidInstanceID.NotFound / omitted
 //     from DescribeInstances for less than confirmAfter, then back): its Node is kept, and

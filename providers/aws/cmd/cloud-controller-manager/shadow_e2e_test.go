@@ -17,7 +17,7 @@ import (
 
 // TestE2EShadow runs the CCM with cloudgate in `mode: shadow` in front of the unmodified AWS
 // provider (no adapter: what an operator tries first) against a real etcd and kube-apiserver
-// and ec2sim (issue 23 item 3). Its read bucket is far below what the controllers ask for
+// and ec2sim. Its read bucket is far below what the controllers ask for
 // (0.2/s, burst 1), so enforcing it would make them wait; in shadow mode every call goes
 // straight to EC2 and cloudgate only reports what it would have done. Checked: the nodes are
 // initialised; the status loop (every 5 s here) is served live; cloudgate counts would-be
