@@ -9,42 +9,44 @@ export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
 all: lint build test
 
-# Six modules, each with its own go.mod, so a user's module graph holds the library only:
-# the core (the library, internal/ccm, dashboards, deploy); bench (the load benchmark,
-# simcloud, cloudgate-bench, the simcloud CCM, the dashboards' and manifests' tests: gonum/plot
-# and prometheus/prometheus stay there); providers/aws (the AWS provider and its SDK, ec2sim);
-# providers/aws/awsbench (the AWS benchmark, aws-bench); providers/gce (the GCE provider,
-# gcesim, gce-batch, its CCM); providers/gce/gcebench (the GCE benchmark, gce-bench). Every
-# target covers all six.
+# Modules, each with its own go.mod, so a user's module graph holds the library only
+# (docs/architecture.md, "Layout"): the core (the library: provider, cache, limiter, metrics,
+# dashboards, deploy); cmd (the CCM command package cmd/ccm every CCM binary runs,
+# cloudgate-config, --version); testkit (the e2e tests' etcd + kube-apiserver and CCM builds);
+# bench (the load benchmark, simcloud, cloudgate-bench, the simcloud CCM, the dashboards' and
+# manifests' tests: gonum/plot and prometheus/prometheus stay there); providers/aws (the AWS
+# provider and its SDK, ec2sim, its CCM); providers/aws/awsbench (aws-bench); providers/gce
+# (the GCE provider, gcesim, gce-batch, its CCM); providers/gce/gcebench (gce-bench). make test
+# runs the tests of MODULES; charts/test (Helm) and deploy/image (go-containerregistry) run in
+# test-chart and test-image. deps, build and lint cover all of them.
 BENCH_MOD    := bench
 AWS_MOD      := providers/aws
 AWSBENCH_MOD := providers/aws/awsbench
 GCE_MOD      := providers/gce
 GCEBENCH_MOD := providers/gce/gcebench
-MODULES      := . $(BENCH_MOD) $(AWS_MOD) $(AWSBENCH_MOD) $(GCE_MOD) $(GCEBENCH_MOD)
+MODULES      := . cmd testkit $(BENCH_MOD) $(AWS_MOD) $(AWSBENCH_MOD) $(GCE_MOD) $(GCEBENCH_MOD)
+ALL_MODULES  := $(MODULES) charts/test deploy/image
 
 deps:
-	@for m in $(MODULES); do echo "cd $$m && $(GO) mod download"; (cd $$m && $(GO) mod download) || exit 1; done
+	@for m in $(ALL_MODULES); do echo "cd $$m && $(GO) mod download"; (cd $$m && $(GO) mod download) || exit 1; done
 
 build: deps
-	@for m in $(MODULES); do echo "cd $$m && $(GO) build ./..."; (cd $$m && $(GO) build ./...) || exit 1; done
+	@for m in $(ALL_MODULES); do echo "cd $$m && $(GO) build ./..."; (cd $$m && $(GO) build ./...) || exit 1; done
 
-# The AWS modules are vetted with -race: vet then compiles the AWS SDK as `make test` does,
-# so CI (lint, then test) compiles github.com/aws/aws-sdk-go-v2/service/ec2 once per run and
-# test (and the e2e's CCM build) reuse it from the build cache.
+# The provider modules are vetted with -race: vet then compiles the providers' SDKs as
+# `make test` does, so CI (lint, then test) compiles them once per run and test (and the e2e's
+# CCM builds) reuse them from the build cache. layout-check.sh: imports run down the core's
+# layers, no module imports another's internal/, the core's graph is the library's.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	@for m in . cmd testkit $(BENCH_MOD) charts/test deploy/image; do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...) || exit 1; done
+	@for m in $(AWS_MOD) $(AWSBENCH_MOD) $(GCE_MOD) $(GCEBENCH_MOD); do echo "cd $$m && $(GO) vet -race ./..."; (cd $$m && $(GO) vet -race ./...) || exit 1; done
 	@if $(GO) mod graph | grep -E ' (gonum\.org/v1/plot|github\.com/prometheus/prometheus)@'; then \
 	  echo "the core module's graph holds gonum/plot or prometheus/prometheus: they belong in bench/go.mod"; exit 1; fi
 	@if $(GO) list -deps -test ./limiter/... | grep '^k8s.io/apimachinery/'; then \
 	  echo "limiter/ depends on k8s.io/apimachinery (above): the limiter knows nothing of Kubernetes (limiter/doc.go)"; exit 1; fi
-	cd $(BENCH_MOD) && $(GO) vet ./...
-	cd $(AWS_MOD) && $(GO) vet -race ./...
-	cd $(AWSBENCH_MOD) && $(GO) vet -race ./...
-	cd $(GCE_MOD) && $(GO) vet -race ./...
-	cd $(GCEBENCH_MOD) && $(GO) vet -race ./...
+	GO=$(GO) bash .ci/layout-check.sh
 
 # The e2e tests need a real etcd + kube-apiserver: built once from a separate tools
 # module (.ci/k8s-tools) and cached under $(CACHE_DIR), keyed on its go.sum and the Go

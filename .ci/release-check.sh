@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make release-check VERSION=vX.Y.Z: checks that the tree, released as the tags vX.Y.Z (core
-# module), providers/aws/vX.Y.Z, providers/gce/vX.Y.Z and bench/vX.Y.Z (nested modules), builds for a user outside
+# module), cmd/, testkit/, providers/aws/, providers/gce/ and bench/vX.Y.Z (nested modules), builds for a user outside
 # this repository. It builds a local module proxy (GOPROXY=file://...) holding those modules at
 # VERSION from the working tree — each nested module's go.mod rewritten to require the core at
 # VERSION, without the replace — then, in a scratch module with its own module cache, builds a
@@ -50,18 +50,23 @@ publish() { # MODULE STAGEDIR
   printf '{"Version":"%s","Time":"%s"}\n' "$VERSION" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$d/$VERSION.info"
   echo "$VERSION" > "$d/list"
 }
+# released DIR: DIR's staged go.mod as released: every replace of a module of this repository
+# dropped, each such requirement at VERSION.
+released() {
+  (cd "$1" && for m in $($GO mod edit -json | grep -o '"Path": "'"$CORE"'[^"]*"' | cut -d'"' -f4 | sort -u); do
+    [[ $m == "$CORE" || $m == "$CORE"/* ]] || continue
+    $GO mod edit -dropreplace="$m"
+    grep -q "^[[:space:]]*$m v\|^require $m v" go.mod && $GO mod edit -require="$m@$VERSION"
+  done; true)
+}
 core=$(stage $CORE "")
 publish $CORE "$core"
-aws=$(stage $AWS providers/aws)
-(cd "$aws" && $GO mod edit -dropreplace=$CORE -require=$CORE@$VERSION)
-publish $AWS "$aws"
-gce=$(stage $GCE providers/gce)
-(cd "$gce" && $GO mod edit -dropreplace=$CORE -require=$CORE@$VERSION)
-publish $GCE "$gce"
-bench=$(stage $BENCH bench)
-(cd "$bench" && $GO mod edit -dropreplace=$CORE -require=$CORE@$VERSION)
-publish $BENCH "$bench"
-echo "release-check: proxy with $CORE@$VERSION, $AWS@$VERSION, $GCE@$VERSION and $BENCH@$VERSION in $PROXY"
+for d in cmd testkit providers/aws providers/gce bench; do
+  st=$(stage $CORE/$d $d)
+  released "$st"
+  publish $CORE/$d "$st"
+done
+echo "release-check: proxy with $CORE, $CORE/cmd, $CORE/testkit, $AWS, $GCE and $BENCH at $VERSION in $PROXY"
 
 export GOPROXY="file://$PROXY,file://$($GO env GOMODCACHE)/cache/download" GOMODCACHE=$WORK/modcache \
   GOSUMDB=off GOFLAGS='-mod=mod -trimpath' CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN=local
@@ -103,6 +108,6 @@ echo "release-check: go install $GCE/cmd/cloud-controller-manager@$VERSION works
 $GO get $BENCH@$VERSION
 $GO build -o /dev/null $BENCH/cmd/cloud-controller-manager $BENCH/cmd/cloudgate-bench
 echo "release-check: $BENCH/cmd/cloud-controller-manager and $BENCH/cmd/cloudgate-bench build from $BENCH@$VERSION"
-echo "release-check OK. Release: in providers/aws, providers/gce and bench run"
-echo "  go mod edit -dropreplace=$CORE -require=$CORE@$VERSION && go mod tidy"
-echo "commit, then tag $VERSION, providers/aws/$VERSION, providers/gce/$VERSION and bench/$VERSION on that commit."
+echo "release-check OK. Release: in cmd, testkit, providers/aws, providers/gce and bench drop the replace of each"
+echo "  $CORE module and require it at $VERSION (as released() above does), go mod tidy,"
+echo "commit, then tag $VERSION, cmd/$VERSION, testkit/$VERSION, providers/aws/$VERSION, providers/gce/$VERSION and bench/$VERSION on that commit."

@@ -45,6 +45,8 @@ require (
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/cloudgate/cloudgate/cmd v0.0.0-00010101000000-000000000000
+	github.com/cloudgate/cloudgate/testkit v0.0.0-00010101000000-000000000000
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
@@ -137,3 +139,7 @@ require (
 )
 
 replace github.com/cloudgate/cloudgate => ../
+
+replace github.com/cloudgate/cloudgate/cmd => ../cmd
+
+replace github.com/cloudgate/cloudgate/testkit => ../testkit

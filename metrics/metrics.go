@@ -22,6 +22,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/cloudgate/cloudgate/internal/recorder"
+	"github.com/cloudgate/cloudgate/limiter/fleet"
 )
 
 // QuotaWindow is the window of cloudgate_quota_utilization_ratio.
@@ -33,8 +34,20 @@ type Metrics struct {
 	r *recorder.Metrics
 }
 
-func init() {
-	recorder.Of = func(m any) *recorder.Metrics { return m.(*Metrics).r }
+// Recorders returns the recorders cloudgate's provider writes through. Their
+// type is internal to this module: outside it, Register, Collectors and Fleet
+// are the API.
+func (m *Metrics) Recorders() *recorder.Metrics { return m.r }
+
+// Fleet returns the observer of a fleet member (package limiter/fleet) that
+// reports it in m's cloudgate_fleet_* series under the provider and account
+// labels, with the families' admission series made at zero. The cloudgate
+// provider makes its own from limits.shared; this is for a member run
+// without it, as a tool sharing the account's budget would.
+func (m *Metrics) Fleet(provider, account string, families ...string) fleet.Observer {
+	r := m.r.Fleet(provider, account)
+	r.Init(families)
+	return r
 }
 
 // New returns a set of collectors, registered nowhere.

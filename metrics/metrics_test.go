@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/cloudgate/cloudgate/internal/recorder"
 )
 
 // TestMetricsRegisters: a new set registers on a pedantic registry (every
@@ -21,7 +19,7 @@ func TestMetricsRegisters(t *testing.T) {
 	if len(a.Collectors()) == 0 {
 		t.Fatal("no collectors")
 	}
-	if recorder.Of(a) == nil || recorder.Of(a) == recorder.Of(b) || recorder.Of(Default) == nil {
-		t.Fatal("recorder.Of does not return each set's own collectors")
+	if a.Recorders() == nil || a.Recorders() == b.Recorders() || Default.Recorders() == nil {
+		t.Fatal("Recorders does not return each set's own collectors")
 	}
 }

@@ -135,7 +135,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if pm == nil {
 		pm = metrics.Default
 	}
-	g.metrics = recorder.Of(pm)
+	g.metrics = pm.Recorders()
 	g.rec = g.metrics.Recorder(g.providerName)
 
 	if g.throttle, err = limiter.NewThrottleClassifier(cfg.Throttle.Patterns); err != nil {

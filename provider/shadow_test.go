@@ -361,7 +361,7 @@ func TestShadowAnswersAsBare(t *testing.T) {
 			if got, want := up.Calls(), bare.Calls(); !reflect.DeepEqual(got, want) {
 				t.Errorf("upstream calls in shadow mode %v, bare %v", got, want)
 			}
-			tot := recorder.Of(cfg.Metrics).ShadowTotals("script")
+			tot := cfg.Metrics.Recorders().ShadowTotals("script")
 			reads := 0.0
 			for _, r := range tot.Reads {
 				reads += r[recorder.ShadowHit]
@@ -529,7 +529,7 @@ func TestShadowPredicts(t *testing.T) {
 			up := newCountingCloud()
 			c := mustNew(t, up, cfg)
 			tc.run(t, up, c, clk)
-			tot := recorder.Of(cfg.Metrics).ShadowTotals("fake")
+			tot := cfg.Metrics.Recorders().ShadowTotals("fake")
 			for k, v := range tot.Calls {
 				if v == 0 {
 					delete(tot.Calls, k)
@@ -595,7 +595,7 @@ func TestShadowBatches(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	tot := recorder.Of(cfg.Metrics).ShadowTotals("fake")
+	tot := cfg.Metrics.Recorders().ShadowTotals("fake")
 	if got := tot.Calls["BatchInstanceStatus"]; got != 4 {
 		t.Errorf("would-be batch calls %v, want 4 (2+1 overlapping, then 1 and 1)", got)
 	}
@@ -754,7 +754,7 @@ func TestShadowFillAgesFromBatch(t *testing.T) {
 	clk.Step(10 * time.Second)
 	exists = true
 	ask() // t0+65 s: expired with the batch's age: a would-be batch of its own
-	tot := recorder.Of(cfg.Metrics).ShadowTotals("fake")
+	tot := cfg.Metrics.Recorders().ShadowTotals("fake")
 	reads := tot.Reads["InstanceExists"]
 	if reads["hit"] != 2 || reads["batched"] != 1 || tot.Divergences["InstanceExists"] != 1 {
 		t.Errorf("InstanceExists reads %v, divergences %v; want 2 hits (one diverging), then 1 batched",
@@ -805,7 +805,7 @@ func TestShadowPredictsLifecyclePeers(t *testing.T) {
 			if len(up.batchSizes()) != 0 {
 				t.Errorf("shadow mode sent %d batch calls, want none", len(up.batchSizes()))
 			}
-			return recorder.Of(cfg.Metrics).ShadowTotals("fake").Calls["BatchInstanceStatus"], lifecycle
+			return cfg.Metrics.Recorders().ShadowTotals("fake").Calls["BatchInstanceStatus"], lifecycle
 		}
 		return float64(len(up.batchSizes())), lifecycle
 	}

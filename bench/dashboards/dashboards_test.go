@@ -340,7 +340,7 @@ func TestDashboardExpressions(t *testing.T) {
 
 // externalAlertMetrics are the series alerts may name besides cloudgate's
 // own: client-go's leader-election gauge, which the CCM binary exports
-// (internal/ccm imports component-base's clientgo metrics), and
+// (cmd/ccm imports component-base's clientgo metrics), and
 // kube-state-metrics' series: the node count, and the Lease and Pods of another CCM
 // (CloudgateLeaseHeldElsewhere, CloudgateSecondCCM; docs/monitoring.md says they need
 // kube-state-metrics).

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
@@ -49,8 +48,7 @@ func startFleetMember(t *testing.T, m *metrics.Metrics) (stop func()) {
 		}
 	}
 	r := fleettest.Start(t)
-	rec := recorder.Of(m).Fleet(testProvider, "e2e")
-	rec.Init([]string{"read"})
+	rec := m.Fleet(testProvider, "e2e", "read")
 	cfg := r.Config("e2e")
 	cfg.RedisTimeout = fleet.Duration{Duration: 100 * time.Millisecond}
 	f, err := fleet.New(cfg, fleet.Options{Heartbeat: 250 * time.Millisecond, Observer: rec, Logf: t.Logf})

@@ -2,7 +2,7 @@
 
 // Package real checks the load benchmark's simulator against reality: the
 // real cloud-controller-manager binary (bench/cmd/cloud-controller-manager) on a
-// real etcd + kube-apiserver (internal/e2e), against simcloud served over
+// real etcd + kube-apiserver (testkit/e2e), against simcloud served over
 // HTTP, in real time, next to the virtual-time simulator's figure for the
 // same settings. `make bench-real` runs it and writes bench/RESULTS.real.md;
 // it is not part of `make test` (it runs for about 20 minutes per size).
@@ -30,7 +30,7 @@ import (
 	"github.com/cloudgate/cloudgate/bench"
 	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/bench/virtual"
-	"github.com/cloudgate/cloudgate/internal/e2e"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // The measured settings: the CCM's defaults (status every 5 min, one node

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/cloudgate/cloudgate/internal/e2e"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // TestServerSideApply renders the chart against a real kube-apiserver's discovery (the

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,8 +36,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // The CCM's default leader-election timings (k8s.io/cloud-provider), which both CCMs run
@@ -289,25 +287,10 @@ SigningName = ec2
 	return sim, nodeNames, awsConf
 }
 
-// goBuildRace runs `go build -race -o out pkg` in dir in the background.
+// goBuildRace runs `go build -race -o out pkg` in dir in the background (testkit/e2e's build).
 func goBuildRace(ctx context.Context, t *testing.T, dir, out, pkg string) <-chan error {
 	t.Helper()
-	built, done := make(chan error, 1), make(chan struct{})
-	bctx, bcancel := context.WithTimeout(ctx, 22*time.Minute)
-	go func() {
-		defer close(done)
-		cmd := exec.CommandContext(bctx, "go", "build", "-race", "-o", out, pkg)
-		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		if output, err := cmd.CombinedOutput(); err != nil {
-			built <- fmt.Errorf("go build -race %s (in %s): %v\n%s", pkg, dir, err, output)
-			return
-		}
-		built <- nil
-	}()
-	t.Cleanup(func() { bcancel(); <-done })
-	return built
+	return e2e.BuildRaceIn(ctx, t, "go", dir, out, pkg, 22*time.Minute)
 }
 
 // helmClient runs Helm's actions (the SDK behind the helm command) as the cluster admin.

@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/providers/gce/gcesim"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // stockGCEManifest is the stock GCE CCM's install (testdata/stock-gce-ccm.yaml: its

@@ -83,8 +83,10 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/cloudgate/cloudgate/cmd v0.0.0-00010101000000-000000000000
 	github.com/cloudgate/cloudgate/providers/aws v0.0.0-00010101000000-000000000000
 	github.com/cloudgate/cloudgate/providers/gce v0.0.0-00010101000000-000000000000
+	github.com/cloudgate/cloudgate/testkit v0.0.0-00010101000000-000000000000
 	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
@@ -159,5 +161,9 @@ require (
 )
 
 replace github.com/cloudgate/cloudgate/providers/aws => ../../providers/aws
+
+replace github.com/cloudgate/cloudgate/cmd => ../../cmd
+
+replace github.com/cloudgate/cloudgate/testkit => ../../testkit
 
 replace github.com/cloudgate/cloudgate/providers/gce => ../../providers/gce

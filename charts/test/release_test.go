@@ -14,7 +14,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	cgversion "github.com/cloudgate/cloudgate/internal/version"
+	cgversion "github.com/cloudgate/cloudgate/cmd/version"
 )
 
 // releaseFiles is a release directory (make release, make release-dist) under test.

@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,7 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/cloudgate/cloudgate/internal/e2e"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // stockDisabledLabel is the nodeSelector the scale-to-zero cut-over adds to the stock
@@ -337,29 +335,8 @@ func TestE2EUpgrade(t *testing.T) {
 // stands for), as make image stamps it.
 func goBuildRaceVersion(ctx context.Context, t *testing.T, dir, out, pkg, version string) <-chan error {
 	t.Helper()
-	return goBuildRaceArgs(ctx, t, dir, out, pkg, "-ldflags", "-X k8s.io/component-base/version.gitVersion="+version)
-}
-
-// goBuildRaceArgs runs `go build -race ARGS -o out pkg` in dir in the background.
-func goBuildRaceArgs(ctx context.Context, t *testing.T, dir, out, pkg string, args ...string) <-chan error {
-	t.Helper()
-	built, done := make(chan error, 1), make(chan struct{})
-	bctx, bcancel := context.WithTimeout(ctx, 22*time.Minute)
-	go func() {
-		defer close(done)
-		argv := append(append([]string{"build", "-race"}, args...), "-o", out, pkg)
-		cmd := exec.CommandContext(bctx, "go", argv...)
-		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		if output, err := cmd.CombinedOutput(); err != nil {
-			built <- fmt.Errorf("go %s (in %s): %v\n%s", strings.Join(argv, " "), dir, err, output)
-			return
-		}
-		built <- nil
-	}()
-	t.Cleanup(func() { bcancel(); <-done })
-	return built
+	return e2e.BuildRaceIn(ctx, t, "go", dir, out, pkg, 22*time.Minute,
+		"-ldflags", "-X k8s.io/component-base/version.gitVersion="+version)
 }
 
 // upgrade is `helm upgrade NAME CHART -n kube-system` with vals (the full values, as a

@@ -9,7 +9,7 @@ import (
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cloudgate/cloudgate/internal/version"
+	"github.com/cloudgate/cloudgate/cmd/version"
 )
 
 // TestKubeVersion: Chart.yaml's kubeVersion is the range of control-plane minors the

@@ -139,8 +139,3 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	}
 	return nil
 }
-
-// Of returns the collectors behind a *metrics.Metrics. Package metrics sets
-// it (it imports this package, not the reverse), so that only cloudgate's
-// own packages reach the wiring.
-var Of func(m any) *Metrics

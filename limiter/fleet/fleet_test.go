@@ -19,7 +19,6 @@ import (
 	"go.uber.org/goleak"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cloudgate/cloudgate/internal/redisserver"
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
@@ -1024,12 +1023,12 @@ func TestBackgroundShare(t *testing.T) {
 // promoted the replica it rejoins the shared budget there.
 func TestSentinelFailover(t *testing.T) {
 	master := fleettest.Start(t)
-	replica, err := redisserver.Start(redisserver.Options{Bin: fleettest.Bin(t), Dir: t.TempDir(), Password: master.Password, ReplicaOf: master.Addr})
+	replica, err := fleettest.StartServer(fleettest.ServerOptions{Bin: fleettest.Bin(t), Dir: t.TempDir(), Password: master.Password, ReplicaOf: master.Addr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = replica.Close() })
-	sentinel, err := redisserver.Start(redisserver.Options{Bin: fleettest.Bin(t), Dir: t.TempDir(), Password: master.Password, Sentinel: master.Addr, MasterName: "cg"})
+	sentinel, err := fleettest.StartServer(fleettest.ServerOptions{Bin: fleettest.Bin(t), Dir: t.TempDir(), Password: master.Password, Sentinel: master.Addr, MasterName: "cg"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1083,7 +1082,7 @@ func TestSentinelFailover(t *testing.T) {
 // Redis Cluster client; every key of the account carries the hash tag, so
 // the scripts run in one slot.
 func TestRedisCluster(t *testing.T) {
-	node, err := redisserver.Start(redisserver.Options{Bin: fleettest.Bin(t), Dir: t.TempDir(), Cluster: true})
+	node, err := fleettest.StartServer(fleettest.ServerOptions{Bin: fleettest.Bin(t), Dir: t.TempDir(), Cluster: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -22,7 +21,7 @@ import (
 
 	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/deploy"
-	"github.com/cloudgate/cloudgate/internal/e2e"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // e2e parameters: small, fast periods so the controllers sync many times a minute.
@@ -45,14 +44,7 @@ const (
 //   - deletes a NotReady node whose instance was removed from the cloud;
 //   - was never refused by the API server (no "forbidden" in its log).
 func TestE2E(t *testing.T) {
-	etcdBin, apiserverBin := os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
-	if etcdBin == "" || apiserverBin == "" {
-		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test`, which builds a real etcd and kube-apiserver (.ci/control-plane.sh) and sets them"
-		if os.Getenv("CI") != "" || os.Getenv("CLOUDGATE_CACHE_DIR") != "" {
-			t.Fatal(msg) // under CI or make, a missing control plane fails the run
-		}
-		t.Skip(msg)
-	}
+	etcdBin, apiserverBin, _ := e2e.Tools(t)
 	// The build is bounded by 20 min, each later step by its own timeout (6 min in all).
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -66,7 +58,7 @@ func TestE2E(t *testing.T) {
 	}
 
 	// Build the binary (once per test run) while the control plane starts.
-	startCCMBuild(t)
+	ccmBuild.Start()
 
 	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
 	phase("etcd + kube-apiserver ready")
@@ -96,7 +88,7 @@ func TestE2E(t *testing.T) {
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
 	phase("simcloud + configs")
 
-	ccmBin := ccmBinary(ctx, t)
+	ccmBin := ccmBuild.Binary(ctx, t)
 	phase("CCM binary built")
 
 	port := e2e.FreePort(t)

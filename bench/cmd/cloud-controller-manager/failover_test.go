@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,8 +20,8 @@ import (
 
 	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/deploy"
-	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // Failover parameters. The lease is short so that the test is; the ratio of
@@ -65,18 +64,11 @@ const (
 //     stay within the cloud's quota (no throttling answer) and cost at most
 //     the pages of one list plus one lookup per node that was not listed yet.
 func TestFailover(t *testing.T) {
-	etcdBin, apiserverBin := os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
-	if etcdBin == "" || apiserverBin == "" {
-		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test`, which builds a real etcd and kube-apiserver (.ci/control-plane.sh) and sets them"
-		if os.Getenv("CI") != "" || os.Getenv("CLOUDGATE_CACHE_DIR") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	etcdBin, apiserverBin, _ := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	startCCMBuild(t)
+	ccmBuild.Start()
 	checks := map[string]int{}
 
 	cp := e2e.StartControlPlane(ctx, t, dir, etcdBin, apiserverBin)
@@ -125,7 +117,7 @@ batch: {listPrefetch: true}
 `, sim.URL(), apiKey, 0.9*failoverReadQPS, failoverReadBurst/2, redis.Addr, redis.PasswordFile, failoverAccount))
 	kubeconfig := filepath.Join(dir, "ccm.kubeconfig")
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
-	ccmBin := ccmBinary(ctx, t)
+	ccmBin := ccmBuild.Binary(ctx, t)
 
 	type replica struct {
 		name  string
@@ -400,7 +392,7 @@ batch: {listPrefetch: true}
 	}
 
 	// SIGTERM to the leader, as a rolling update or `helm uninstall` does:
-	// cloudgate's election (internal/ccm/lease.go) releases the Lease, so the
+	// cloudgate's election (cmd/ccm/lease.go) releases the Lease, so the
 	// standby takes it at its next poll (retry period × up to 2.2), not after
 	// the lease duration. Without the release it could not lead before the
 	// leader's last renewal + the lease duration (>= leaseDuration -

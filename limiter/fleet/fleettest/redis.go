@@ -1,4 +1,4 @@
-// Package fleettest starts a real redis-server (internal/redisserver) for tests and benchmarks of
+// Package fleettest starts a real redis-server (Server) for tests and benchmarks of
 // the fleet limiter: on 127.0.0.1, on a free port, with a random password
 // (requirepass, read by cloudgate from a file), without persistence. Under
 // CI (CI or CLOUDGATE_CACHE_DIR set, as `make test` does) a missing
@@ -9,13 +9,11 @@ package fleettest
 import (
 	"context"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cloudgate/cloudgate/internal/redisserver"
 	"github.com/cloudgate/cloudgate/limiter/fleet"
 )
 
@@ -23,7 +21,7 @@ import (
 // concurrent use.
 type Redis struct {
 	tb           testing.TB
-	srv          *redisserver.Server
+	srv          *Server
 	Addr         string // 127.0.0.1:port
 	Password     string
 	PasswordFile string // holds Password, for fleet.Config
@@ -34,13 +32,11 @@ type Redis struct {
 // it otherwise when it is missing.
 func Bin(tb testing.TB) string {
 	tb.Helper()
-	if p, err := exec.LookPath("redis-server"); err == nil {
+	p, err := FindServer("")
+	if err == nil {
 		return p
 	}
-	if _, err := os.Stat("/usr/bin/redis-server"); err == nil {
-		return "/usr/bin/redis-server"
-	}
-	msg := "redis-server not found: install the Debian package redis-server (make setup, or bash .ci/setup.sh)"
+	msg := err.Error()
 	if os.Getenv("CI") != "" || os.Getenv("CLOUDGATE_CACHE_DIR") != "" {
 		tb.Fatal(msg)
 	}
@@ -51,7 +47,7 @@ func Bin(tb testing.TB) string {
 // Start starts a redis-server and stops it in tb.Cleanup.
 func Start(tb testing.TB) *Redis {
 	tb.Helper()
-	srv, err := redisserver.Start(redisserver.Options{Bin: Bin(tb), Dir: tb.TempDir()})
+	srv, err := StartServer(ServerOptions{Bin: Bin(tb), Dir: tb.TempDir()})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -64,7 +60,7 @@ func Start(tb testing.TB) *Redis {
 }
 
 // Server returns the underlying server (for replicas and Sentinels).
-func (r *Redis) Server() *redisserver.Server { return r.srv }
+func (r *Redis) Server() *Server { return r.srv }
 
 // Config returns a fleet configuration for account on this server.
 func (r *Redis) Config(account string) fleet.Config {

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	_ "github.com/cloudgate/cloudgate/bench/simcloud" // registers provider "simcloud"
-	"github.com/cloudgate/cloudgate/internal/ccm"     // registers provider "cloudgate"
+	"github.com/cloudgate/cloudgate/cmd/ccm"          // registers provider "cloudgate"
 )
 
 // New returns the cloud-controller-manager command; it runs until stopCh is closed.

@@ -23,10 +23,10 @@ import (
 	"k8s.io/cloud-provider/names"
 
 	"github.com/cloudgate/cloudgate/deploy"
-	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
 	"github.com/cloudgate/cloudgate/provider"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // dropInValues are the Helm values of the drop-in run: the AWS examples' service-account
@@ -47,15 +47,14 @@ var dropInTags = map[string]string{"team": "platform", "cost-center": "1234"}
 // fleet fallback and rejoin are recorded as events.k8s.io Events under the cloudgate
 // ServiceAccount.
 func TestE2EDropIn(t *testing.T) {
-	etcdBin, apiserverBin, goBin := e2eTools(t)
+	etcdBin, apiserverBin, goBin := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	began := time.Now()
 	phase := func(name string) { t.Logf("phase %-36s at %6.1fs", name, time.Since(began).Seconds()) }
 
-	ccmBin := filepath.Join(dir, "cloud-controller-manager")
-	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./providers/aws/cmd/cloud-controller-manager", 25*time.Minute)
+	ccmBuild.Start()
 	rbac, chartArgs := renderChart(ctx, t, goBin)
 	phase("chart rendered")
 
@@ -106,9 +105,7 @@ limits:
 	kubeconfig := filepath.Join(dir, "ccm.kubeconfig")
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
 
-	if err := <-built; err != nil {
-		t.Fatal(err)
-	}
+	ccmBin := ccmBuild.Binary(ctx, t)
 	phase("CCM binary built")
 
 	for k, v := range map[string]string{

@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -20,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloudgate/cloudgate/deploy"
-	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 const (
@@ -48,7 +46,7 @@ func (n awsNode) providerID() string { return "aws:///" + n.inst.Zone + "/" + n.
 // a removed and of a terminated instance; serves cloudgate's metrics on /metrics; and that
 // node lookups went through the adapter's batched DescribeInstances.
 func TestE2E(t *testing.T) {
-	etcdBin, apiserverBin, goBin := e2eTools(t)
+	etcdBin, apiserverBin, _ := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -57,8 +55,7 @@ func TestE2E(t *testing.T) {
 
 	// Build the binary while the control plane starts; -race shares the compiled
 	// dependencies (the AWS SDK) with this `go test -race` run.
-	ccmBin := filepath.Join(dir, "cloud-controller-manager")
-	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./providers/aws/cmd/cloud-controller-manager", 25*time.Minute)
+	ccmBuild.Start()
 
 	cp := startControlPlaneWithRBAC(ctx, t, dir, etcdBin, apiserverBin)
 	phase("control plane + rbac")
@@ -110,9 +107,7 @@ notFoundGuard: {gracePeriod: 5s, confirmAfter: 5s}
 	kubeconfig := filepath.Join(dir, "ccm.kubeconfig")
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
 
-	if err := <-built; err != nil {
-		t.Fatal(err)
-	}
+	ccmBin := ccmBuild.Binary(ctx, t)
 	phase("CCM binary built")
 
 	port := e2e.FreePort(t)
@@ -338,26 +333,6 @@ func addReadyNodes(ctx context.Context, t *testing.T, cp *e2e.ControlPlane, flee
 
 // setReady sets the node's Ready condition, as its kubelet (or the node lifecycle
 // controller) would.
-
-// e2eTools returns the real etcd and kube-apiserver the e2e tests run (make test builds them
-// and sets CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER) and the go command that builds the
-// CCM. Without them the test fails under CI=true and skips otherwise.
-func e2eTools(t *testing.T) (etcdBin, apiserverBin, goBin string) {
-	t.Helper()
-	etcdBin, apiserverBin = os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER")
-	if etcdBin == "" || apiserverBin == "" {
-		msg := "CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER are not set: run `make test`, which builds a real etcd and kube-apiserver (.ci/control-plane.sh) and sets them"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the e2e test builds the CCM binary and needs the go command: %v", err)
-	}
-	return etcdBin, apiserverBin, goBin
-}
 
 // writeAWSConf writes the AWS provider's cloud config for ec2sim at simURL: no
 // instance-metadata lookups (Zone, VPC, SubnetID, cluster ID set) and EC2 redirected with a

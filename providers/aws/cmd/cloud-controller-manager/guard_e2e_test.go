@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // The not-found guard's settings in this test (short, so that the test is
@@ -42,12 +42,11 @@ const (
 //   - with notFoundGuard.enabled: false (a second CCM, same cluster), the same brief absence
 //     deletes the Node: the negative control that shows the first check can fail.
 func TestE2ENotFoundGuard(t *testing.T) {
-	etcdBin, apiserverBin, goBin := e2eTools(t)
+	etcdBin, apiserverBin, _ := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	ccmBin := filepath.Join(dir, "cloud-controller-manager")
-	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./providers/aws/cmd/cloud-controller-manager", 25*time.Minute)
+	ccmBuild.Start()
 	cp := startControlPlaneWithRBAC(ctx, t, dir, etcdBin, apiserverBin)
 	sim, err := ec2sim.Start(ec2sim.Config{Region: "us-east-1", Topology: true, Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}}})
 	if err != nil {
@@ -57,9 +56,7 @@ func TestE2ENotFoundGuard(t *testing.T) {
 	awsConf := writeAWSConf(t, dir, sim.URL)
 	kubeconfig := filepath.Join(dir, "ccm.kubeconfig")
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
-	if err := <-built; err != nil {
-		t.Fatal(err)
-	}
+	ccmBin := ccmBuild.Binary(ctx, t)
 	nodes := cp.Admin.CoreV1().Nodes()
 
 	// run starts a CCM whose guard is on or off and initializes count new nodes.

@@ -28,7 +28,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
-	"github.com/cloudgate/cloudgate/internal/ccm" // registers "cloudgate"
+	"github.com/cloudgate/cloudgate/cmd/ccm" // registers "cloudgate"
 	"github.com/cloudgate/cloudgate/provider"
 	_ "github.com/cloudgate/cloudgate/providers/aws/awsbatch" // registers "aws-batch" (and "aws")
 )

@@ -11,8 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // TestE2EShadow runs the CCM with cloudgate in `mode: shadow` in front of the unmodified AWS
@@ -24,13 +24,12 @@ import (
 // cache hits, would-be waits and fewer would-be calls than it sent; its own caches served
 // nothing; nothing changed in EC2, so no would-be answer diverged.
 func TestE2EShadow(t *testing.T) {
-	etcdBin, apiserverBin, goBin := e2eTools(t)
+	etcdBin, apiserverBin, _ := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 
-	ccmBin := filepath.Join(dir, "cloud-controller-manager")
-	built := e2e.BuildRace(ctx, t, goBin, ccmBin, "./providers/aws/cmd/cloud-controller-manager", 25*time.Minute)
+	ccmBuild.Start()
 	cp := startControlPlaneWithRBAC(ctx, t, dir, etcdBin, apiserverBin)
 
 	sim, err := ec2sim.Start(ec2sim.Config{
@@ -69,9 +68,7 @@ limits:
 `, awsConf))
 	kubeconfig := filepath.Join(dir, "ccm.kubeconfig")
 	cp.Kubeconfig(t, kubeconfig, cp.CCMToken)
-	if err := <-built; err != nil {
-		t.Fatal(err)
-	}
+	ccmBin := ccmBuild.Binary(ctx, t)
 	port := e2e.FreePort(t)
 	ccm := startCCM(t, dir, ccmBin, kubeconfig, cloudConfig, port)
 	https, ccmURL := ccm.WaitServing(ctx, t, port, cp.AdminToken, 2*time.Minute)

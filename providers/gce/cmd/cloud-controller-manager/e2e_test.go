@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cloudgate/cloudgate/deploy"
-	"github.com/cloudgate/cloudgate/internal/e2e"
 	"github.com/cloudgate/cloudgate/providers/gce/gcesim"
+	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
 // TestE2E runs this module's CCM (cloudgate in front of the unmodified GCE provider:

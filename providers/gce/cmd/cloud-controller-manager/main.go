@@ -17,7 +17,7 @@ import (
 	"k8s.io/component-base/cli"
 	"k8s.io/klog/v2"
 
-	"github.com/cloudgate/cloudgate/internal/ccm"             // registers "cloudgate"
+	"github.com/cloudgate/cloudgate/cmd/ccm"                  // registers "cloudgate"
 	_ "github.com/cloudgate/cloudgate/providers/gce/gcebatch" // registers "gce-batch" (and "gce")
 )
 

@@ -4,7 +4,7 @@
 // --cloud-provider=gce. It stands in for k8s.io/cloud-provider-gcp's cmd/cloud-controller-manager,
 // whose module the Go module proxy does not serve (only .../providers is); that command adds
 // GKE-only controllers (nodeipam with the cloud CIDR allocator, gkenetworkparamset) on top of
-// these. Unlike cloudgate's CCM (internal/ccm) it runs the app's own leader election, which
+// these. Unlike cloudgate's CCM (cmd/ccm) it runs the app's own leader election, which
 // keeps the Lease on SIGTERM, as the stock CCM does. The GCE cut-over test (charts/test)
 // runs it as the stock CCM that cloudgate replaces and that replaces cloudgate.
 package main

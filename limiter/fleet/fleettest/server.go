@@ -1,10 +1,4 @@
-// Package redisserver starts a real redis-server (the Debian package's
-// binary) for the fleet limiter's tests and for the fleet benchmark: on
-// 127.0.0.1, on a free port, with a random password in a file, without
-// persistence (a kill loses the data, as a crashed cache-only Redis does). It
-// also starts replicas and Sentinels (the same binary with --sentinel) for
-// the high-availability tests.
-package redisserver
+package fleettest
 
 import (
 	"bytes"
@@ -24,9 +18,9 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-// Find returns the redis-server binary: bin if set, else $PATH, else
+// FindServer returns the redis-server binary: bin if set, else $PATH, else
 // /usr/bin/redis-server.
-func Find(bin string) (string, error) {
+func FindServer(bin string) (string, error) {
 	if bin != "" {
 		return bin, nil
 	}
@@ -39,8 +33,8 @@ func Find(bin string) (string, error) {
 	return "", fmt.Errorf("redis-server not found: install the Debian package redis-server (make setup, or bash .ci/setup.sh)")
 }
 
-// Options select what to start.
-type Options struct {
+// ServerOptions select what to start.
+type ServerOptions struct {
 	// Bin is the redis-server binary ("" finds it).
 	Bin string
 	// Dir holds the configuration and the password file; "" makes a
@@ -60,10 +54,14 @@ type Options struct {
 	Cluster bool
 }
 
-// Server is one redis-server process. Its methods are safe for concurrent
-// use.
+// Server is one redis-server process (the Debian package's binary), for the
+// fleet limiter's tests and for the fleet benchmark: on 127.0.0.1, on a free
+// port, with a random password in a file, without persistence (a kill loses
+// the data, as a crashed cache-only Redis does). StartServer also starts
+// replicas and Sentinels (the same binary with --sentinel) for the
+// high-availability tests. Its methods are safe for concurrent use.
 type Server struct {
-	opts         Options
+	opts         ServerOptions
 	ownDir       bool
 	Addr         string // 127.0.0.1:port
 	Password     string
@@ -75,9 +73,9 @@ type Server struct {
 	log  *bytes.Buffer
 }
 
-// Start starts a server; Close stops it.
-func Start(o Options) (*Server, error) {
-	bin, err := Find(o.Bin)
+// StartServer starts a server; Close stops it.
+func StartServer(o ServerOptions) (*Server, error) {
+	bin, err := FindServer(o.Bin)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/controller"
 
-	"github.com/cloudgate/cloudgate/internal/version"
+	"github.com/cloudgate/cloudgate/cmd/version"
 )
 
 func noop(app.ControllerInitContext, *config.CompletedConfig, cloudprovider.Interface) app.InitFunc {

@@ -3,9 +3,10 @@
 // Package e2e is the test support for end-to-end tests against a real control plane:
 // child processes in their own process groups, etcd + kube-apiserver on loopback
 // ports (binaries from CLOUDGATE_ETCD and CLOUDGATE_KUBE_APISERVER, built by
-// .ci/control-plane.sh), kubeconfigs, and a Prometheus text scraper. It lives under
-// internal/ so that any module of this repository (the nested providers/aws one too)
-// can import it, and nothing outside can.
+// .ci/control-plane.sh), kubeconfigs, and a Prometheus text scraper. It is the module
+// github.com/cloudgate/cloudgate/testkit, apart from the library, so that every module's
+// e2e tests (cmd, bench, charts/test, the provider modules) share one harness and the
+// library's users never download it.
 package e2e
 
 import (

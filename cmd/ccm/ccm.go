@@ -2,7 +2,8 @@
 // k8s.io/cloud-provider/app command with cloudgate's start-up checks. The
 // providers it can run are the ones the calling binary links in by import;
 // the bench module's CCM (bench/cmd/cloud-controller-manager, with simcloud) and the
-// AWS module's (providers/aws/cmd/cloud-controller-manager) share it.
+// provider modules' (providers/aws and providers/gce, cmd/cloud-controller-manager) share
+// it, and a CCM of your own can run it too.
 package ccm
 
 import (
@@ -22,7 +23,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric on /metrics
 	"k8s.io/klog/v2"
 
-	"github.com/cloudgate/cloudgate/internal/version"
+	"github.com/cloudgate/cloudgate/cmd/version"
 	_ "github.com/cloudgate/cloudgate/provider" // registers provider "cloudgate"
 )
 

@@ -7,8 +7,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -69,25 +67,22 @@ func (p *Process) WaitServing(ctx context.Context, t *testing.T, port int, token
 	return client, url
 }
 
-// BuildRace builds the package in the test's working directory with
-// `go build -race -o out` in the background (while a control plane starts) and
-// returns where its result arrives. -race shares the compiled dependencies with
-// the `go test -race` run, so this is mostly a link. The build is killed, with
-// its process group, when ctx ends or the test cleans up; cleanup waits for it.
+// BuildRace builds the package in the test's working directory with `go build -race -o out`
+// in the background (while a control plane starts) and returns where its result arrives (a
+// Build shares one binary among several tests). pkg names the package in messages. The build
+// is killed, with its process group, when ctx ends or the test cleans up; cleanup waits for it.
 func BuildRace(ctx context.Context, t *testing.T, goBin, out, pkg string, timeout time.Duration) <-chan error {
+	return BuildRaceIn(ctx, t, goBin, "", out, ".", timeout)
+}
+
+// BuildRaceIn is BuildRace of pkg in dir, with more go build flags (-ldflags ...).
+func BuildRaceIn(ctx context.Context, t *testing.T, goBin, dir, out, pkg string, timeout time.Duration, args ...string) <-chan error {
 	t.Helper()
 	built, done := make(chan error, 1), make(chan struct{})
 	bctx, bcancel := context.WithTimeout(ctx, timeout)
 	go func() {
 		defer close(done)
-		cmd := exec.CommandContext(bctx, goBin, "build", "-race", "-o", out, ".")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		output, err := cmd.CombinedOutput()
-		if err != nil {
-			err = fmt.Errorf("go build -race %s: %v\n%s", pkg, err, output)
-		}
-		built <- err
+		built <- goBuildRace(bctx, goBin, dir, out, pkg, args)
 	}()
 	t.Cleanup(func() { bcancel(); <-done }) // before the test's directories are removed
 	return built
