@@ -17,12 +17,13 @@ import (
 // machineryMethods are the methods cloudgate's own machinery names besides
 // their wrapper, and where: batching and list prefetch fill the three
 // InstancesV2 caches and send the batched and listed reads, the lifecycle
-// peers refresh by InstanceExists' and InstanceShutdown's TTLs, and the
-// shadow model predicts batches.
+// peers refresh by InstanceExists' and InstanceShutdown's TTLs, the
+// shadow model predicts batches, and the config resolver derives the list
+// interval from InstanceMetadata's TTL.
 var machineryMethods = map[string][]string{
 	"InstanceExists":      {"instancesv2.go", "methods.go", "peers.go", "shadow.go"},
 	"InstanceShutdown":    {"instancesv2.go", "methods.go", "peers.go", "shadow.go"},
-	"InstanceMetadata":    {"instancesv2.go", "methods.go", "prefetch.go", "shadow.go"},
+	"InstanceMetadata":    {"config.go", "instancesv2.go", "methods.go", "shadow.go"},
 	"BatchInstanceStatus": {"batching.go", "methods.go", "shadow.go"},
 	"ListInstances":       {"methods.go", "prefetch.go"},
 }
