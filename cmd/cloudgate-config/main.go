@@ -12,7 +12,7 @@
 // start-up (so run the tool where that path resolves as in the CCM's pod). This binary does not
 // link the upstream providers, so it checks upstream.name against -upstreams, the providers
 // registered in the CCM binary that will run the file; the default lists those of cloudgate's own
-// CCM binaries (knownUpstreams). For a CCM binary of your own, pass its providers. What it cannot
+// CCM binaries (package cmd/ccm/upstreams). For a CCM binary of your own, pass its providers. What it cannot
 // check is the upstream's own configuration: the provider reads that when the CCM builds it.
 package main
 
@@ -27,15 +27,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloudgate/cloudgate/cmd/ccm/upstreams"
 	"github.com/cloudgate/cloudgate/provider"
 )
-
-// knownUpstreams are the providers registered in cloudgate's CCM binaries: aws and aws-batch
-// (providers/aws/cmd/cloud-controller-manager), gce and gce-batch
-// (providers/gce/cmd/cloud-controller-manager), simcloud (bench/cmd/cloud-controller-manager).
-// TestKnownUpstreamsRegistered, in each of those commands' packages, fails when its binary
-// registers a provider this list lacks.
-var knownUpstreams = []string{"aws", "aws-batch", "gce", "gce-batch", "simcloud"}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -45,7 +39,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cloudgate-config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	defaults := fs.Bool("defaults", false, "print the defaults (provider.DefaultConfig) and exit")
-	upstreams := fs.String("upstreams", strings.Join(knownUpstreams, ","),
+	upstreams := fs.String("upstreams", strings.Join(upstreams.Known, ","),
 		"comma-separated providers registered in the CCM binary that will run the file (upstream.name must be one)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cloudgate-config [-defaults] [-upstreams a,b] [cloudgate.yaml | -]")
