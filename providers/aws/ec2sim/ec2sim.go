@@ -15,13 +15,14 @@
 // answered.
 //
 // It also tags instances (CreateTags, DeleteTags: the tagging controller's
-// calls, tags.go) and describes the Region's subnets and route tables
-// (DescribeSubnets, DescribeRouteTables: the first network calls of the
-// provider's load balancer path, network.go), and describes and creates
-// security groups with their ingress rules (DescribeSecurityGroups,
-// CreateSecurityGroup, AuthorizeSecurityGroupIngress: securitygroups.go).
-// Load balancers, routes and every other action are out of scope: any
-// other Action gets EC2's InvalidAction error, which fails the caller.
+// calls, tags.go), describes the Region's subnets and route tables
+// (network.go), and keeps security groups with their ingress rules
+// (securitygroups.go). With the provider's ELB and ELBv2 ServiceOverrides
+// pointing here, it answers the classic ELB (elb.go) and network load
+// balancer (elbv2.go) Query APIs the provider's service controller calls;
+// a request's Version tells the three APIs apart. Routes and every other
+// action are out of scope: any other Action gets InvalidAction, which fails
+// the caller.
 package ec2sim
 
 import (
