@@ -3,7 +3,6 @@ package awsbatch_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -122,13 +121,17 @@ type lbStep struct {
 	tgs    int
 	groups []string         // the Region's security groups
 	nodeIn []string         // the node security group's ingress rules
+	lbIn   []string         // a classic ELB's own group's ingress rules
 	calls  map[string]int64 // requests per action, load balancing and EC2 alike
 	errs   map[string]int64 // error answers per action
 }
 
+var lbSteps = []string{"ensure", "ensure again", "update", "change ports", "get", "delete", "get deleted"}
+
 // lbLifecycle drives one Service through EnsureLoadBalancer (nodes 1-3),
 // EnsureLoadBalancer again (nothing to change), UpdateLoadBalancer (nodes
-// 2-4), GetLoadBalancer, EnsureLoadBalancerDeleted and GetLoadBalancer.
+// 2-4), EnsureLoadBalancer with changed ports (443 replaced by 8080),
+// GetLoadBalancer, EnsureLoadBalancerDeleted and GetLoadBalancer.
 func lbLifecycle(t *testing.T, sim *ec2sim.Server, lb cloudprovider.LoadBalancer, svc *v1.Service, nlb bool) map[string]lbStep {
 	t.Helper()
 	ctx := context.Background()
@@ -147,6 +150,9 @@ func lbLifecycle(t *testing.T, sim *ec2sim.Server, lb cloudprovider.LoadBalancer
 		s.groups = sim.Groups()
 		// Sorted: the provider authorizes a rule set in map order.
 		s.nodeIn = slices.Sorted(slices.Values(sim.Ingress("sg-0node")))
+		if len(s.lbs) == 1 && len(s.lbs[0].SecurityGroups) == 1 && !nlb {
+			s.lbIn = slices.Sorted(slices.Values(sim.Ingress(s.lbs[0].SecurityGroups[0])))
+		}
 		for a, x := range sim.AllStats() {
 			s.calls[a] = x.Requests
 			if x.Errors > 0 {
@@ -163,6 +169,10 @@ func lbLifecycle(t *testing.T, sim *ec2sim.Server, lb cloudprovider.LoadBalancer
 	record("ensure again", st, st != nil, err)
 	err = lb.UpdateLoadBalancer(ctx, "kubernetes", svc, lbNodes(2, 3, 4))
 	record("update", nil, false, err)
+	changed := svc.DeepCopy()
+	changed.Spec.Ports[1] = v1.ServicePort{Name: "alt", Protocol: v1.ProtocolTCP, Port: 8080, NodePort: 30081}
+	st, err = lb.EnsureLoadBalancer(ctx, "kubernetes", changed, lbNodes(2, 3, 4))
+	record("change ports", st, st != nil, err)
 	st, exists, err := lb.GetLoadBalancer(ctx, "kubernetes", svc)
 	record("get", st, exists, err)
 	err = lb.EnsureLoadBalancerDeleted(ctx, "kubernetes", svc)
@@ -172,14 +182,23 @@ func lbLifecycle(t *testing.T, sim *ec2sim.Server, lb cloudprovider.LoadBalancer
 	return steps
 }
 
+// lbState is what ec2sim holds after a step: the load balancer, what the
+// nodes' security group admits ("sg-elb": the classic ELB's own group) and
+// what the classic ELB's own group admits.
+type lbState struct {
+	lb                     ec2sim.LoadBalancer
+	nodeIngress, lbIngress []string
+}
+
 // TestLoadBalancerLifecycle drives the unmodified AWS provider's load
 // balancer calls against ec2sim, for a classic ELB (the default) and an NLB,
-// with 3 backend Nodes and then a changed set: every call succeeds, ec2sim
-// holds the load balancer the calls asked for (listeners, registered
-// instances or targets, deletion), each action is called as often as the
-// provider's code says, and no action fails. The same through cloudgate
-// (provider.New over the provider) gives the same answers, the same
-// load balancers and the same calls.
+// with 3 backend Nodes, then a changed node set and changed ports: every
+// call succeeds, ec2sim holds the load balancer the calls asked for
+// (listeners, registered instances or targets, security group rules,
+// deletion), each action is called as often as the provider's code says,
+// and no action fails but the documented "not found" answers. The same
+// through cloudgate (provider.New over the provider) gives the same
+// answers, the same load balancers and the same calls.
 func TestLoadBalancerLifecycle(t *testing.T) {
 	setAWSEnv(t)
 	b := func(ns ...int) []string {
@@ -189,9 +208,9 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 		}
 		return out
 	}
-	targets := func(ns ...int) []string {
+	targets := func(ports []int, ns ...int) []string {
 		var out []string
-		for _, port := range []int{30080, 30443} {
+		for _, port := range ports {
 			for _, id := range b(ns...) {
 				out = append(out, fmt.Sprintf("%s:%d", id, port))
 			}
@@ -199,27 +218,44 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
+	subnets := []string{"subnet-0sim0", "subnet-0sim1", "subnet-0sim2"}
+	listeners := []string{"TCP:80->TCP:30080", "TCP:443->TCP:30443"}
+	changedListeners := []string{"TCP:80->TCP:30080", "TCP:8080->TCP:30081"}
+	classic := func(l []string, ns ...int) ec2sim.LoadBalancer {
+		return ec2sim.LoadBalancer{Name: "auid1", Scheme: "internet-facing", Subnets: subnets, Listeners: l, Instances: b(ns...), HealthCheck: []string{"TCP:30080"}}
+	}
+	network := func(l []string, ports []int, ns ...int) ec2sim.LoadBalancer {
+		return ec2sim.LoadBalancer{Name: "auid1", Scheme: "internet-facing", Subnets: subnets, Listeners: l, Instances: targets(ports, ns...),
+			HealthCheck: []string{"TCP:traffic-port", "TCP:traffic-port"}}
+	}
+	// The classic ELB's group admits the clients to its ports, and ICMP
+	// for path MTU discovery.
+	elbIn := []string{"icmp:3-4<-0.0.0.0/0", "tcp:443-443<-0.0.0.0/0", "tcp:80-80<-0.0.0.0/0"}
+	changedELBIn := []string{"icmp:3-4<-0.0.0.0/0", "tcp:80-80<-0.0.0.0/0", "tcp:8080-8080<-0.0.0.0/0"}
+	nlbIn := []string{"icmp:3-4<-0.0.0.0/0", "tcp:30080-30080<-0.0.0.0/0", "tcp:30443-30443<-0.0.0.0/0"}
+	changedNLBIn := []string{"icmp:3-4<-0.0.0.0/0", "tcp:30080-30080<-0.0.0.0/0", "tcp:30081-30081<-0.0.0.0/0"}
 	for _, tc := range []struct {
 		name string
 		svc  *v1.Service
 		nlb  bool
-		// want is the load balancer after ensure, and after update.
-		want, updated ec2sim.LoadBalancer
-		// nodeIngress is what the nodes' security group admits while the
-		// load balancer exists ("sg-elb": the classic ELB's own group).
-		nodeIngress []string
-		// calls are the requests per action of each step (DescribeInstances
-		// aside: the provider's instance cache decides those by wall time).
+		// states are ec2sim's state after the steps the load balancer exists in.
+		states map[string]lbState
+		// calls are the requests per action of each step. The provider
+		// describes all the cluster's instances once (its instance cache
+		// serves the other steps for 10 minutes).
 		calls map[string]map[string]int64
 	}{
 		{
 			name: "classic ELB", svc: lbService(nil),
-			want: ec2sim.LoadBalancer{Name: "auid1", Scheme: "internet-facing", Subnets: []string{"subnet-0sim0", "subnet-0sim1", "subnet-0sim2"},
-				Listeners: []string{"TCP:80->TCP:30080", "TCP:443->TCP:30443"}, Instances: b(1, 2, 3), HealthCheck: []string{"TCP:30080"}},
-			updated:     ec2sim.LoadBalancer{Instances: b(2, 3, 4)},
-			nodeIngress: []string{"-1:-1--1<-sg-elb"},
+			states: map[string]lbState{
+				"ensure":       {classic(listeners, 1, 2, 3), []string{"-1:-1--1<-sg-elb"}, elbIn},
+				"ensure again": {classic(listeners, 1, 2, 3), []string{"-1:-1--1<-sg-elb"}, elbIn},
+				"update":       {classic(listeners, 2, 3, 4), []string{"-1:-1--1<-sg-elb"}, elbIn},
+				"change ports": {classic(changedListeners, 2, 3, 4), []string{"-1:-1--1<-sg-elb"}, changedELBIn},
+				"get":          {classic(changedListeners, 2, 3, 4), []string{"-1:-1--1<-sg-elb"}, changedELBIn},
+			},
 			calls: map[string]map[string]int64{
-				"ensure": {"DescribeAvailabilityZones": 1, "DescribeSubnets": 1, "DescribeRouteTables": 1, "DescribeSecurityGroups": 5,
+				"ensure": {"DescribeInstances": 1, "DescribeAvailabilityZones": 1, "DescribeSubnets": 1, "DescribeRouteTables": 1, "DescribeSecurityGroups": 5,
 					"CreateSecurityGroup": 1, "AuthorizeSecurityGroupIngress": 2, // the ELB's group, then the nodes' group
 					"elb:DescribeLoadBalancers": 2, "elb:CreateLoadBalancer": 1, "elb:DescribeLoadBalancerAttributes": 1, "elb:ModifyLoadBalancerAttributes": 1,
 					"elb:ConfigureHealthCheck": 1, "elb:RegisterInstancesWithLoadBalancer": 1},
@@ -230,6 +266,10 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 					"elb:DescribeLoadBalancers": 2, "elb:DescribeLoadBalancerAttributes": 1, "elb:ModifyLoadBalancerAttributes": 1},
 				"update": {"DescribeSecurityGroups": 2, "elb:DescribeLoadBalancers": 1,
 					"elb:RegisterInstancesWithLoadBalancer": 1, "elb:DeregisterInstancesFromLoadBalancer": 1},
+				"change ports": {"DescribeSubnets": 1, "DescribeRouteTables": 1, "DescribeSecurityGroups": 4,
+					"AuthorizeSecurityGroupIngress": 1, "RevokeSecurityGroupIngress": 1, // the ELB's group: 8080 in, 443 out
+					"elb:DescribeLoadBalancers": 2, "elb:DeleteLoadBalancerListeners": 1, "elb:CreateLoadBalancerListeners": 1,
+					"elb:DescribeLoadBalancerAttributes": 1, "elb:ModifyLoadBalancerAttributes": 1},
 				"get": {"elb:DescribeLoadBalancers": 1},
 				"delete": {"DescribeSecurityGroups": 4, "RevokeSecurityGroupIngress": 1, "DeleteSecurityGroup": 1,
 					"elb:DescribeLoadBalancers": 1, "elb:DeleteLoadBalancer": 1},
@@ -238,13 +278,16 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 		},
 		{
 			name: "NLB", svc: lbService(nlbAnnotations), nlb: true,
-			want: ec2sim.LoadBalancer{Name: "auid1", Scheme: "internet-facing", Subnets: []string{"subnet-0sim0", "subnet-0sim1", "subnet-0sim2"},
-				Listeners: []string{"TCP:80->TCP:30080", "TCP:443->TCP:30443"}, Instances: targets(1, 2, 3), HealthCheck: []string{"TCP:traffic-port", "TCP:traffic-port"}},
-			updated:     ec2sim.LoadBalancer{Instances: targets(2, 3, 4)},
-			nodeIngress: []string{"icmp:3-4<-0.0.0.0/0", "tcp:30080-30080<-0.0.0.0/0", "tcp:30443-30443<-0.0.0.0/0"},
+			states: map[string]lbState{
+				"ensure":       {network(listeners, []int{30080, 30443}, 1, 2, 3), nlbIn, nil},
+				"ensure again": {network(listeners, []int{30080, 30443}, 1, 2, 3), nlbIn, nil},
+				"update":       {network(listeners, []int{30080, 30443}, 2, 3, 4), nlbIn, nil},
+				"change ports": {network(changedListeners, []int{30080, 30081}, 2, 3, 4), changedNLBIn, nil},
+				"get":          {network(changedListeners, []int{30080, 30081}, 2, 3, 4), changedNLBIn, nil},
+			},
 			calls: map[string]map[string]int64{
 				// One target group and listener per port.
-				"ensure": {"DescribeAvailabilityZones": 1, "DescribeSubnets": 2, "DescribeRouteTables": 1, "DescribeSecurityGroups": 3,
+				"ensure": {"DescribeInstances": 1, "DescribeAvailabilityZones": 1, "DescribeSubnets": 2, "DescribeRouteTables": 1, "DescribeSecurityGroups": 3,
 					"AuthorizeSecurityGroupIngress": 2, // the clients to the node ports, then ICMP for path MTU discovery
 					"elbv2:DescribeLoadBalancers":   2, "elbv2:CreateLoadBalancer": 1, "elbv2:CreateTargetGroup": 2, "elbv2:RegisterTargets": 2,
 					"elbv2:CreateListener": 2, "elbv2:DescribeLoadBalancerAttributes": 1},
@@ -256,6 +299,12 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 				"update": {"DescribeSubnets": 2, "DescribeRouteTables": 1, "DescribeSecurityGroups": 1,
 					"elbv2:DescribeLoadBalancers": 4, "elbv2:DescribeListeners": 1, "elbv2:DescribeTargetGroups": 1,
 					"elbv2:DescribeTargetHealth": 2, "elbv2:DeregisterTargets": 2, "elbv2:RegisterTargets": 2, "elbv2:DescribeLoadBalancerAttributes": 1},
+				// Port 443's listener and target group go, 8080's come.
+				"change ports": {"DescribeSubnets": 2, "DescribeRouteTables": 1, "DescribeSecurityGroups": 3,
+					"AuthorizeSecurityGroupIngress": 1, "RevokeSecurityGroupIngress": 1,
+					"elbv2:DescribeLoadBalancers": 3, "elbv2:DescribeListeners": 1, "elbv2:DescribeTargetGroups": 1, "elbv2:DescribeTargetHealth": 1,
+					"elbv2:CreateTargetGroup": 1, "elbv2:RegisterTargets": 1, "elbv2:CreateListener": 1, "elbv2:DeleteListener": 1,
+					"elbv2:DeleteTargetGroup": 1, "elbv2:DescribeLoadBalancerAttributes": 1},
 				"get": {"elbv2:DescribeLoadBalancers": 1},
 				"delete": {"DescribeSecurityGroups": 3, "RevokeSecurityGroupIngress": 2,
 					"elbv2:DescribeLoadBalancers": 1, "elbv2:DescribeTargetGroups": 1, "elbv2:DeleteLoadBalancer": 1, "elbv2:DeleteTargetGroup": 2},
@@ -269,13 +318,13 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 				notFound = "elbv2:DescribeLoadBalancers"
 			}
 			sim := startLBSim(t)
-			c := newLBCloud(t, sim)
-			stock, ok := c.Unwrap().LoadBalancer()
+			stock, ok := newLBCloud(t, sim).Unwrap().LoadBalancer()
 			if !ok {
 				t.Fatal("the AWS provider has no LoadBalancer")
 			}
 			got := lbLifecycle(t, sim, stock, tc.svc, tc.nlb)
-			for _, name := range []string{"ensure", "ensure again", "update", "get", "delete", "get deleted"} {
+			var total int64
+			for _, name := range lbSteps {
 				s := got[name]
 				// The only error answers are the documented "no such load
 				// balancer" that tells the provider to create one, or that
@@ -290,60 +339,52 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 				if s.err != "" || !reflect.DeepEqual(s.errs, wantErrs) {
 					t.Errorf("%s: error %q, error answers %v; want none but %v", name, s.err, s.errs, wantErrs)
 				}
-				if tc.calls == nil {
+				if want := tc.calls[name]; !reflect.DeepEqual(s.calls, want) {
+					t.Errorf("%s: calls %v\nwant %v", name, s.calls, want)
+				}
+				for _, n := range s.calls {
+					total += n
+				}
+
+				want, exists := tc.states[name]
+				if !exists {
+					if len(s.lbs) != 0 || s.tgs != 0 || !slices.Equal(s.groups, []string{"sg-0node"}) || len(s.nodeIn) != 0 {
+						t.Errorf("%s: left %d load balancers, %d target groups, groups %v, node ingress %v; want none of them but the nodes' group",
+							name, len(s.lbs), s.tgs, s.groups, s.nodeIn)
+					}
 					continue
 				}
-				calls := maps.Clone(s.calls)
-				delete(calls, "DescribeInstances")
-				if want := tc.calls[name]; !reflect.DeepEqual(calls, want) {
-					t.Errorf("%s: calls %v\nwant %v", name, calls, want)
+				if len(s.lbs) != 1 {
+					t.Fatalf("%s: %d load balancers in ec2sim, want 1: %+v", name, len(s.lbs), s.lbs)
 				}
-			}
-			check := func(step string, want ec2sim.LoadBalancer) {
-				lbs := got[step].lbs
-				if len(lbs) != 1 {
-					t.Fatalf("%s: %d load balancers in ec2sim, want 1: %+v", step, len(lbs), lbs)
+				lb := s.lbs[0]
+				if lb.Name != want.lb.Name || lb.Scheme != want.lb.Scheme || !slices.Equal(lb.Subnets, want.lb.Subnets) ||
+					!slices.Equal(lb.Listeners, want.lb.Listeners) || !slices.Equal(lb.Instances, want.lb.Instances) ||
+					!slices.Equal(lb.HealthCheck, want.lb.HealthCheck) {
+					t.Errorf("%s: load balancer %+v\nwant %+v", name, lb, want.lb)
 				}
-				lb := lbs[0]
-				if want.Name != "" && (lb.Name != want.Name || lb.Scheme != want.Scheme || !slices.Equal(lb.Subnets, want.Subnets) ||
-					!slices.Equal(lb.Listeners, want.Listeners) || !slices.Equal(lb.HealthCheck, want.HealthCheck)) {
-					t.Errorf("%s: load balancer %+v\nwant %+v", step, lb, want)
-				}
-				if !slices.Equal(lb.Instances, want.Instances) {
-					t.Errorf("%s: instances %v, want %v", step, lb.Instances, want.Instances)
-				}
-				elbGroups := slices.DeleteFunc(slices.Clone(got[step].groups), func(g string) bool { return g == "sg-0node" })
+				elbGroups := slices.DeleteFunc(slices.Clone(s.groups), func(g string) bool { return g == "sg-0node" })
 				if tc.nlb != (len(elbGroups) == 0) || !tc.nlb && !slices.Equal(lb.SecurityGroups, elbGroups) {
-					t.Errorf("%s: security groups %v, load balancer's %v; want one of its own for a classic ELB, none for an NLB", step, got[step].groups, lb.SecurityGroups)
+					t.Errorf("%s: security groups %v, load balancer's %v; want one of its own for a classic ELB, none for an NLB", name, s.groups, lb.SecurityGroups)
 				}
 				var in []string
-				for _, r := range got[step].nodeIn {
+				for _, r := range s.nodeIn {
 					for _, g := range elbGroups {
 						r = strings.ReplaceAll(r, g, "sg-elb")
 					}
 					in = append(in, r)
 				}
-				if !slices.Equal(in, tc.nodeIngress) {
-					t.Errorf("%s: the nodes' group admits %v, want %v", step, in, tc.nodeIngress)
+				if !slices.Equal(in, want.nodeIngress) || !slices.Equal(s.lbIn, want.lbIngress) {
+					t.Errorf("%s: the nodes' group admits %v, the load balancer's %v; want %v, %v", name, in, s.lbIn, want.nodeIngress, want.lbIngress)
 				}
-				ing := got[step].status
-				if step != "update" && (ing == nil || len(ing.Ingress) != 1 || ing.Ingress[0].Hostname != lb.DNSName) {
-					t.Errorf("%s: status %+v, want the load balancer's DNS name %s", step, ing, lb.DNSName)
+				if st := s.status; name != "update" && name != "change ports" && (!s.exists || st == nil || len(st.Ingress) != 1 || st.Ingress[0].Hostname != lb.DNSName) {
+					t.Errorf("%s: status %+v, want the load balancer's DNS name %s", name, st, lb.DNSName)
 				}
 			}
-			check("ensure", tc.want)
-			check("ensure again", tc.want)
-			check("update", tc.updated)
-			if g := got["get"]; !g.exists || g.status == nil || g.status.Ingress[0].Hostname != got["update"].lbs[0].DNSName {
-				t.Errorf("get: %+v, want the load balancer", g)
-			}
-			if d := got["delete"]; len(d.lbs) != 0 || d.tgs != 0 || !slices.Equal(d.groups, []string{"sg-0node"}) || len(d.nodeIn) != 0 {
-				t.Errorf("delete: left %d load balancers, %d target groups, groups %v, node ingress %v; want none of them but the nodes' group",
-					len(d.lbs), d.tgs, d.groups, d.nodeIn)
-			}
-			if g := got["get deleted"]; g.exists || g.status != nil || g.err != "" {
+			if g := got["get deleted"]; g.exists || g.status != nil {
 				t.Errorf("get deleted: %+v, want not found", g)
 			}
+			t.Logf("%s: %d calls in %d steps, as the provider's code makes them", tc.name, total, len(lbSteps))
 
 			// The same lifecycle through cloudgate, on a fresh ec2sim.
 			sim2 := startLBSim(t)
@@ -357,11 +398,8 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 				t.Fatal("cloudgate has no LoadBalancer")
 			}
 			viaGate := lbLifecycle(t, sim2, glb, tc.svc, tc.nlb)
-			for name, want := range got {
-				g := viaGate[name]
-				delete(g.calls, "DescribeInstances")
-				delete(want.calls, "DescribeInstances")
-				if !reflect.DeepEqual(g, want) {
+			for _, name := range lbSteps {
+				if g, want := viaGate[name], got[name]; !reflect.DeepEqual(g, want) {
 					t.Errorf("%s through cloudgate: %+v\nstock: %+v", name, g, want)
 				}
 			}

@@ -167,21 +167,23 @@ func (s *Server) serveELB(action string, r *http.Request) (any, int, *apiError) 
 	f := r.Form
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if action == "DescribeLoadBalancers" {
+	switch action {
+	case "DescribeLoadBalancers":
 		return s.describeELBs(f)
-	}
-	if action == "CreateLoadBalancer" {
+	case "CreateLoadBalancer":
 		return s.createELB(f)
+	case "DeleteLoadBalancer", "DescribeLoadBalancerAttributes", "ModifyLoadBalancerAttributes", "ConfigureHealthCheck",
+		"RegisterInstancesWithLoadBalancer", "DeregisterInstancesFromLoadBalancer", "CreateLoadBalancerListeners",
+		"DeleteLoadBalancerListeners", "AttachLoadBalancerToSubnets", "DetachLoadBalancerFromSubnets",
+		"ApplySecurityGroupsToLoadBalancer", "AddTags":
+		return s.changeELB(action, f)
 	}
-	known := map[string]bool{
-		"DeleteLoadBalancer": true, "DescribeLoadBalancerAttributes": true, "ModifyLoadBalancerAttributes": true,
-		"ConfigureHealthCheck": true, "RegisterInstancesWithLoadBalancer": true, "DeregisterInstancesFromLoadBalancer": true,
-		"CreateLoadBalancerListeners": true, "DeleteLoadBalancerListeners": true, "AttachLoadBalancerToSubnets": true,
-		"DetachLoadBalancerFromSubnets": true, "ApplySecurityGroupsToLoadBalancer": true, "AddTags": true,
-	}
-	if !known[action] {
-		return nil, 0, badRequest("InvalidAction", "The action %s is not valid for this web service.", action)
-	}
+	return nil, 0, badRequest("InvalidAction", "The action %s is not valid for this web service.", action)
+}
+
+// changeELB answers the actions on one named classic load balancer (s.mu
+// held).
+func (s *Server) changeELB(action string, f url.Values) (any, int, *apiError) {
 	name := f.Get("LoadBalancerName")
 	if action == "AddTags" {
 		names := members(f, "LoadBalancerNames")

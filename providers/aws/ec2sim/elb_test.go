@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -210,3 +211,134 @@ func TestLoadBalancingUnknownAndThrottled(t *testing.T) {
 		t.Errorf("elb:DescribeLoadBalancers %+v, want 4 requests, 3 throttled", st)
 	}
 }
+
+// TestLoadBalancerChanges: the calls the provider makes when a Service's
+// subnets, security groups, tags, listeners or health check change leave
+// the load balancer as asked, and DeleteLoadBalancer of a load balancer
+// that is gone succeeds in both APIs, as AWS documents.
+func TestLoadBalancerChanges(t *testing.T) {
+	cfg := lbConfig
+	cfg.SecurityGroups = append(cfg.SecurityGroups, SecurityGroup{ID: "sg-2", Name: "two", Description: "two", VPCID: "vpc-1"})
+	s := start(t, cfg)
+	s.Put(Instance{ID: id(1), Zone: "us-east-1a"})
+	ctx := context.Background()
+	c := elbClient(s, 1)
+	if _, err := c.CreateLoadBalancer(ctx, &elb.CreateLoadBalancerInput{LoadBalancerName: aws.String("web"), Subnets: []string{"subnet-a"},
+		SecurityGroups: []string{"sg-elb"}, Listeners: []elbtypes.Listener{{Protocol: aws.String("TCP"), LoadBalancerPort: 80, InstancePort: aws.Int32(30080)}}}); err != nil {
+		t.Fatal(err)
+	}
+	name := aws.String("web")
+	for _, step := range []func() error{
+		func() error {
+			_, err := c.AttachLoadBalancerToSubnets(ctx, &elb.AttachLoadBalancerToSubnetsInput{LoadBalancerName: name, Subnets: []string{"subnet-b"}})
+			return err
+		},
+		func() error {
+			_, err := c.DetachLoadBalancerFromSubnets(ctx, &elb.DetachLoadBalancerFromSubnetsInput{LoadBalancerName: name, Subnets: []string{"subnet-a"}})
+			return err
+		},
+		func() error {
+			_, err := c.ApplySecurityGroupsToLoadBalancer(ctx, &elb.ApplySecurityGroupsToLoadBalancerInput{LoadBalancerName: name, SecurityGroups: []string{"sg-2"}})
+			return err
+		},
+		func() error {
+			_, err := c.CreateLoadBalancerListeners(ctx, &elb.CreateLoadBalancerListenersInput{LoadBalancerName: name,
+				Listeners: []elbtypes.Listener{{Protocol: aws.String("TCP"), LoadBalancerPort: 8080, InstancePort: aws.Int32(30081)}}})
+			return err
+		},
+		func() error {
+			_, err := c.DeleteLoadBalancerListeners(ctx, &elb.DeleteLoadBalancerListenersInput{LoadBalancerName: name, LoadBalancerPorts: []int32{80}})
+			return err
+		},
+		func() error {
+			_, err := c.AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{"web"}, Tags: []elbtypes.Tag{{Key: aws.String("team"), Value: aws.String("a")}}})
+			return err
+		},
+		func() error {
+			_, err := c.ModifyLoadBalancerAttributes(ctx, &elb.ModifyLoadBalancerAttributesInput{LoadBalancerName: name,
+				LoadBalancerAttributes: &elbtypes.LoadBalancerAttributes{ConnectionSettings: &elbtypes.ConnectionSettings{IdleTimeout: aws.Int32(120)}}})
+			return err
+		},
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.AttachLoadBalancerToSubnets(ctx, &elb.AttachLoadBalancerToSubnetsInput{LoadBalancerName: name, Subnets: []string{"subnet-x"}}); err == nil || !strings.Contains(err.Error(), "SubnetNotFound") {
+		t.Errorf("attach an unknown subnet: %v, want SubnetNotFound", err)
+	}
+	got := s.ClassicLoadBalancers()
+	if len(got) != 1 || !equal(got[0].Subnets, "subnet-b") || !equal(got[0].SecurityGroups, "sg-2") || !equal(got[0].Listeners, "TCP:8080->TCP:30081") {
+		t.Errorf("after the changes: %+v", got)
+	}
+	d, err := c.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{})
+	if err != nil || len(d.LoadBalancerDescriptions) != 1 || d.LoadBalancerDescriptions[0].AvailabilityZones[0] != "us-east-1b" {
+		t.Errorf("describe all: %+v, %v", d, err)
+	}
+	a, err := c.DescribeLoadBalancerAttributes(ctx, &elb.DescribeLoadBalancerAttributesInput{LoadBalancerName: name})
+	if err != nil || aws.ToInt32(a.LoadBalancerAttributes.ConnectionSettings.IdleTimeout) != 120 || aws.ToInt32(a.LoadBalancerAttributes.ConnectionDraining.Timeout) != 300 {
+		t.Errorf("attributes after modifying the idle timeout: %+v, %v", a, err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := c.DeleteLoadBalancer(ctx, &elb.DeleteLoadBalancerInput{LoadBalancerName: name}); err != nil {
+			t.Errorf("delete %d: %v", i, err)
+		}
+	}
+
+	v2 := elbv2Client(s)
+	lbOut, err := v2.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: aws.String("net"), Type: elbv2types.LoadBalancerTypeEnumNetwork, Subnets: []string{"subnet-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn := lbOut.LoadBalancers[0].LoadBalancerArn
+	tg := func(name string, port int32) *string {
+		out, err := v2.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: aws.String(name), Protocol: elbv2types.ProtocolEnumTcp, Port: aws.Int32(port), VpcId: aws.String("vpc-1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.TargetGroups[0].TargetGroupArn
+	}
+	tg1, tg2 := tg("one", 30080), tg("two", 30081)
+	if again := tg("one", 30080); aws.ToString(again) != aws.ToString(tg1) {
+		t.Errorf("creating a target group again: %s, want the same %s", aws.ToString(again), aws.ToString(tg1))
+	}
+	if _, err := v2.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: aws.String("one"), Protocol: elbv2types.ProtocolEnumTcp, Port: aws.Int32(1), VpcId: aws.String("vpc-1")}); err == nil || !strings.Contains(err.Error(), "DuplicateTargetGroupName") {
+		t.Errorf("same name, other settings: %v, want DuplicateTargetGroupName", err)
+	}
+	l, err := v2.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: arn, Port: aws.Int32(80), Protocol: elbv2types.ProtocolEnumTcp,
+		DefaultActions: []elbv2types.Action{{Type: elbv2types.ActionTypeEnumForward, TargetGroupArn: tg1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v2.ModifyListener(ctx, &elbv2.ModifyListenerInput{ListenerArn: l.Listeners[0].ListenerArn, Port: aws.Int32(81),
+		DefaultActions: []elbv2types.Action{{Type: elbv2types.ActionTypeEnumForward, TargetGroupArn: tg2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v2.ModifyTargetGroup(ctx, &elbv2.ModifyTargetGroupInput{TargetGroupArn: tg2, HealthyThresholdCount: aws.Int32(3), HealthCheckPort: aws.String("10256")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v2.SetSecurityGroups(ctx, &elbv2.SetSecurityGroupsInput{LoadBalancerArn: arn, SecurityGroups: []string{"sg-2"}}); err != nil {
+		t.Fatal(err)
+	}
+	nlbs := s.NetworkLoadBalancers()
+	if len(nlbs) != 1 || !equal(nlbs[0].Listeners, "TCP:81->TCP:30081") || !equal(nlbs[0].HealthCheck, "TCP:10256") || !equal(nlbs[0].SecurityGroups, "sg-2") {
+		t.Errorf("after the changes: %+v", nlbs)
+	}
+	if _, err := v2.ModifyLoadBalancerAttributes(ctx, &elbv2.ModifyLoadBalancerAttributesInput{LoadBalancerArn: arn,
+		Attributes: []elbv2types.LoadBalancerAttribute{{Key: aws.String("no.such.attribute"), Value: aws.String("1")}}}); err == nil || !strings.Contains(err.Error(), "ValidationError") {
+		t.Errorf("unknown attribute: %v, want ValidationError", err)
+	}
+	if _, err := v2.DeleteListener(ctx, &elbv2.DeleteListenerInput{ListenerArn: l.Listeners[0].ListenerArn}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v2.DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: tg2}); err != nil {
+		t.Errorf("delete a target group no listener uses: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := v2.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: arn}); err != nil {
+			t.Errorf("delete %d: %v", i, err)
+		}
+	}
+}
+
+func equal(got []string, want ...string) bool { return slices.Equal(got, want) }

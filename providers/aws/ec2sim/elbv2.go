@@ -73,12 +73,15 @@ func (s *Server) serveELBv2(action string, r *http.Request) (any, int, *apiError
 	case "CreateLoadBalancer":
 		return s.createNLB(f)
 	case "DeleteLoadBalancer":
-		lb := s.nlbs[f.Get("LoadBalancerArn")]
-		if lb == nil {
-			return nil, 0, lbNotFound()
+		// Deleting a load balancer that does not exist succeeds, as AWS
+		// documents; its listeners go with it.
+		arn := f.Get("LoadBalancerArn")
+		if arn == "" {
+			return nil, 0, badRequest("ValidationError", "LoadBalancerArn is required")
 		}
-		delete(s.nlbs, lb.arn)
-		return s.answer(elbv2Namespace, action, nil), 1, nil
+		n := len(s.nlbs)
+		delete(s.nlbs, arn)
+		return s.answer(elbv2Namespace, action, nil), n - len(s.nlbs), nil
 	case "DescribeLoadBalancerAttributes", "ModifyLoadBalancerAttributes":
 		lb := s.nlbs[f.Get("LoadBalancerArn")]
 		if lb == nil {
