@@ -241,8 +241,8 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 		// states are ec2sim's state after the steps the load balancer exists in.
 		states map[string]lbState
 		// calls are the requests per action of each step. The provider
-		// describes all the cluster's instances once (its instance cache
-		// serves the other steps for 10 minutes).
+		// describes all the cluster's instances once (its instance cache,
+		// whose max age is far longer than the test, serves the other steps).
 		calls map[string]map[string]int64
 	}{
 		{

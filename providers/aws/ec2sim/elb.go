@@ -141,10 +141,10 @@ type keyValueXML struct {
 	Value string `xml:"Value"`
 }
 
-// defaultELBAttributes are what a new classic load balancer has: the
-// documented defaults (connection draining's timeout 300 s, idle timeout
-// 60 s, desync mitigation "defensive"), which a caller's attributes without
-// those fields never equal.
+// defaultELBAttributes are what a new classic load balancer has: AWS's
+// documented defaults, including a connection draining timeout and a
+// desync mitigation mode, which a caller's attributes without those fields
+// never equal.
 func defaultELBAttributes() elbAttributes {
 	var a elbAttributes
 	a.ConnectionDraining.Timeout = 300
