@@ -231,6 +231,9 @@ func toXML(in *Instance) instanceXML {
 		PrivateIP:      in.PrivateIP,
 		PublicIP:       in.PublicIP,
 	}
+	for _, g := range in.SecurityGroupIDs {
+		x.Groups = append(x.Groups, groupRefXML{ID: g})
+	}
 	keys := make([]string, 0, len(in.Tags))
 	for k := range in.Tags {
 		keys = append(keys, k)
@@ -320,18 +323,23 @@ type reservationXML struct {
 }
 
 type instanceXML struct {
-	InstanceID     string       `xml:"instanceId"`
-	State          stateXML     `xml:"instanceState"`
-	PrivateDNSName string       `xml:"privateDnsName"`
-	DNSName        string       `xml:"dnsName,omitempty"`
-	InstanceType   string       `xml:"instanceType"`
-	Placement      placementXML `xml:"placement"`
-	SubnetID       string       `xml:"subnetId,omitempty"`
-	VPCID          string       `xml:"vpcId,omitempty"`
-	PrivateIP      string       `xml:"privateIpAddress,omitempty"`
-	PublicIP       string       `xml:"ipAddress,omitempty"`
-	Tags           []tagXML     `xml:"tagSet>item"`
-	Interfaces     []nicXML     `xml:"networkInterfaceSet>item"`
+	InstanceID     string        `xml:"instanceId"`
+	State          stateXML      `xml:"instanceState"`
+	PrivateDNSName string        `xml:"privateDnsName"`
+	DNSName        string        `xml:"dnsName,omitempty"`
+	InstanceType   string        `xml:"instanceType"`
+	Placement      placementXML  `xml:"placement"`
+	SubnetID       string        `xml:"subnetId,omitempty"`
+	VPCID          string        `xml:"vpcId,omitempty"`
+	PrivateIP      string        `xml:"privateIpAddress,omitempty"`
+	PublicIP       string        `xml:"ipAddress,omitempty"`
+	Tags           []tagXML      `xml:"tagSet>item"`
+	Interfaces     []nicXML      `xml:"networkInterfaceSet>item"`
+	Groups         []groupRefXML `xml:"groupSet>item"`
+}
+
+type groupRefXML struct {
+	ID string `xml:"groupId"`
 }
 
 type stateXML struct {

@@ -15,13 +15,14 @@
 // answered.
 //
 // It also tags instances (CreateTags, DeleteTags: the tagging controller's
-// calls, tags.go) and describes the Region's subnets and route tables
-// (DescribeSubnets, DescribeRouteTables: the first network calls of the
-// provider's load balancer path, network.go), and describes and creates
-// security groups with their ingress rules (DescribeSecurityGroups,
-// CreateSecurityGroup, AuthorizeSecurityGroupIngress: securitygroups.go).
-// Load balancers, routes and every other action are out of scope: any
-// other Action gets EC2's InvalidAction error, which fails the caller.
+// calls, tags.go), describes the Region's subnets and route tables
+// (network.go), and keeps security groups with their ingress rules
+// (securitygroups.go). With the provider's ELB and ELBv2 ServiceOverrides
+// pointing here, it answers the classic ELB (elb.go) and network load
+// balancer (elbv2.go) Query APIs the provider's service controller calls;
+// a request's Version tells the three APIs apart. Routes and every other
+// action are out of scope: any other Action gets InvalidAction, which fails
+// the caller.
 package ec2sim
 
 import (
@@ -86,6 +87,9 @@ type Instance struct {
 	SubnetID       string
 	Interfaces     []NetworkInterface
 	Tags           map[string]string
+	// SecurityGroupIDs are the instance's security groups: the provider
+	// opens a load balancer's ports to the nodes in them.
+	SecurityGroupIDs []string
 	// NetworkNodes is what DescribeInstanceTopology answers for the
 	// instance (top layer first); empty: the instance has no topology.
 	NetworkNodes []string
@@ -153,7 +157,11 @@ type Server struct {
 	instances map[string]*Instance
 	groups    []*SecurityGroup // creation order
 	groupSeq  int
-	ingress   map[string][]rule // by group ID
+	ingress   map[string][]rule       // by group ID
+	elbs      map[string]*classicLB   // by name (elb.go)
+	nlbs      map[string]*networkLB   // by ARN (elbv2.go)
+	tgs       map[string]*targetGroup // by ARN
+	elbSeq    int                     // IDs of load balancers, target groups, listeners
 
 	bucketsMu sync.Mutex
 	buckets   map[string]*rate.Limiter
@@ -194,6 +202,9 @@ func Start(cfg Config) (*Server, error) {
 		listener:  l,
 		done:      make(chan struct{}),
 		instances: map[string]*Instance{},
+		elbs:      map[string]*classicLB{},
+		nlbs:      map[string]*networkLB{},
+		tgs:       map[string]*targetGroup{},
 		buckets:   map[string]*rate.Limiter{},
 		stats:     map[string]*ActionStats{},
 		latency:   newLatencyModel(cfg.Latency),
@@ -327,19 +338,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := r.Form.Get("Action")
-	s.count(action, func(st *ActionStats) { st.Requests++ })
-	if v := r.Form.Get("Version"); v != "" && v != APIVersion {
-		// Another Query API sent here by a ServiceOverride (ELB 2012-06-01,
-		// ELBv2 2015-12-01): none of it is simulated, and the error is in
-		// that API's own format so that its SDK client reads the code.
-		s.count(action, func(st *ActionStats) { st.Errors++ })
-		s.writeQueryError(w, badRequest("InvalidAction", "The action %s is not valid for this web service (API version %s is not simulated).", action, v))
+	api := apiEC2
+	switch r.Form.Get("Version") {
+	case "", APIVersion:
+	case ELBAPIVersion:
+		api = apiELB
+	case ELBv2APIVersion:
+		api = apiELBv2
+	default:
+		api = apiOther
+	}
+	key := api.key(action)
+	s.count(key, func(st *ActionStats) { st.Requests++ })
+	if api == apiOther {
+		// Another Query API sent here by a ServiceOverride: none of it is
+		// simulated, and the error is in the Query APIs' shared format so
+		// that its SDK client reads the code.
+		s.count(key, func(st *ActionStats) { st.Errors++ })
+		s.writeQueryError(w, badRequest("InvalidAction", "The action %s is not valid for this web service (API version %s is not simulated).", action, r.Form.Get("Version")))
 		return
 	}
-	if !s.allow(action) {
-		s.count(action, func(st *ActionStats) { st.Throttled++ })
-		wait(r.Context(), s.latency.draw(action, 0))
-		s.writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "RequestLimitExceeded", message: "Request limit exceeded."})
+	if !s.allow(key) {
+		s.count(key, func(st *ActionStats) { st.Throttled++ })
+		wait(r.Context(), s.latency.draw(key, 0))
+		if api == apiEC2 {
+			s.writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "RequestLimitExceeded", message: "Request limit exceeded."})
+		} else {
+			// The load balancing APIs throttle with 400 Throttling, which
+			// the SDK's standard retryer also retries.
+			s.writeQueryError(w, &apiError{status: http.StatusBadRequest, code: "Throttling", message: "Rate exceeded"})
+		}
 		return
 	}
 	var (
@@ -347,38 +375,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		items int
 		err   *apiError
 	)
-	switch action {
-	case "DescribeInstances":
-		body, items, err = s.describeInstances(r)
-	case "DescribeAvailabilityZones":
-		body, items, err = s.describeAvailabilityZones(r)
-	case "DescribeInstanceTopology":
-		body, items, err = s.describeInstanceTopology(r)
-	case "DescribeSubnets": // network.go
-		body, items, err = s.describeSubnets(r)
-	case "DescribeRouteTables":
-		body, items, err = s.describeRouteTables(r)
-	case "DescribeSecurityGroups": // securitygroups.go
-		body, items, err = s.describeSecurityGroups(r)
-	case "CreateSecurityGroup":
-		body, items, err = s.createSecurityGroup(r)
-	case "AuthorizeSecurityGroupIngress":
-		body, items, err = s.authorizeIngress(r)
-	case "CreateTags", "DeleteTags": // tags.go
-		body, items, err = s.tags(r, action == "CreateTags")
-	case "":
-		err = badRequest("MissingAction", "The request must contain the parameter Action")
+	switch api {
+	case apiELB:
+		body, items, err = s.serveELB(action, r)
+	case apiELBv2:
+		body, items, err = s.serveELBv2(action, r)
 	default:
-		err = badRequest("InvalidAction", "The action %s is not valid for this web service.", action)
+		body, items, err = s.serveEC2(action, r)
 	}
 	if err != nil {
-		s.count(action, func(st *ActionStats) { st.Errors++ })
-		wait(r.Context(), s.latency.draw(action, 0))
-		s.writeError(w, err)
+		s.count(key, func(st *ActionStats) { st.Errors++ })
+		wait(r.Context(), s.latency.draw(key, 0))
+		if api == apiEC2 {
+			s.writeError(w, err)
+		} else {
+			s.writeQueryError(w, err)
+		}
 		return
 	}
-	s.count(action, func(st *ActionStats) { st.Items += int64(items) })
-	wait(r.Context(), s.latency.draw(action, items))
+	s.count(key, func(st *ActionStats) { st.Items += int64(items) })
+	wait(r.Context(), s.latency.draw(key, items))
 	out, merr := xml.Marshal(body)
 	if merr != nil {
 		s.writeError(w, &apiError{status: http.StatusInternalServerError, code: "InternalError", message: merr.Error()})
@@ -387,6 +403,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	_, _ = w.Write([]byte(xml.Header))
 	_, _ = w.Write(out)
+}
+
+// serveEC2 answers one EC2 action.
+func (s *Server) serveEC2(action string, r *http.Request) (body any, items int, err *apiError) {
+	switch action {
+	case "DescribeInstances":
+		return s.describeInstances(r)
+	case "DescribeAvailabilityZones":
+		return s.describeAvailabilityZones(r)
+	case "DescribeInstanceTopology":
+		return s.describeInstanceTopology(r)
+	case "DescribeSubnets": // network.go
+		return s.describeSubnets(r)
+	case "DescribeRouteTables":
+		return s.describeRouteTables(r)
+	case "DescribeSecurityGroups": // securitygroups.go
+		return s.describeSecurityGroups(r)
+	case "CreateSecurityGroup":
+		return s.createSecurityGroup(r)
+	case "AuthorizeSecurityGroupIngress":
+		return s.authorizeIngress(r)
+	case "RevokeSecurityGroupIngress":
+		return s.revokeIngress(r)
+	case "DeleteSecurityGroup":
+		return s.deleteSecurityGroup(r)
+	case "CreateTags", "DeleteTags": // tags.go
+		return s.tags(r, action == "CreateTags")
+	case "":
+		return nil, 0, badRequest("MissingAction", "The request must contain the parameter Action")
+	}
+	return nil, 0, badRequest("InvalidAction", "The action %s is not valid for this web service.", action)
 }
 
 // errorResponse is EC2's error document (<Response><Errors><Error>...).

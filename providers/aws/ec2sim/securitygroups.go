@@ -24,16 +24,25 @@ type SecurityGroup struct {
 
 func knownGroupFilter(name string) bool {
 	switch name {
-	case "group-id", "group-name", "vpc-id", "tag-key":
+	case "group-id", "group-name", "vpc-id", "tag-key", "ip-permission.group-id":
 		return true
 	}
 	return strings.HasPrefix(name, "tag:")
 }
 
-func groupMatches(g *SecurityGroup, fs []filter) bool {
+// groupMatches reports whether a group passes every filter; rules are the
+// group's ingress rules (ip-permission.group-id: a group one of them
+// admits).
+func groupMatches(g *SecurityGroup, rules []rule, fs []filter) bool {
 	for _, f := range fs {
 		var got []string
 		switch {
+		case f.name == "ip-permission.group-id":
+			for _, ru := range rules {
+				if ru.groupID != "" {
+					got = append(got, ru.groupID)
+				}
+			}
 		case f.name == "group-id":
 			got = []string{g.ID}
 		case f.name == "group-name":
@@ -83,7 +92,7 @@ func (s *Server) describeSecurityGroups(r *http.Request) (any, int, *apiError) {
 	}
 	resp := describeGroupsResponse{XMLNS: Namespace, RequestID: s.requestID()}
 	for _, g := range s.groups {
-		if len(wantID) > 0 && !wantID[g.ID] || len(wantName) > 0 && !wantName[g.Name] || !groupMatches(g, fs) {
+		if len(wantID) > 0 && !wantID[g.ID] || len(wantName) > 0 && !wantName[g.Name] || !groupMatches(g, s.ingress[g.ID], fs) {
 			continue
 		}
 		x := groupXML{OwnerID: ownerID, ID: g.ID, Name: g.Name, Description: g.Description, VPCID: g.VPCID, Permissions: permissionsXML(s.ingress[g.ID])}
@@ -173,6 +182,18 @@ type rule struct {
 	protocol         string
 	fromPort, toPort int
 	cidr, groupID    string
+	// description is an attribute of the rule, not part of its identity:
+	// EC2 matches rules by protocol, ports and source.
+	description string
+}
+
+func (ru rule) key() rule {
+	ru.description = ""
+	return ru
+}
+
+func sameRule(a rule) func(rule) bool {
+	return func(b rule) bool { return a.key() == b.key() }
 }
 
 // ingressRules parses IpPermissions.N (IpProtocol, FromPort, ToPort,
@@ -213,6 +234,7 @@ func ingressRules(r *http.Request) ([]rule, *apiError) {
 			}
 			x := base
 			x.cidr = c[0]
+			x.description = r.Form.Get(p + ".IpRanges." + strconv.Itoa(j) + ".Description")
 			out = append(out, x)
 			n++
 		}
@@ -223,6 +245,7 @@ func ingressRules(r *http.Request) ([]rule, *apiError) {
 			}
 			x := base
 			x.groupID = g[0]
+			x.description = r.Form.Get(p + ".Groups." + strconv.Itoa(j) + ".Description")
 			out = append(out, x)
 			n++
 		}
@@ -257,7 +280,7 @@ func (s *Server) authorizeIngress(r *http.Request) (any, int, *apiError) {
 		return nil, 0, badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
 	}
 	for _, ru := range rules {
-		if slices.Contains(s.ingress[id], ru) {
+		if slices.ContainsFunc(s.ingress[id], sameRule(ru)) {
 			return nil, 0, badRequest("InvalidPermission.Duplicate", "the specified rule \"peer: %s%s, %s, from port: %d, to port: %d, ALLOW\" already exists", ru.cidr, ru.groupID, ru.protocol, ru.fromPort, ru.toPort)
 		}
 	}
@@ -288,9 +311,9 @@ func permissionsXML(rules []rule) []permissionXML {
 			i = len(out) - 1
 		}
 		if ru.cidr != "" {
-			out[i].Ranges = append(out[i].Ranges, ipRangeXML{CIDR: ru.cidr})
+			out[i].Ranges = append(out[i].Ranges, ipRangeXML{CIDR: ru.cidr, Description: ru.description})
 		} else {
-			out[i].Groups = append(out[i].Groups, groupPairXML{GroupID: ru.groupID, UserID: ownerID})
+			out[i].Groups = append(out[i].Groups, groupPairXML{GroupID: ru.groupID, UserID: ownerID, Description: ru.description})
 		}
 	}
 	return out
@@ -306,12 +329,14 @@ type permissionXML struct {
 }
 
 type ipRangeXML struct {
-	CIDR string `xml:"cidrIp"`
+	CIDR        string `xml:"cidrIp"`
+	Description string `xml:"description,omitempty"`
 }
 
 type groupPairXML struct {
-	UserID  string `xml:"userId"`
-	GroupID string `xml:"groupId"`
+	UserID      string `xml:"userId"`
+	GroupID     string `xml:"groupId"`
+	Description string `xml:"description,omitempty"`
 }
 
 type returnResponse struct {
@@ -319,4 +344,84 @@ type returnResponse struct {
 	XMLNS     string `xml:"xmlns,attr"`
 	RequestID string `xml:"requestId"`
 	Return    bool   `xml:"return"`
+}
+
+// revokeIngress answers RevokeSecurityGroupIngress: GroupId's group loses
+// the rules; a rule it does not have is InvalidPermission.NotFound (and
+// none is removed), an unknown group InvalidGroup.NotFound.
+func (s *Server) revokeIngress(r *http.Request) (any, int, *apiError) {
+	id := r.Form.Get("GroupId")
+	rules, aerr := ingressRules(r)
+	if aerr != nil {
+		return nil, 0, aerr
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.ContainsFunc(s.groups, func(g *SecurityGroup) bool { return g.ID == id }) {
+		return nil, 0, badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
+	}
+	kept := slices.Clone(s.ingress[id])
+	for _, ru := range rules {
+		i := slices.IndexFunc(kept, sameRule(ru))
+		if i < 0 {
+			return nil, 0, badRequest("InvalidPermission.NotFound", "The specified rule does not exist in this security group.")
+		}
+		kept = slices.Delete(kept, i, i+1)
+	}
+	s.ingress[id] = kept
+	return returnResponse{XMLName: xml.Name{Local: "RevokeSecurityGroupIngressResponse"}, XMLNS: Namespace, RequestID: s.requestID(), Return: true}, len(rules), nil
+}
+
+// deleteSecurityGroup answers DeleteSecurityGroup (by GroupId): a group a
+// classic load balancer still uses is DependencyViolation, as EC2 answers
+// while a load balancer holds the group's interfaces; an unknown group is
+// InvalidGroup.NotFound.
+func (s *Server) deleteSecurityGroup(r *http.Request) (any, int, *apiError) {
+	id := r.Form.Get("GroupId")
+	if id == "" {
+		return nil, 0, badRequest("MissingParameter", "The request must contain the parameter GroupId")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.groups, func(g *SecurityGroup) bool { return g.ID == id })
+	if i < 0 {
+		return nil, 0, badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
+	}
+	for _, lb := range s.elbs {
+		if slices.Contains(lb.groups, id) {
+			return nil, 0, badRequest("DependencyViolation", "resource %s has a dependent object", id)
+		}
+	}
+	for _, lb := range s.nlbs {
+		if slices.Contains(lb.groups, id) {
+			return nil, 0, badRequest("DependencyViolation", "resource %s has a dependent object", id)
+		}
+	}
+	s.groups = slices.Delete(s.groups, i, i+1)
+	delete(s.ingress, id)
+	return returnResponse{XMLName: xml.Name{Local: "DeleteSecurityGroupResponse"}, XMLNS: Namespace, RequestID: s.requestID(), Return: true}, 1, nil
+}
+
+// Ingress returns a group's ingress rules, one source each, in the order
+// they were added: "proto:from-to<-source" (source: a CIDR or a group ID;
+// -1 ports: all).
+func (s *Server) Ingress(groupID string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for _, ru := range s.ingress[groupID] {
+		out = append(out, fmt.Sprintf("%s:%d-%d<-%s%s", ru.protocol, ru.fromPort, ru.toPort, ru.cidr, ru.groupID))
+	}
+	return out
+}
+
+// Groups returns the IDs of the Region's security groups, in creation order.
+func (s *Server) Groups() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for _, g := range s.groups {
+		out = append(out, g.ID)
+	}
+	return out
 }
