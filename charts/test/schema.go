@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cloudgate/cloudgate/limiter/fleet"
 	"github.com/cloudgate/cloudgate/provider"
 )
 
@@ -79,7 +80,9 @@ var limits = map[string]map[string]any{
 	"throttle.patterns.items":       {"minLength": 1},
 }
 
-var durationType = reflect.TypeFor[metav1.Duration]()
+// durationTypes are the config's duration types: provider's (metav1.Duration) and the fleet's
+// own (limits.shared: the limiter does not depend on apimachinery); both read "30s" strings.
+var durationTypes = []reflect.Type{reflect.TypeFor[metav1.Duration](), reflect.TypeFor[fleet.Duration]()}
 
 // typeSchema is the schema of t at path (dot-separated json names).
 func typeSchema(t reflect.Type, path string) map[string]any {
@@ -88,7 +91,7 @@ func typeSchema(t reflect.Type, path string) map[string]any {
 	}
 	var s map[string]any
 	switch {
-	case t == durationType:
+	case slices.Contains(durationTypes, t):
 		s = map[string]any{"type": "string", "pattern": durationPattern}
 	case t.Kind() == reflect.Struct:
 		props := map[string]any{}
