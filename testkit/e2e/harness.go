@@ -119,6 +119,9 @@ func (p *Process) Quit(t *testing.T) {
 	t.Logf("--- goroutines of %s (%d kept) ---\n%s", p.name, len(keep), strings.Join(keep, "\n\n"))
 }
 
+// Pid is the process's ID (for reading its /proc entries, e.g. its RSS).
+func (p *Process) Pid() int { return p.pid }
+
 // Exited reports whether the process has ended, and how.
 func (p *Process) Exited() (bool, error) {
 	select {

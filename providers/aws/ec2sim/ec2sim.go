@@ -139,6 +139,9 @@ type ActionStats struct {
 	Requests  int64 // every request received
 	Throttled int64 // answered 503 RequestLimitExceeded
 	Errors    int64 // answered another error
+	// Invalid counts the InvalidAction answers among Errors: an action the
+	// simulator does not answer, which a benchmark must treat as a failed run.
+	Invalid int64
 	// Items is the number of instances (or zones, topologies, subnets, route tables) returned.
 	Items int64
 }
@@ -354,7 +357,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Another Query API sent here by a ServiceOverride: none of it is
 		// simulated, and the error is in the Query APIs' shared format so
 		// that its SDK client reads the code.
-		s.count(key, func(st *ActionStats) { st.Errors++ })
+		s.count(key, func(st *ActionStats) { st.Errors++; st.Invalid++ })
 		s.writeQueryError(w, badRequest("InvalidAction", "The action %s is not valid for this web service (API version %s is not simulated).", action, r.Form.Get("Version")))
 		return
 	}
@@ -384,7 +387,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, items, err = s.serveEC2(action, r)
 	}
 	if err != nil {
-		s.count(key, func(st *ActionStats) { st.Errors++ })
+		s.count(key, func(st *ActionStats) {
+			st.Errors++
+			if err.code == "InvalidAction" {
+				st.Invalid++
+			}
+		})
 		wait(r.Context(), s.latency.draw(key, 0))
 		if api == apiEC2 {
 			s.writeError(w, err)

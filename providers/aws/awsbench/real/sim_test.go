@@ -1,0 +1,99 @@
+//go:build linux
+
+package real
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/cloudgate/cloudgate/bench"
+	"github.com/cloudgate/cloudgate/bench/simcloud"
+	"github.com/cloudgate/cloudgate/bench/virtual"
+)
+
+// Prediction is the virtual-time simulator's figure for a column's
+// settings: bench.Run (simcloud on EC2's cloud profile, the same
+// controllers on a fake API server) with the column's node workers and the
+// workload's Nodes, NotReady share, Services and scale-up.
+type Prediction struct {
+	// InstanceReadsPerHour are the instance lookups (one-by-one, batched
+	// and list pages) per hour of the steady window: what DescribeInstances
+	// carries on EC2.
+	InstanceReadsPerHour float64
+	InitSeconds          float64
+}
+
+// simColumn is the simulator's column for a real one: the stock AWS CCM is
+// the provider-typical client (bare+client: a batcher and the SDK's
+// retries), cloudgate's chart default is cloudgate:list (aws-batch
+// batches and lists).
+func simColumn(col string) (name string, workers int) {
+	switch col {
+	case colTuned:
+		return bench.ColBareClient, 10
+	case colCloudgate:
+		return bench.ColList, 1
+	}
+	return bench.ColBareClient, 1
+}
+
+// predict runs the simulator for column col at n Nodes.
+func predict(t *testing.T, o *Options, col string, n int) Prediction {
+	so := bench.DefaultOptions()
+	if _, err := bench.ApplyCloud(so, "aws"); err != nil {
+		t.Fatal(err)
+	}
+	simCol, workers := simColumn(col)
+	so.Scenarios = []string{bench.ScenarioSteady, bench.ScenarioScaleup}
+	so.Columns = []string{simCol}
+	so.Nodes, so.Services, so.NotReadyPct, so.ScaleupNodes = n, o.Services, o.NotReadyPct, o.ScaleupNodes
+	so.NodeWorkers, so.SteadyWindow = workers, o.Window
+	so.Latency, so.Jitter, so.Seed = o.Latency, o.Jitter, o.Seed
+	if o.ScaleupNodes == 0 {
+		so.Scenarios = so.Scenarios[:1]
+	}
+	var rep *bench.Report
+	err := virtual.Test(t, context.Background(), virtual.Options{}, func(ctx context.Context) error {
+		var err error
+		rep, err = bench.Run(ctx, so, logWriter{t})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Prediction{InitSeconds: math.NaN(), InstanceReadsPerHour: math.NaN()}
+	for _, s := range rep.Scenarios {
+		side := s.Columns[simCol]
+		switch s.Scenario {
+		case bench.ScenarioSteady:
+			if side.Steady == nil {
+				t.Fatalf("simulated steady %s: no steady figures", simCol)
+			}
+			by := side.Steady.CallsPerHourByMethod
+			p.InstanceReadsPerHour = by[simcloud.MethodGetInstance] + by[simcloud.MethodGetInstanceByName] + by[simcloud.MethodBatchGetInstances] + by[simcloud.MethodListInstances]
+		case bench.ScenarioScaleup:
+			if side.InitSeconds != nil {
+				p.InitSeconds = *side.InitSeconds
+			}
+		}
+	}
+	return p
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// ratio is real/sim as text ("–" when either is missing).
+func ratio(sim, real float64) string {
+	if math.IsNaN(sim) || math.IsNaN(real) || real <= 0 || sim <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", sim/real)
+}
