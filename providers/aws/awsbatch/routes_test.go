@@ -263,3 +263,30 @@ func TestRouteLifecycle(t *testing.T) {
 		}
 	}
 }
+
+// TestListRoutesToPurgedInstance: ec2sim keeps the instance ID of a route
+// whose instance EC2 no longer knows (a blackhole); the provider's
+// ListRoutes describes that instance, gets InvalidInstanceID.NotFound and
+// fails, and cloudgate passes the failure on rather than an empty list
+// (which would make the route controller create every route again).
+func TestListRoutesToPurgedInstance(t *testing.T) {
+	setAWSEnv(t)
+	for _, gated := range []bool{false, true} {
+		sim := startRouteSim(t)
+		r, _ := routeCloud(t, sim, gated)
+		ctx := context.Background()
+		for n := 1; n <= 2; n++ {
+			if err := r.CreateRoute(ctx, "kubernetes", "hint", &cloudprovider.Route{TargetNode: types.NodeName(lbNodes(n)[0].Name), DestinationCIDR: podCIDR(n)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sim.Remove(lbBackend(2).ID)
+		if got, want := sim.Routes(routeTable)[3], podCIDR(2)+"->"+lbBackend(2).ID+" blackhole"; got != want {
+			t.Errorf("gated %v: the purged instance's route %q, want %q", gated, got, want)
+		}
+		routes, err := r.ListRoutes(ctx, "kubernetes")
+		if err == nil || !strings.Contains(err.Error(), "InvalidInstanceID.NotFound") || routes != nil {
+			t.Errorf("gated %v: ListRoutes = %v, %v; want no routes and the provider's InvalidInstanceID.NotFound", gated, routes, err)
+		}
+	}
+}
