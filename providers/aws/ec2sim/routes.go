@@ -18,14 +18,15 @@ import (
 // destination if there is one, and CreateRoute with DestinationCidrBlock
 // and InstanceId; DeleteRoute is DescribeRouteTables and DeleteRoute.
 //
-// As EC2 documents them (API_CreateRoute.html, API_DeleteRoute.html,
-// API_ModifyInstanceAttribute.html): a destination a table already routes is
-// RouteAlreadyExists, whatever the target; deleting a destination the table
-// does not route is InvalidRoute.NotFound, the local route
-// InvalidParameterValue; an unknown table is InvalidRouteTableID.NotFound,
-// an unknown instance InvalidInstanceID.NotFound, and an instance with more
-// than one network interface is InvalidInstanceID (EC2 then wants the
-// interface named). Only IPv4 destinations and instance targets are
+// The errors are EC2's codes (the EC2 API reference's error code list) and
+// messages: a destination a table already routes is RouteAlreadyExists,
+// whatever the target; deleting a destination the table does not route is
+// InvalidRoute.NotFound, the local route InvalidParameterValue; an unknown
+// table is InvalidRouteTableID.NotFound, an unknown instance
+// InvalidInstanceID.NotFound, and an instance with more than one network
+// interface is InvalidInstanceID for both CreateRoute and
+// ModifyInstanceAttribute (EC2 then wants the interface named, which the
+// provider cannot do). Only IPv4 destinations and instance targets are
 // simulated: another target or destination, another instance attribute or
 // DryRun fails with UnsupportedOperation, never a silent success. Each
 // action takes tokens from its own bucket, as every action.
