@@ -390,11 +390,15 @@ func buildColumn(o *Options, col string, conf []byte, r *rig) (cloudprovider.Int
 	return nil, fmt.Errorf("unknown column %q", col)
 }
 
+// ec2Counts are EC2's counters: DescribeInstances' requests and
+// throttles, and the requests of every other EC2 action. The load
+// balancing APIs' actions are not EC2's: they have their own quota.
 func (r *rig) ec2Counts() (calls, throttled, other int64) {
 	for action, st := range r.sim.AllStats() {
-		if action == describe {
+		switch {
+		case action == describe:
 			calls, throttled = st.Requests, st.Throttled
-		} else {
+		case ec2sim.IsEC2Action(action):
 			other += st.Requests
 		}
 	}

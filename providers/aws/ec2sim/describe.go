@@ -220,16 +220,17 @@ func (s *Server) describeInstances(r *http.Request) (any, int, *apiError) {
 
 func toXML(in *Instance) instanceXML {
 	x := instanceXML{
-		InstanceID:     in.ID,
-		State:          stateXML{Code: stateCodes[in.State], Name: in.State},
-		PrivateDNSName: in.PrivateDNSName,
-		DNSName:        in.PublicDNSName,
-		InstanceType:   in.Type,
-		Placement:      placementXML{AvailabilityZone: in.Zone},
-		SubnetID:       in.SubnetID,
-		VPCID:          in.VPCID,
-		PrivateIP:      in.PrivateIP,
-		PublicIP:       in.PublicIP,
+		InstanceID:      in.ID,
+		State:           stateXML{Code: stateCodes[in.State], Name: in.State},
+		PrivateDNSName:  in.PrivateDNSName,
+		DNSName:         in.PublicDNSName,
+		InstanceType:    in.Type,
+		Placement:       placementXML{AvailabilityZone: in.Zone},
+		SubnetID:        in.SubnetID,
+		VPCID:           in.VPCID,
+		PrivateIP:       in.PrivateIP,
+		PublicIP:        in.PublicIP,
+		SourceDestCheck: !in.SourceDestCheckDisabled,
 	}
 	for _, g := range in.SecurityGroupIDs {
 		x.Groups = append(x.Groups, groupRefXML{ID: g})
@@ -323,19 +324,20 @@ type reservationXML struct {
 }
 
 type instanceXML struct {
-	InstanceID     string        `xml:"instanceId"`
-	State          stateXML      `xml:"instanceState"`
-	PrivateDNSName string        `xml:"privateDnsName"`
-	DNSName        string        `xml:"dnsName,omitempty"`
-	InstanceType   string        `xml:"instanceType"`
-	Placement      placementXML  `xml:"placement"`
-	SubnetID       string        `xml:"subnetId,omitempty"`
-	VPCID          string        `xml:"vpcId,omitempty"`
-	PrivateIP      string        `xml:"privateIpAddress,omitempty"`
-	PublicIP       string        `xml:"ipAddress,omitempty"`
-	Tags           []tagXML      `xml:"tagSet>item"`
-	Interfaces     []nicXML      `xml:"networkInterfaceSet>item"`
-	Groups         []groupRefXML `xml:"groupSet>item"`
+	InstanceID      string        `xml:"instanceId"`
+	State           stateXML      `xml:"instanceState"`
+	PrivateDNSName  string        `xml:"privateDnsName"`
+	DNSName         string        `xml:"dnsName,omitempty"`
+	InstanceType    string        `xml:"instanceType"`
+	Placement       placementXML  `xml:"placement"`
+	SubnetID        string        `xml:"subnetId,omitempty"`
+	VPCID           string        `xml:"vpcId,omitempty"`
+	PrivateIP       string        `xml:"privateIpAddress,omitempty"`
+	PublicIP        string        `xml:"ipAddress,omitempty"`
+	SourceDestCheck bool          `xml:"sourceDestCheck"`
+	Tags            []tagXML      `xml:"tagSet>item"`
+	Interfaces      []nicXML      `xml:"networkInterfaceSet>item"`
+	Groups          []groupRefXML `xml:"groupSet>item"`
 }
 
 type groupRefXML struct {

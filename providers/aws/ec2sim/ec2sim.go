@@ -16,13 +16,16 @@
 //
 // It also tags instances (CreateTags, DeleteTags: the tagging controller's
 // calls, tags.go), describes the Region's subnets and route tables
-// (network.go), and keeps security groups with their ingress rules
-// (securitygroups.go). With the provider's ELB and ELBv2 ServiceOverrides
-// pointing here, it answers the classic ELB (elb.go) and network load
-// balancer (elbv2.go) Query APIs the provider's service controller calls;
-// a request's Version tells the three APIs apart. Routes and every other
-// action are out of scope: any other Action gets InvalidAction, which fails
-// the caller.
+// (network.go), keeps security groups with their ingress rules
+// (securitygroups.go), and answers the route controller's calls: CreateRoute
+// and DeleteRoute on the route tables, with a route to an instance EC2 no
+// longer runs answered as a blackhole, and ModifyInstanceAttribute for the
+// source/destination check (routes.go). With the provider's ELB and ELBv2
+// ServiceOverrides pointing here, it answers the classic ELB (elb.go) and
+// network load balancer (elbv2.go) Query APIs the provider's service
+// controller calls; a request's Version tells the three APIs apart. Every
+// other action is out of scope: it gets InvalidAction, which fails the
+// caller.
 package ec2sim
 
 import (
@@ -33,6 +36,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -93,6 +97,10 @@ type Instance struct {
 	// NetworkNodes is what DescribeInstanceTopology answers for the
 	// instance (top layer first); empty: the instance has no topology.
 	NetworkNodes []string
+	// SourceDestCheckDisabled: ModifyInstanceAttribute turned the
+	// instance's source/destination check off, as the provider does for
+	// a route's target (the zero value is EC2's default: checked).
+	SourceDestCheckDisabled bool
 }
 
 // Zone is one availability zone of the simulated Region.
@@ -126,8 +134,9 @@ type Config struct {
 	Topology bool
 	// Latency is the simulated service time per action (zero: none).
 	Latency Latency
-	// Subnets and RouteTables are what DescribeSubnets and
-	// DescribeRouteTables answer.
+	// Subnets are what DescribeSubnets answers; RouteTables are the
+	// Region's route tables, whose routes CreateRoute and DeleteRoute then
+	// change (routes.go).
 	Subnets     []Subnet
 	RouteTables []RouteTable
 	// SecurityGroups are the groups the Region starts with.
@@ -142,7 +151,8 @@ type ActionStats struct {
 	// Invalid counts the InvalidAction answers among Errors: an action the
 	// simulator does not answer, which a benchmark must treat as a failed run.
 	Invalid int64
-	// Items is the number of instances (or zones, topologies, subnets, route tables) returned.
+	// Items is the number of instances (or zones, topologies, subnets,
+	// route tables) returned, or of resources (instances, routes) changed.
 	Items int64
 }
 
@@ -165,6 +175,7 @@ type Server struct {
 	nlbs      map[string]*networkLB   // by ARN (elbv2.go)
 	tgs       map[string]*targetGroup // by ARN
 	elbSeq    int                     // IDs of load balancers, target groups, listeners
+	tables    []*RouteTable           // Config order; their routes change (routes.go)
 
 	bucketsMu sync.Mutex
 	buckets   map[string]*rate.Limiter
@@ -211,6 +222,12 @@ func Start(cfg Config) (*Server, error) {
 		buckets:   map[string]*rate.Limiter{},
 		stats:     map[string]*ActionStats{},
 		latency:   newLatencyModel(cfg.Latency),
+	}
+	for _, rt := range cfg.RouteTables {
+		rt.SubnetIDs = slices.Clone(rt.SubnetIDs)
+		rt.Routes = slices.Clone(rt.Routes)
+		rt.Tags = maps.Clone(rt.Tags)
+		s.tables = append(s.tables, &rt)
 	}
 	for _, g := range cfg.SecurityGroups {
 		g.Tags = maps.Clone(g.Tags)
@@ -438,6 +455,12 @@ func (s *Server) serveEC2(action string, r *http.Request) (body any, items int, 
 		return s.deleteSecurityGroup(r)
 	case "CreateTags", "DeleteTags": // tags.go
 		return s.tags(r, action == "CreateTags")
+	case "CreateRoute": // routes.go
+		return s.createRoute(r)
+	case "DeleteRoute":
+		return s.deleteRoute(r)
+	case "ModifyInstanceAttribute":
+		return s.modifyInstanceAttribute(r)
 	case "":
 		return nil, 0, badRequest("MissingAction", "The request must contain the parameter Action")
 	}

@@ -25,9 +25,25 @@ const (
 
 // ELBAction and ELBv2Action are the names an ELB or ELBv2 action is counted
 // (Stats), throttled (Config.Buckets) and delayed (Latency.Actions) under:
-// the two APIs share action names such as DescribeLoadBalancers.
+// the two APIs share action names such as DescribeLoadBalancers. A request
+// for another Query API (a Version ec2sim does not simulate) is counted
+// under "other:" and its action.
 func ELBAction(action string) string   { return "elb:" + action }
 func ELBv2Action(action string) string { return "elbv2:" + action }
+
+const otherAPIPrefix = "other:"
+
+// IsEC2Action reports whether a Stats key counts an EC2 action, not one of
+// the load balancing APIs (their own API, with their own quota) or of an
+// API ec2sim does not simulate: what an EC2 figure may sum.
+func IsEC2Action(key string) bool {
+	for _, p := range []string{ELBAction(""), ELBv2Action(""), otherAPIPrefix} {
+		if strings.HasPrefix(key, p) {
+			return false
+		}
+	}
+	return true
+}
 
 // api is the Query API one request is for.
 type api int
@@ -45,6 +61,8 @@ func (a api) key(action string) string {
 		return ELBAction(action)
 	case apiELBv2:
 		return ELBv2Action(action)
+	case apiOther:
+		return otherAPIPrefix + action
 	}
 	return action
 }

@@ -194,8 +194,15 @@ func TestLoadBalancingUnknownAndThrottled(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest || s.Stats("ListQueues").Errors != 1 {
-		t.Errorf("another API: HTTP %d, %+v", resp.StatusCode, s.Stats("ListQueues"))
+	// Counted apart from EC2's actions, as the load balancing APIs' are.
+	if resp.StatusCode != http.StatusBadRequest || s.Stats(otherAPIPrefix+"ListQueues").Errors != 1 || s.Stats("ListQueues").Requests != 0 {
+		t.Errorf("another API: HTTP %d, %+v (EC2's ListQueues %+v)", resp.StatusCode, s.Stats(otherAPIPrefix+"ListQueues"), s.Stats("ListQueues"))
+	}
+	for key, ec2 := range map[string]bool{"DescribeInstances": true, "CreateRoute": true, ELBAction("DescribeLoadBalancers"): false,
+		ELBv2Action("DescribeLoadBalancers"): false, otherAPIPrefix + "ListQueues": false} {
+		if IsEC2Action(key) != ec2 {
+			t.Errorf("IsEC2Action(%q) = %v, want %v", key, !ec2, ec2)
+		}
 	}
 
 	// The first call takes the bucket's token; the next is throttled on

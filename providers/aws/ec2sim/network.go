@@ -120,7 +120,9 @@ type subnetXML struct {
 // RouteTable is one route table of the simulated Region
 // (Config.RouteTables): what DescribeRouteTables answers. The AWS provider
 // reads it to tell public subnets (a route to an internet gateway, igw-*)
-// from private ones for internet-facing load balancers.
+// from private ones for internet-facing load balancers, and its route
+// controller keeps a route per Node's pod CIDR in the table with the
+// cluster's tag (CreateRoute, DeleteRoute: routes.go).
 type RouteTable struct {
 	ID    string // rtb-0123456789abcdef0
 	VPCID string
@@ -133,10 +135,13 @@ type RouteTable struct {
 	Tags      map[string]string
 }
 
-// Route is one route of a RouteTable.
+// Route is one route of a RouteTable: to a gateway or to an instance.
+// DescribeRouteTables answers a route to an instance that is terminated,
+// or that EC2 no longer knows, in state blackhole; every other route is
+// active.
 type Route struct {
 	DestinationCIDR string // 0.0.0.0/0
-	GatewayID       string // igw-..., or "local"
+	GatewayID       string // igw-..., or "local" (the VPC's own range; it cannot be deleted)
 	InstanceID      string // a route to an instance (the route controller's)
 }
 
@@ -176,32 +181,35 @@ func routeTableMatches(rt *RouteTable, fs []filter) bool {
 
 // describeRouteTables answers DescribeRouteTables: the tables named by
 // RouteTableId.N (an unknown one is InvalidRouteTableID.NotFound), passing
-// every filter, in Config order; no pagination.
+// every filter, in Config order, with their routes as they are now; no
+// pagination.
 func (s *Server) describeRouteTables(r *http.Request) (any, int, *apiError) {
 	fs, aerr := filtersWith(r.Form, knownRouteTableFilter)
 	if aerr != nil {
 		return nil, 0, aerr
 	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	want := map[string]bool{}
 	for _, id := range list(r.Form, "RouteTableId") {
-		found := false
-		for i := range s.cfg.RouteTables {
-			found = found || s.cfg.RouteTables[i].ID == id
-		}
-		if !found {
+		if s.table(id) == nil {
 			return nil, 0, badRequest("InvalidRouteTableID.NotFound", "The routeTable ID '%s' does not exist", id)
 		}
 		want[id] = true
 	}
 	resp := describeRouteTablesResponse{XMLNS: Namespace, RequestID: s.requestID()}
-	for i := range s.cfg.RouteTables {
-		rt := &s.cfg.RouteTables[i]
+	for _, rt := range s.tables {
 		if len(want) > 0 && !want[rt.ID] || !routeTableMatches(rt, fs) {
 			continue
 		}
 		x := routeTableXML{ID: rt.ID, VPCID: rt.VPCID}
 		for _, ro := range rt.Routes {
-			x.Routes = append(x.Routes, routeXML{DestinationCIDR: ro.DestinationCIDR, GatewayID: ro.GatewayID, InstanceID: ro.InstanceID, State: "active", Origin: "CreateRoute"})
+			origin := "CreateRoute"
+			if ro.GatewayID == "local" {
+				origin = "CreateRouteTable"
+			}
+			x.Routes = append(x.Routes, routeXML{DestinationCIDR: ro.DestinationCIDR, GatewayID: ro.GatewayID, InstanceID: ro.InstanceID,
+				State: s.routeState(ro), Origin: origin})
 		}
 		if rt.Main {
 			x.Associations = append(x.Associations, associationXML{ID: "rtbassoc-" + rt.ID + "-main", RouteTableID: rt.ID, Main: true})

@@ -182,13 +182,21 @@ type Figures struct {
 	Sim *Prediction
 }
 
-// runColumn runs one column at n Nodes and returns its figures.
+// starting lets one world start at a time: control planes started all at
+// once on a small machine miss their readiness deadline, and a CCM's
+// first sync is not slowed by another world's Node creation.
+var starting sync.Mutex
+
+// runColumn runs one column at n Nodes and returns its figures. Its
+// warm-up and window count from its own CCM's start.
 func runColumn(ctx context.Context, t *testing.T, o *Options, col column, n int, etcdBin, apiserverBin string) *Figures {
+	starting.Lock()
 	w := newWorld(ctx, t, o, col, etcdBin, apiserverBin)
 	began := time.Now()
 	w.populate(ctx, n)
 	t.Logf("%s at %d: cluster populated in %.1fs", col.name, n, time.Since(began).Seconds())
 	w.startCCM(ctx)
+	starting.Unlock()
 	start := time.Now()
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup

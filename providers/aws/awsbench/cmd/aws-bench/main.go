@@ -311,9 +311,10 @@ func initializedNode(name string, i int, zone string) *v1.Node {
 
 func finish(r *result, sim *ec2sim.Server) *result {
 	for action, st := range sim.AllStats() {
-		if action == "DescribeInstances" {
+		switch {
+		case action == "DescribeInstances":
 			r.describe = st
-		} else {
+		case ec2sim.IsEC2Action(action): // not the load balancing APIs' actions
 			r.other += st.Requests
 		}
 	}
