@@ -190,13 +190,16 @@ var starting sync.Mutex
 // runColumn runs one column at n Nodes and returns its figures. Its
 // warm-up and window count from its own CCM's start.
 func runColumn(ctx context.Context, t *testing.T, o *Options, col column, n int, etcdBin, apiserverBin string) *Figures {
-	starting.Lock()
-	w := newWorld(ctx, t, o, col, etcdBin, apiserverBin)
-	began := time.Now()
-	w.populate(ctx, n)
-	t.Logf("%s at %d: cluster populated in %.1fs", col.name, n, time.Since(began).Seconds())
-	w.startCCM(ctx)
-	starting.Unlock()
+	w := func() *world {
+		starting.Lock()
+		defer starting.Unlock() // a Fatal too
+		w := newWorld(ctx, t, o, col, etcdBin, apiserverBin)
+		began := time.Now()
+		w.populate(ctx, n)
+		t.Logf("%s at %d: cluster populated in %.1fs", col.name, n, time.Since(began).Seconds())
+		w.startCCM(ctx)
+		return w
+	}()
 	start := time.Now()
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
