@@ -391,26 +391,30 @@ func runAll(t *testing.T, o *Options, cols []column, etcdBin, apiserverBin strin
 	defer cancel()
 	var out []*Figures
 	var mu sync.Mutex
-	for _, n := range o.Nodes {
-		t.Run(fmt.Sprintf("nodes=%d", n), func(t *testing.T) {
-			if o.SizesParallel {
-				t.Parallel()
-			}
-			for _, col := range cols {
-				t.Run(col.name, func(t *testing.T) {
+	// The group returns when every parallel subtest in it has (ctx must
+	// live until then).
+	t.Run("runs", func(t *testing.T) {
+		for _, n := range o.Nodes {
+			t.Run(fmt.Sprintf("nodes=%d", n), func(t *testing.T) {
+				if o.SizesParallel {
 					t.Parallel()
-					f := runColumn(ctx, t, o, col, n, etcdBin, apiserverBin)
-					if o.Predict {
-						p := predict(t, o, col.name, n)
-						f.Sim = &p
-					}
-					mu.Lock()
-					out = append(out, f)
-					mu.Unlock()
-				})
-			}
-		})
-	}
+				}
+				for _, col := range cols {
+					t.Run(col.name, func(t *testing.T) {
+						t.Parallel()
+						f := runColumn(ctx, t, o, col, n, etcdBin, apiserverBin)
+						if o.Predict {
+							p := predict(t, o, col.name, n)
+							f.Sim = &p
+						}
+						mu.Lock()
+						out = append(out, f)
+						mu.Unlock()
+					})
+				}
+			})
+		}
+	})
 	return out
 }
 
