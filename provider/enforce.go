@@ -33,11 +33,10 @@ type enforcer struct {
 	// publishes batch and lister.
 	batchMu      sync.Mutex
 	batchDecided atomic.Bool
-	batch        *nodeBatcher   // nil without batching
+	batch        *nodeBatches   // nil without batching
 	lister       InstanceLister // nil without list prefetch
-	batchSize    int            // the batches' largest size (0 without batching)
 	// peers are the Nodes the lifecycle controller checks, refreshed
-	// together by batch calls (peers.go).
+	// together by batch calls (batching.go: lifecyclePeers).
 	peers lifecyclePeers
 
 	// The list prefetch loop: one at a time (see start).

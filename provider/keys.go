@@ -2,35 +2,12 @@ package provider
 
 import (
 	"hash/maphash"
-	"maps"
 	"slices"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 )
-
-// nodeKey identifies a node's instance: by provider ID when the node has
-// one, else by node name. The flag keeps a provider ID and a node name that
-// happen to be equal strings apart.
-type nodeKey struct {
-	byProviderID bool
-	id           string
-}
-
-func keyOfNode(node *v1.Node) nodeKey {
-	if node.Spec.ProviderID != "" {
-		return nodeKey{byProviderID: true, id: node.Spec.ProviderID}
-	}
-	return nodeKey{id: node.Name}
-}
-
-func (k nodeKey) String() string {
-	if k.byProviderID {
-		return "providerID:" + k.id
-	}
-	return "name:" + k.id
-}
 
 // lbKey identifies a Service's load balancer within a cluster. The UID
 // keeps a deleted and re-created Service of the same name apart.
@@ -69,40 +46,6 @@ func keyHash[K comparable]() func(maphash.Seed, K) uint64 {
 // afterwards; values leave the caches as copies too (every caller gets its
 // own), so a caller that mutates what it was given cannot change what other
 // callers see (copies_test.go).
-
-// metadataWith is an InstanceMetadata and room for its addresses in one
-// allocation, sized for two (internal IP and host name, the common case)
-// or four.
-type metadataWith[A any] struct {
-	md    cloudprovider.InstanceMetadata
-	addrs A
-}
-
-func cloneMetadata(m *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
-	if m == nil {
-		return nil
-	}
-	var c *cloudprovider.InstanceMetadata
-	switch n := len(m.NodeAddresses); {
-	case n > 0 && n <= 2:
-		b := &metadataWith[[2]v1.NodeAddress]{md: *m}
-		b.md.NodeAddresses = b.addrs[:n:n]
-		c = &b.md
-	case n > 2 && n <= 4:
-		b := &metadataWith[[4]v1.NodeAddress]{md: *m}
-		b.md.NodeAddresses = b.addrs[:n:n]
-		c = &b.md
-	default:
-		c = new(cloudprovider.InstanceMetadata)
-		*c = *m
-		if m.NodeAddresses != nil {
-			c.NodeAddresses = make([]v1.NodeAddress, n)
-		}
-	}
-	copy(c.NodeAddresses, m.NodeAddresses)
-	c.AdditionalLabels = maps.Clone(m.AdditionalLabels)
-	return c
-}
 
 func cloneAddresses(a []v1.NodeAddress) []v1.NodeAddress { return slices.Clone(a) }
 
