@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -141,7 +140,13 @@ func (f *nodeFetch[V]) fetch(ctx context.Context) (V, error) {
 			var zero V
 			return zero, err
 		}
-		return f.p.of(st)
+		// Callers that joined one batch slot share st, and each must get a
+		// value of its own: the cache's copies, or without one p.clone.
+		v, err := f.p.of(st)
+		if f.p.c == nil && f.p.clone != nil {
+			v = f.p.clone(v)
+		}
+		return v, err
 	}
 	return invoke(ctx, f.e, f.p.m, f.prio, func(ctx context.Context) (V, error) {
 		return f.call(f.up, ctx, f.node)
@@ -162,44 +167,18 @@ func existsOf(st InstanceStatus) (bool, error) {
 
 func shutdownOf(st InstanceStatus) (bool, error) { return st.Shutdown, st.Err }
 
-// metadataOf copies: callers that joined one batch slot share st, and each
-// must get an InstanceMetadata of its own.
+// metadataOf does not copy: the cache does (see nodeFetch).
 func metadataOf(st InstanceStatus) (*cloudprovider.InstanceMetadata, error) {
-	return cloneMetadata(st.Metadata), st.Err
+	return st.Metadata, st.Err
 }
 
-// metadataWith is an InstanceMetadata and room for its addresses in one
-// allocation, sized for two (internal IP and host name, the common case)
-// or four.
-type metadataWith[A any] struct {
-	md    cloudprovider.InstanceMetadata
-	addrs A
-}
-
-func cloneMetadata(m *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
-	if m == nil {
-		return nil
+// String names a node's lookups: its key in the instance caches (their
+// KeyString) and its slot in a batch.
+func (k nodeKey) String() string {
+	if k.byProviderID {
+		return "providerID:" + k.id
 	}
-	var c *cloudprovider.InstanceMetadata
-	switch n := len(m.NodeAddresses); {
-	case n > 0 && n <= 2:
-		b := &metadataWith[[2]v1.NodeAddress]{md: *m}
-		b.md.NodeAddresses = b.addrs[:n:n]
-		c = &b.md
-	case n > 2 && n <= 4:
-		b := &metadataWith[[4]v1.NodeAddress]{md: *m}
-		b.md.NodeAddresses = b.addrs[:n:n]
-		c = &b.md
-	default:
-		c = new(cloudprovider.InstanceMetadata)
-		*c = *m
-		if m.NodeAddresses != nil {
-			c.NodeAddresses = make([]v1.NodeAddress, n)
-		}
-	}
-	copy(c.NodeAddresses, m.NodeAddresses)
-	c.AdditionalLabels = maps.Clone(m.AdditionalLabels)
-	return c
+	return "name:" + k.id
 }
 
 // Admit takes the token of a batch's first call while the batch is

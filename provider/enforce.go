@@ -2,12 +2,14 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
@@ -132,6 +134,29 @@ func newEnforcer(upstream cloudprovider.Interface, cfg *Config, member string) (
 	g.rec.SetSource(e)
 	ok = true
 	return e, nil
+}
+
+// notACloudFailure, the breakers' policy (newEnforcer), says which
+// outcomes must not count against the breaker:
+// answers (not found, not implemented, an *api.RetryError such as "load
+// balancer still provisioning", a per-request 4xx), a caller that gave up (callerGone,
+// set by invoke: a context error while the caller's context is live — an
+// HTTP client timeout, cloudgate's own batch timeout — is a hung cloud and
+// counts), and throttling (adaptive limiting handles that; tripping on it
+// would turn quota pressure into an outage).
+func (g *gate) notACloudFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	var gone callerGone
+	var retry *cloudproviderapi.RetryError
+	if errors.As(err, &gone) || errors.Is(err, cloudprovider.InstanceNotFound) ||
+		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) ||
+		errors.As(err, &retry) || limiter.IsClientError(err) {
+		return true
+	}
+	throttled, _ := g.throttle.Classify(err)
+	return throttled
 }
 
 // newFamilyLimiter builds a family's limiter: this process's own bucket, or

@@ -70,20 +70,14 @@ func keyOfNode(node *v1.Node) nodeKey {
 	return nodeKey{id: node.Name}
 }
 
-func (k nodeKey) String() string {
-	if k.byProviderID {
-		return "providerID:" + k.id
-	}
-	return "name:" + k.id
-}
-
 // nodePath is the read path of an InstancesV2 read, keyed by the node's
 // instance: of answers it from a batched InstanceStatus.
 type nodePath[V any] struct {
-	m   *method
-	c   *cache.Cache[nodeKey, V]
-	of  func(InstanceStatus) (V, error)
-	run nodeRun[V]
+	m     *method
+	c     *cache.Cache[nodeKey, V]
+	of    func(InstanceStatus) (V, error)
+	clone func(V) V // the cache's copy (nil: none needed)
+	run   nodeRun[V]
 }
 
 // nodeRun is a mode's InstancesV2 read; call is the upstream's own method,

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -46,6 +47,40 @@ func keyHash[K comparable]() func(maphash.Seed, K) uint64 {
 // afterwards; values leave the caches as copies too (every caller gets its
 // own), so a caller that mutates what it was given cannot change what other
 // callers see (copies_test.go).
+
+// metadataWith is an InstanceMetadata and room for its addresses in one
+// allocation, sized for two (internal IP and host name, the common case)
+// or four.
+type metadataWith[A any] struct {
+	md    cloudprovider.InstanceMetadata
+	addrs A
+}
+
+func cloneMetadata(m *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMetadata {
+	if m == nil {
+		return nil
+	}
+	var c *cloudprovider.InstanceMetadata
+	switch n := len(m.NodeAddresses); {
+	case n > 0 && n <= 2:
+		b := &metadataWith[[2]v1.NodeAddress]{md: *m}
+		b.md.NodeAddresses = b.addrs[:n:n]
+		c = &b.md
+	case n > 2 && n <= 4:
+		b := &metadataWith[[4]v1.NodeAddress]{md: *m}
+		b.md.NodeAddresses = b.addrs[:n:n]
+		c = &b.md
+	default:
+		c = new(cloudprovider.InstanceMetadata)
+		*c = *m
+		if m.NodeAddresses != nil {
+			c.NodeAddresses = make([]v1.NodeAddress, n)
+		}
+	}
+	copy(c.NodeAddresses, m.NodeAddresses)
+	c.AdditionalLabels = maps.Clone(m.AdditionalLabels)
+	return c
+}
 
 func cloneAddresses(a []v1.NodeAddress) []v1.NodeAddress { return slices.Clone(a) }
 

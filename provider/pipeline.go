@@ -241,28 +241,6 @@ func (e *enforcer) write(ctx context.Context, m *method, fn func(context.Context
 	return err
 }
 
-// notACloudFailure says which outcomes must not count against the breaker:
-// answers (not found, not implemented, an *api.RetryError such as "load
-// balancer still provisioning", a per-request 4xx), a caller that gave up (callerGone,
-// set by invoke: a context error while the caller's context is live — an
-// HTTP client timeout, cloudgate's own batch timeout — is a hung cloud and
-// counts), and throttling (adaptive limiting handles that; tripping on it
-// would turn quota pressure into an outage).
-func (g *gate) notACloudFailure(err error) bool {
-	if err == nil {
-		return false
-	}
-	var gone callerGone
-	var retry *cloudproviderapi.RetryError
-	if errors.As(err, &gone) || errors.Is(err, cloudprovider.InstanceNotFound) ||
-		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) ||
-		errors.As(err, &retry) || limiter.IsClientError(err) {
-		return true
-	}
-	throttled, _ := g.throttle.Classify(err)
-	return throttled
-}
-
 // answered reports whether an outcome shows the cloud answering: a
 // success, or an answer that is not a cloud failure (not found, a 4xx,
 // throttling), but not a caller that gave up.
@@ -366,10 +344,12 @@ func (c upstreamCall) end(ctx context.Context, err error) error {
 		}
 		// A failed list is brought forward by an answer that shows an
 		// outage ended; a throttled one shows the quota is short.
-		if throttled, _ := g.throttle.Classify(err); !throttled && g.listFailed.Load() {
-			select {
-			case g.listAnswered <- struct{}{}:
-			default:
+		if g.listFailed.Load() {
+			if throttled, _ := g.throttle.Classify(err); !throttled {
+				select {
+				case g.listAnswered <- struct{}{}:
+				default:
+				}
 			}
 		}
 	}
