@@ -16,10 +16,15 @@ import (
 	"github.com/cloudgate/cloudgate/internal/recorder"
 )
 
+// InstancesV2: the wrapper, its read paths keyed by the node's instance,
+// and the not-found guard that the "does not exist" answers go through
+// (InstanceExists', and the v1 InstanceExistsByProviderID's) and that batch
+// and list fills consult.
+
 // instancesV2 wraps the upstream's InstancesV2. In enforce mode a miss
-// joins a batch (one upstream call for many nodes) when batching is on,
-// instead of a call of its own; a batch answer fills all three caches for
-// every node in it.
+// joins a batch (one upstream call for many nodes, batching.go) when
+// batching is on, instead of a call of its own; a batch answer fills all
+// three caches for every node in it.
 type instancesV2 struct {
 	g  *gate
 	r  runner
