@@ -28,7 +28,7 @@ func determinismOptions() *Options {
 	o.ChurnDuration = 4 * time.Minute
 	o.Seed = 7
 	// The default 1 % NotReady (2 of 200): the lifecycle controller's
-	// checks ride along in cloudgate's batches (provider/peers.go). Their
+	// checks ride along in cloudgate's batches (provider/batching.go). Their
 	// count followed goroutine order until a batch cached every answer
 	// before answering its callers (provider/batching.go; steady
 	// cloudgate:list 83-85 calls over eight same-seed runs before, 83 in

@@ -101,7 +101,7 @@ func TestScaleCounts(t *testing.T) {
 	// With NotReady Nodes they do differ a little (measured at 1 %: list 31
 	// or 33 calls over 3 rounds at 400 nodes, bare's round 1 ms apart):
 	// the lifecycle controller checks them in the lister's random order
-	// every pass, which moves when the peers' batches go (peers.go) and
+	// every pass, which moves when the peers' batches go (provider/batching.go) and
 	// which of a NotReady Node's draws (keyed by node and count in
 	// simcloud) its status lookup gets. So the exact check runs all Ready.
 	second := runScaleVirtual(t, allReady())
@@ -125,7 +125,7 @@ func TestScaleCounts(t *testing.T) {
 // InstanceShutdown) about every 5 s, and bare sends every lookup, the
 // status loop's and the lifecycle controller's, to the cloud; list
 // prefetch's lists stay far below N, and the NotReady Nodes' checks cost
-// list at most one batch call per 15 s together (peers.go: every answer
+// list at most one batch call per 15 s together (provider/batching.go: every answer
 // refreshed at half InstanceShutdown's 30 s TTL; one call per NotReady
 // Node per 30 s, as before peers, exceeds it at 400 nodes). It returns how
 // many checks it made.

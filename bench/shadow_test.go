@@ -36,7 +36,7 @@ func TestShadowPredictsEnforcing(t *testing.T) {
 				t.Errorf("%s: %s sent %d calls upstream, bare %d: want the bare column's", s.Scenario, p[0], sh.UpstreamCalls, bare.UpstreamCalls)
 			}
 			// With NotReady Nodes the batch column's calls are mostly the
-			// lifecycle peers' (provider/peers.go), which the shadow models.
+			// lifecycle peers' (provider/batching.go), which the shadow models.
 			if !within(sh.ShadowCalls, float64(enf.UpstreamCalls), 0.10) {
 				t.Errorf("%s: %s predicted %.0f calls, %s measured %d: want within 10 %%", s.Scenario, p[0], sh.ShadowCalls, p[1], enf.UpstreamCalls)
 			}

@@ -28,7 +28,7 @@ var (
 	// A test, benchmark, example or fuzz target named in backticks, possibly with a
 	// wildcard (`TestRegression_*Batch*`) or a subtest (`TestPlan/list`).
 	testNameRE = regexp.MustCompile("`((?:Test|Benchmark|Example|Fuzz)[A-Z0-9_][A-Za-z0-9_*]*)(?:/[^`]*)?`")
-	// A Go file of the repository named in backticks: `provider/read.go`, `provider/history*_test.go`.
+	// A Go file of the repository named in backticks: `provider/pipeline.go`, `provider/history*_test.go`.
 	goFileRE = regexp.MustCompile("`((?:[a-z0-9_.-]+/)+[A-Za-z0-9_*.-]+\\.go)`")
 )
 

@@ -276,7 +276,7 @@ func TestFullBackgroundBatchDoesNotHoldBackCriticalBackgroundCap(t *testing.T) {
 }
 
 // Issue 30 section 3, suspected item (b), verdict: real. With the read
-// breaker half-open and its one probe in flight, admitBatch took a token
+// breaker half-open and its one probe in flight, Admit took a token
 // (waiting for it up to waitTimeout) and the breaker's Allow then rejected
 // the batch: the token was spent on nothing, and with an empty bucket the
 // lookups waited for a token only to be rejected. Now a batch takes its

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -21,23 +23,25 @@ import (
 // variable for tests.
 var batchCallTimeout = time.Minute
 
-// nodeBatcher coalesces concurrent per-node lookups into BatchInstanceStatus
-// calls (internal/batcher): with batch.sendAtOnce (the default) a lookup is
-// sent at once when no batch call is in flight and the read bucket has a
-// token; lookups arriving while a call is in flight, or while the batch
-// waits for its token, go together when it returns or the token comes. A
-// batch is sent at the latest when it holds batch.maxSize nodes or
-// batch.maxWait after its first node joined, and costs one token. Every caller gets exactly its own node's
-// answer; a caller whose context ends leaves the batch, which goes on for
-// the others. Answers fill the InstanceMetadata, InstanceExists and
-// InstanceShutdown caches of every node in the batch.
-type nodeBatcher = batcher.Batcher[nodeRequest, InstanceStatus]
-
-// nodeRequest is one node's lookup in a batch, at the priority its caller
-// asked; the batch goes at the highest priority among them.
-type nodeRequest struct {
-	node *v1.Node
-	prio limiter.Priority
+// nodeBatches is enforce mode's batching of node lookups: the path of an
+// InstancesV2 read's miss from the caller's lookup (nodeFetch) to the
+// caches its answer fills, in this file. It coalesces concurrent per-node
+// lookups into BatchInstanceStatus calls (internal/batcher, which calls
+// its Admit and Send): with batch.sendAtOnce (the default) a lookup
+// is sent at once when no batch call is in flight and the read bucket has
+// a token; lookups arriving while a call is in flight, or while the batch
+// waits for its token (Admit), go together when it returns or the token
+// comes. A batch is sent (Send) at the latest when it holds batch.maxSize
+// nodes or batch.maxWait after its first node joined, and costs one
+// token. Every caller gets exactly its own node's answer; a caller whose
+// context ends leaves the batch, which goes on for the others. Answers
+// fill the InstanceMetadata, InstanceExists and InstanceShutdown caches of
+// every node in the batch (fill), and of the lifecycle peers riding along.
+type nodeBatches struct {
+	*batcher.Batcher[*v1.Node, InstanceStatus]
+	e    *enforcer
+	up   BatchInstances
+	size int // the batches' largest size
 }
 
 // batchPlan is what the upstream's InstancesV2 offers, as configured:
@@ -83,36 +87,27 @@ func (g *enforcer) buildBatcher(final bool) {
 	}
 	g.lister = p.lister
 	if p.size > 0 {
-		up := p.up
-		b, err := batcher.New(batcher.Options[nodeRequest, InstanceStatus]{
-			Name:          "BatchInstanceStatus",
-			MaxTimeout:    g.cfg.Batch.MaxWait.Duration,
-			MaxItems:      p.size,
-			SendAtOnce:    *g.cfg.Batch.SendAtOnce,
-			Admit:         g.admitBatch,
-			Priority:      func(r nodeRequest) int { return int(r.prio) }, // see admitBatch
-			RequestHasher: func(r nodeRequest) string { return keyOfNode(r.node).String() },
-			// A caller joining another's lookup of the same node raises
-			// its priority: a critical lookup never rides a background one.
-			Merge: func(r, joining nodeRequest) nodeRequest { r.prio = min(r.prio, joining.prio); return r },
-			BatchExecutor: func(_ context.Context, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) []InstanceStatus {
-				return g.sendBatch(up, reqs, f, answer)
-			},
-			Clock: g.clock,
-		})
+		nb := &nodeBatches{e: g, up: p.up, size: p.size}
+		b, err := batcher.New(batcher.Options{
+			Name:       "BatchInstanceStatus",
+			MaxTimeout: g.cfg.Batch.MaxWait.Duration,
+			MaxItems:   p.size,
+			SendAtOnce: *g.cfg.Batch.SendAtOnce,
+			Clock:      g.clock,
+		}, batcher.Executor[*v1.Node, InstanceStatus](nb))
 		if err != nil {
 			// Not reached: Config.Validate checked maxSize and maxWait,
 			// and MaxBatchSize is used only when positive.
 			klog.ErrorS(err, "cloudgate: batching off")
 		} else {
-			g.batch, g.batchSize = b, p.size
+			nb.Batcher, g.batch = b, nb
 		}
 	}
 	g.batchDecided.Store(true) // publishes g.batch and g.lister
 }
 
-// batcher returns the batcher, nil without batching.
-func (g *enforcer) batcher() *nodeBatcher {
+// batcher returns the batching of node lookups, nil without batching.
+func (g *enforcer) batcher() *nodeBatches {
 	if !g.batchDecided.Load() {
 		g.buildBatcher(false)
 		if !g.batchDecided.Load() {
@@ -122,7 +117,71 @@ func (g *enforcer) batcher() *nodeBatcher {
 	return g.batch
 }
 
-// admitBatch takes the token of a batch's first call while the batch is
+// nodeFetch is an InstancesV2 read's miss (enforceNodeRead): the node's
+// lookup in a batch when the upstream batches (p.of picks the method's
+// answer from the node's InstanceStatus), else a call of its own.
+type nodeFetch[V any] struct {
+	e    *enforcer
+	p    *nodePath[V]
+	up   cloudprovider.InstancesV2
+	node *v1.Node
+	key  nodeKey
+	prio limiter.Priority
+	call nodeCall[V]
+}
+
+func (f *nodeFetch[V]) fetch(ctx context.Context) (V, error) {
+	if b := f.e.batcher(); b != nil && f.key.id != "" {
+		// Lookups of one node share a slot, the batch at the priority of
+		// its most urgent lookup: a critical lookup never rides a
+		// background one.
+		st, err := b.Add(ctx, f.key.String(), int(f.prio), f.node)
+		if err != nil {
+			var zero V
+			return zero, err
+		}
+		// Callers that joined one batch slot share st, and each must get a
+		// value of its own: the cache's copies, or without one p.clone.
+		v, err := f.p.of(st)
+		if f.p.c == nil && f.p.clone != nil {
+			v = f.p.clone(v)
+		}
+		return v, err
+	}
+	return invoke(ctx, f.e, f.p.m, f.prio, func(ctx context.Context) (V, error) {
+		return f.call(f.up, ctx, f.node)
+	})
+}
+
+// existsOf, shutdownOf and metadataOf answer each InstancesV2 method from a
+// node's batched InstanceStatus as the upstream's own method would.
+func existsOf(st InstanceStatus) (bool, error) {
+	switch {
+	case errors.Is(st.Err, cloudprovider.InstanceNotFound):
+		return false, nil
+	case st.Err != nil:
+		return false, st.Err
+	}
+	return !st.Deleted, nil
+}
+
+func shutdownOf(st InstanceStatus) (bool, error) { return st.Shutdown, st.Err }
+
+// metadataOf does not copy: the cache does (see nodeFetch).
+func metadataOf(st InstanceStatus) (*cloudprovider.InstanceMetadata, error) {
+	return st.Metadata, st.Err
+}
+
+// String names a node's lookups: its key in the instance caches (their
+// KeyString) and its slot in a batch.
+func (k nodeKey) String() string {
+	if k.byProviderID {
+		return "providerID:" + k.id
+	}
+	return "name:" + k.id
+}
+
+// Admit takes the token of a batch's first call while the batch is
 // still open (internal/batcher's Admit): lookups arriving during the wait
 // join it, so one token answers every lookup that waited for it. The wait
 // is at the batch's priority, bounded by the family's waitTimeout (an
@@ -130,9 +189,10 @@ func (g *enforcer) batcher() *nodeBatcher {
 // (ctx) when a more urgent batch takes it over. Only a closed breaker lets
 // a batch take its token first: an open one would refuse the call, and a
 // half-open one may (its probes in flight), so the batch goes on to
-// sendBatch without a token, where the breaker is asked first, as for any
+// Send without a token, where the breaker is asked first, as for any
 // other call.
-func (g *enforcer) admitBatch(ctx context.Context, reqs []nodeRequest) (bool, error) {
+func (b *nodeBatches) Admit(ctx context.Context, prio int, _ []*v1.Node) (bool, error) {
+	g := b.e
 	m := g.m.batchInstanceStatus
 	opened := m.breaker.Opened() // before the check: an opening in between ends the wait at once
 	if m.breaker.State() != limiter.StateClosed {
@@ -143,37 +203,28 @@ func (g *enforcer) admitBatch(ctx context.Context, reqs []nodeRequest) (bool, er
 		ctx, cancel = g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
 	}
 	defer cancel()
-	if err := g.wait(ctx, m, batchPriority(reqs), opened); err != nil {
+	if err := g.wait(ctx, m, limiter.Priority(prio), opened); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// batchPriority is the highest priority among a batch's lookups.
-func batchPriority(reqs []nodeRequest) limiter.Priority {
-	prio := reqs[0].prio
-	for _, r := range reqs {
-		prio = min(prio, r.prio)
-	}
-	return prio
-}
-
-// sendBatch answers one batch of nodes with a BatchInstanceStatus call
+// Send answers one batch of nodes with a BatchInstanceStatus call
 // (bisected on failure, see isolate); each call that answers fills the
-// instance caches. f.Admitted: the first call's token is taken already.
-func (g *enforcer) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Flush, answer func(int, InstanceStatus)) (results []InstanceStatus) {
-	nodes := make([]*v1.Node, len(reqs))
-	for i, r := range reqs {
-		nodes[i] = r.node
-	}
-	prio := batchPriority(reqs)
+// instance caches. f.Admitted: the first call's token is taken already
+// (Admit). It runs on a goroutine of the batcher's own, with a context no
+// caller can cancel (unused: see below).
+func (b *nodeBatches) Send(_ context.Context, reqs []*v1.Node, f batcher.Flush, answer func(int, InstanceStatus)) (results []InstanceStatus) {
+	g := b.e
+	nodes := slices.Clone(reqs) // peers are appended: reqs is the batcher's
+	prio := limiter.Priority(f.Priority)
 	g.rec.Batch(len(nodes), f.Reason)
 	if f.Err != nil { // no token within the wait: nothing was sent
 		return failAll(len(nodes), f.Err)
 	}
-	// The lifecycle controller's other NotReady Nodes ride along (peers.go);
-	// their answers fill the caches, no caller waits on them.
-	if nodes = g.withPeers(nodes, g.batchSize); len(nodes) > len(reqs) {
+	// The lifecycle controller's other NotReady Nodes ride along (see
+	// lifecyclePeers); their answers fill the caches, no caller waits on them.
+	if nodes = g.withPeers(nodes, b.size); len(nodes) > len(reqs) {
 		callers := len(reqs)
 		if toCaller := answer; toCaller != nil {
 			answer = func(i int, st InstanceStatus) {
@@ -189,18 +240,18 @@ func (g *enforcer) sendBatch(up BatchInstances, reqs []nodeRequest, f batcher.Fl
 	// bounds each call, not the token waits, which the family's waitTimeout
 	// bounds and answers with an *api.RetryError as for a call of its own
 	// (with no waitTimeout: the first token's wait by itself, see
-	// admitBatch, then the calls with the bisection's waits).
+	// Admit, then the calls with the bisection's waits).
 	ctx, cancel := g.withCallTimeout(context.Background(), batchCallTimeout, errCallTimeout)
 	if g.m.batchInstanceStatus.waitTimeout > 0 {
 		cancel()
 		ctx, cancel = context.WithCancel(context.Background())
 	}
 	defer cancel()
-	b := batchCall{g: g, up: up, answer: answer}
+	bc := batchCall{g: g, up: b.up, answer: answer}
 	var err error
-	results, err = b.call(ctx, nodes, prio, 0, admissionOf(f.Admitted))
+	results, err = bc.call(ctx, nodes, prio, 0, admissionOf(f.Admitted))
 	if err != nil {
-		results = b.isolate(ctx, nodes, prio, err, 0)
+		results = bc.isolate(ctx, nodes, prio, err, 0)
 	}
 	return results
 }
@@ -219,14 +270,17 @@ type batchCall struct {
 // instance caches with its nodes' answers at once: an answer's age runs from
 // when the cloud gave it, even while bisection goes on with other nodes;
 // off is the index of nodes[0] in the batch, for answer; a: whether its
-// token is taken already (admitBatch).
+// token is taken already (Admit).
 func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Priority, off int, a admission) ([]InstanceStatus, error) {
 	marks := b.g.fillMarks() // before the call: see fill
-	results, err := invokeAs(ctx, b.g, b.g.m.batchInstanceStatus, prio, a, func(ctx context.Context) ([]InstanceStatus, error) {
-		ctx, cancel := b.g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
-		defer cancel()
-		return b.up.BatchInstanceStatus(ctx, nodes)
-	})
+	c, err := b.g.begin(ctx, b.g.m.batchInstanceStatus, prio, a)
+	if err != nil {
+		return nil, err
+	}
+	callCtx, cancel := b.g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
+	results, err := b.up.BatchInstanceStatus(callCtx, nodes)
+	cancel()
+	err = c.end(ctx, err)
 	if err == nil && len(results) != len(nodes) {
 		err = fmt.Errorf("cloudgate: upstream BatchInstanceStatus returned %d results for %d nodes", len(results), len(nodes))
 	}
@@ -364,4 +418,107 @@ func (g *enforcer) fill(key nodeKey, st InstanceStatus, marks fillMarks) {
 			putSince(g.inst.exists.c, key, true, marks.exists, marks.maxFresh)
 		}
 	}
+}
+
+// Lifecycle peers. The node lifecycle controller checks every
+// NotReady Node every node-monitor period: InstanceExists, then
+// InstanceShutdown, one Node after the other. Their answers live
+// InstanceExists' and InstanceShutdown's TTLs, far shorter by default than
+// a list refresh's interval: a listed answer serves them only just after a
+// refresh, and a fresh-enough one cannot serve them without a longer TTL (a
+// staleness trade). So every NotReady Node would cost its own batch call
+// every InstanceShutdown TTL, one Node at a time.
+//
+// Instead, a batch call about to go out also carries the other Nodes the
+// lifecycle controller checked lately ("peers") whose answers are older
+// than half the shortest of the two TTLs: one call per half-TTL refreshes
+// every NotReady Node (up to the batch's size), whatever their number.
+// Nothing is served older than before (a peer's answer is fresher, not
+// older); a peer's answer fills the caches as any batch answer does
+// (g.fill: "does not exist" is negative and reaches the lifecycle
+// controller only through the not-found guard), and no caller waits on it.
+
+// peerIdle is how long a Node stays a peer after its last lifecycle check:
+// a Node that turned Ready is no longer checked, and stops being refreshed
+// after this long.
+const peerIdle = time.Minute
+
+type lifecyclePeers struct {
+	mu    sync.Mutex
+	nodes map[nodeKey]*peer
+}
+
+type peer struct {
+	node      *v1.Node
+	checked   time.Time // the last lifecycle check (InstanceExists/InstanceShutdown)
+	refreshed time.Time // the last time a batch carried it
+}
+
+// note records a lifecycle check of node (key has an identity).
+func (p *lifecyclePeers) note(key nodeKey, node *v1.Node, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.nodes == nil {
+		p.nodes = map[nodeKey]*peer{}
+	}
+	if e, ok := p.nodes[key]; ok {
+		e.node, e.checked = node, now
+		return
+	}
+	p.nodes[key] = &peer{node: node, checked: now, refreshed: now}
+}
+
+// take returns up to max peers not among in whose last refresh is at least
+// age old, and marks them refreshed now; it forgets peers idle for peerIdle.
+func (p *lifecyclePeers) take(in map[nodeKey]bool, max int, age time.Duration, now time.Time) []*v1.Node {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*v1.Node
+	for k, e := range p.nodes {
+		switch {
+		case now.Sub(e.checked) > peerIdle:
+			delete(p.nodes, k)
+		case in[k]:
+			e.refreshed = now
+		case len(out) < max && now.Sub(e.refreshed) >= age:
+			e.refreshed = now
+			out = append(out, e.node)
+		}
+	}
+	return out
+}
+
+// notePeer records a lifecycle check of node when batching is on and the
+// answers are cached (otherwise there is nothing to refresh ahead).
+func (g *enforcer) notePeer(node *v1.Node) {
+	if g.peerAge() <= 0 {
+		return
+	}
+	key := keyOfNode(node)
+	if key.id == "" {
+		return
+	}
+	if g.batcher() == nil {
+		return
+	}
+	g.peers.note(key, node, g.clock.Now())
+}
+
+// peerAge is the age from which a peer is refreshed: half the shorter of
+// InstanceExists' and InstanceShutdown's TTLs (0: one of them is uncached).
+func (g *gate) peerAge() time.Duration {
+	return min(g.m.instanceExists.ttl, g.m.instanceShutdown.ttl) / 2
+}
+
+// withPeers appends to a batch's nodes the peers due for a refresh, up to
+// size nodes in all.
+func (g *enforcer) withPeers(nodes []*v1.Node, size int) []*v1.Node {
+	if size <= len(nodes) || g.peerAge() <= 0 {
+		return nodes
+	}
+	in := make(map[nodeKey]bool, len(nodes))
+	for _, n := range nodes {
+		in[keyOfNode(n)] = true
+	}
+	return append(nodes, g.peers.take(in, size-len(nodes), g.peerAge(), g.clock.Now())...)
 }

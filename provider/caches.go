@@ -79,7 +79,7 @@ func newPath[K comparable, V any](b pathBuilder, name string, o cacheOpts[K, V])
 // with its cache.
 func newNodePath[V any](b pathBuilder, name string, of func(InstanceStatus) (V, error), o cacheOpts[nodeKey, V]) *nodePath[V] {
 	m := b.g.methods[name]
-	p := &nodePath[V]{m: m, c: newCache(b.g, b.observe, b.err, m, o), of: of}
+	p := &nodePath[V]{m: m, c: newCache(b.g, b.observe, b.err, m, o), of: of, clone: o.clone}
 	b.g.paths = append(b.g.paths, p)
 	return p
 }

@@ -26,7 +26,7 @@ type runner interface {
 	// write sends write m upstream through fn; invalidate (nil: none)
 	// drops what it may have changed from the caches.
 	write(ctx context.Context, m *method, fn func(context.Context) error, invalidate func()) error
-	// notePeer records the lifecycle controller's check of node (peers.go).
+	// notePeer records the lifecycle controller's check of node (batching.go: lifecyclePeers).
 	notePeer(node *v1.Node)
 	// guard is the not-found guard (nil: none, as in shadow mode, which
 	// never changes an answer).

@@ -198,7 +198,7 @@ type BatchConfig struct {
 	ListInterval Duration `json:"listInterval,omitempty"`
 }
 
-// NotFoundGuardConfig is the not-found guard (notfound.go): a "does not
+// NotFoundGuardConfig is the not-found guard (instancesv2.go): a "does not
 // exist" answer for an instance is returned as a retryable error (the node
 // lifecycle controller keeps the Node) until a second upstream answer at
 // least ConfirmAfter later says the same and the Node is older than

@@ -2,12 +2,14 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/cloudgate/cloudgate/internal/recorder"
 	"github.com/cloudgate/cloudgate/limiter"
@@ -33,11 +35,10 @@ type enforcer struct {
 	// publishes batch and lister.
 	batchMu      sync.Mutex
 	batchDecided atomic.Bool
-	batch        *nodeBatcher   // nil without batching
+	batch        *nodeBatches   // nil without batching
 	lister       InstanceLister // nil without list prefetch
-	batchSize    int            // the batches' largest size (0 without batching)
 	// peers are the Nodes the lifecycle controller checks, refreshed
-	// together by batch calls (peers.go).
+	// together by batch calls (batching.go: lifecyclePeers).
 	peers lifecyclePeers
 
 	// The list prefetch loop: one at a time (see start).
@@ -133,6 +134,29 @@ func newEnforcer(upstream cloudprovider.Interface, cfg *Config, member string) (
 	g.rec.SetSource(e)
 	ok = true
 	return e, nil
+}
+
+// notACloudFailure, the breakers' policy (newEnforcer), says which
+// outcomes must not count against the breaker:
+// answers (not found, not implemented, an *api.RetryError such as "load
+// balancer still provisioning", a per-request 4xx), a caller that gave up (callerGone,
+// set by invoke: a context error while the caller's context is live — an
+// HTTP client timeout, cloudgate's own batch timeout — is a hung cloud and
+// counts), and throttling (adaptive limiting handles that; tripping on it
+// would turn quota pressure into an outage).
+func (g *gate) notACloudFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	var gone callerGone
+	var retry *cloudproviderapi.RetryError
+	if errors.As(err, &gone) || errors.Is(err, cloudprovider.InstanceNotFound) ||
+		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) ||
+		errors.As(err, &retry) || limiter.IsClientError(err) {
+		return true
+	}
+	throttled, _ := g.throttle.Classify(err)
+	return throttled
 }
 
 // newFamilyLimiter builds a family's limiter: this process's own bucket, or

@@ -2,15 +2,29 @@ package provider
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/utils/clock"
+
+	"github.com/cloudgate/cloudgate/cache"
+	"github.com/cloudgate/cloudgate/internal/recorder"
 )
 
+// InstancesV2: the wrapper, its read paths keyed by the node's instance,
+// and the not-found guard that the "does not exist" answers go through
+// (InstanceExists', and the v1 InstanceExistsByProviderID's) and that batch
+// and list fills consult.
+
 // instancesV2 wraps the upstream's InstancesV2. In enforce mode a miss
-// joins a batch (one upstream call for many nodes) when batching is on,
-// instead of a call of its own; a batch answer fills all three caches for
-// every node in it.
+// joins a batch (one upstream call for many nodes, batching.go) when
+// batching is on, instead of a call of its own; a batch answer fills all
+// three caches for every node in it.
 type instancesV2 struct {
 	g  *gate
 	r  runner
@@ -20,7 +34,7 @@ type instancesV2 struct {
 var _ cloudprovider.InstancesV2 = (*instancesV2)(nil)
 
 func (i *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
-	i.r.notePeer(node) // only the lifecycle controller asks (NotReady Nodes): peers.go
+	i.r.notePeer(node) // only the lifecycle controller asks (NotReady Nodes): lifecyclePeers
 	p := i.g.inst.exists
 	exists, err := p.read(ctx, i.up, node, cloudprovider.InstancesV2.InstanceExists)
 	nf := i.r.guard()
@@ -46,10 +60,291 @@ func (i *instancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*clo
 	return i.g.inst.metadata.read(ctx, i.up, node, cloudprovider.InstancesV2.InstanceMetadata)
 }
 
+// nodeKey identifies a node's instance: by provider ID when the node has
+// one, else by node name. The flag keeps a provider ID and a node name that
+// happen to be equal strings apart.
+type nodeKey struct {
+	byProviderID bool
+	id           string
+}
+
+func keyOfNode(node *v1.Node) nodeKey {
+	if node.Spec.ProviderID != "" {
+		return nodeKey{byProviderID: true, id: node.Spec.ProviderID}
+	}
+	return nodeKey{id: node.Name}
+}
+
+// nodePath is the read path of an InstancesV2 read, keyed by the node's
+// instance: of answers it from a batched InstanceStatus.
+type nodePath[V any] struct {
+	m     *method
+	c     *cache.Cache[nodeKey, V]
+	of    func(InstanceStatus) (V, error)
+	clone func(V) V // the cache's copy (nil: none needed)
+	run   nodeRun[V]
+}
+
+// nodeRun is a mode's InstancesV2 read; call is the upstream's own method,
+// a static function, so that a cache hit allocates nothing.
+type nodeRun[V any] interface {
+	nodeRead(ctx context.Context, p *nodePath[V], up cloudprovider.InstancesV2, node *v1.Node, key nodeKey, call nodeCall[V]) (V, error)
+}
+
+type nodeCall[V any] func(cloudprovider.InstancesV2, context.Context, *v1.Node) (V, error)
+
+func (p *nodePath[V]) read(ctx context.Context, up cloudprovider.InstancesV2, node *v1.Node, call nodeCall[V]) (V, error) {
+	return p.run.nodeRead(ctx, p, up, node, keyOfNode(node), call)
+}
+
 // buildV2 builds the InstancesV2 reads' paths.
 func (c *instanceCaches) buildV2(b pathBuilder) {
 	type nk = cacheOpts[nodeKey, bool]
 	c.exists = newNodePath(b, "InstanceExists", existsOf, nk{keyString: nodeKey.String, negativeValue: notExists, shortLived: nodeByName})
 	c.shutdown = newNodePath(b, "InstanceShutdown", shutdownOf, nk{keyString: nodeKey.String, shortLived: nodeByName})
 	c.metadata = newNodePath(b, "InstanceMetadata", metadataOf, cacheOpts[nodeKey, *cloudprovider.InstanceMetadata]{clone: cloneMetadata, keyString: nodeKey.String, shortLived: nodeByName})
+}
+
+// notFoundGuard holds back a single "instance does not exist" answer.
+//
+// The cloud node lifecycle controller deletes a NotReady Node as soon as
+// InstanceExists (or InstanceExistsByProviderID) answers false once; an
+// eventually consistent cloud (EC2's DescribeInstances) sometimes answers
+// so for an instance that exists. The guard answers such a false with a
+// retryable *api.RetryError — the lifecycle controller logs an error and
+// keeps the Node — and passes it on only when a second answer from the
+// upstream, given at least confirmAfter after the first, says the same and
+// the Node is older than gracePeriod. An instance the cloud describes as
+// terminated (InstanceStatus.Deleted, from a batch or list answer) is
+// definitive and passes at once.
+//
+// "A second upstream answer": a held answer stays cached (a negative
+// entry, negativeTTL), so the lifecycle checks in between cost no upstream
+// call — with batching on, each would wait for a batch, and the lifecycle
+// controller checks its NotReady nodes one at a time. Once the first hold
+// is confirmAfter old (and the Node older than gracePeriod), the next false
+// is not taken as it is (it may be a cached answer given earlier): the
+// guard drops the cached answer and asks again at once (reread), and
+// passes the false only if that fresh answer — given at least confirmAfter
+// after the first — agrees. So the Node of a removed instance goes at the
+// first lifecycle check after confirmAfter, whatever the time between
+// checks. A list refresh that omits an
+// instance fills nothing (the read then goes upstream), and one that
+// describes it fills one answer: either way one answer, not two.
+type notFoundGuard struct {
+	grace, confirmAfter time.Duration
+	clock               clock.WithTickerAndDelayedExecution
+	rec                 *recorder.Recorder
+
+	// nodes finds the Node of a v1 call (which carries none) for the
+	// grace period; nil until the CCM hands over its informers (nodes.go).
+	nodes atomic.Pointer[nodeIndex]
+
+	mu      sync.Mutex
+	pending map[nodeKey]*heldNotFound
+	deleted map[nodeKey]time.Time // described as terminated, when
+	holds   uint64                // holds begun so far (see mark)
+}
+
+// heldNotFound is one instance whose "does not exist" is being held.
+type heldNotFound struct {
+	first, last time.Time // first and latest hold
+	seq         uint64    // the guard's holds count when it began
+}
+
+// mark returns the guard's moment now (0 without a guard): a batch or list
+// call takes it before it is sent, and its "exists" answers refute only the
+// holds begun before it (markExists).
+func (n *notFoundGuard) mark() uint64 {
+	if n == nil {
+		return 0
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.holds
+}
+
+// beginLocked starts holding key's "does not exist" at now. n.mu is held.
+func (n *notFoundGuard) beginLocked(key nodeKey, now time.Time) *heldNotFound {
+	n.holds++
+	p := &heldNotFound{first: now, last: now, seq: n.holds}
+	n.pending[key] = p
+	return p
+}
+
+// guardPendingLimit bounds the guard's memory: beyond it, holds older than
+// forgetAfter are dropped (their Nodes were deleted some other way).
+const guardPendingLimit = 10000
+
+func newNotFoundGuard(cfg NotFoundGuardConfig, clk clock.WithTickerAndDelayedExecution, rec *recorder.Recorder) *notFoundGuard {
+	if !*cfg.Enabled {
+		return nil
+	}
+	return &notFoundGuard{
+		grace: cfg.GracePeriod.Duration, confirmAfter: cfg.ConfirmAfter.Duration,
+		clock: clk, rec: rec,
+		pending: map[nodeKey]*heldNotFound{}, deleted: map[nodeKey]time.Time{},
+	}
+}
+
+// markDeleted records that the cloud described key's instance as
+// terminated: its next "does not exist" is definitive.
+func (n *notFoundGuard) markDeleted(key nodeKey) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.deleted[key] = n.clock.Now()
+	n.forget()
+	n.mu.Unlock()
+}
+
+// markExists records that the cloud described key's instance as existing,
+// in a batch or list answer to a call sent at mark since: a held "does not
+// exist" is refuted. A hold begun after the call was sent is not: that
+// "does not exist" may be the newer answer (a list page read before the
+// instance went and received after), and markExists reports false — the
+// caller must not cache this answer over the held one; the guard's re-read
+// decides.
+func (n *notFoundGuard) markExists(key nodeKey, since uint64) bool {
+	if n == nil {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p, ok := n.pending[key]; ok && p.seq > since {
+		return false
+	}
+	delete(n.deleted, key)
+	if _, ok := n.pending[key]; ok {
+		delete(n.pending, key)
+		n.rec.NotFoundConfirmation("refuted")
+	}
+	return true
+}
+
+// check passes on an exists answer, or holds a false one (see
+// notFoundGuard). created is the Node's creation time (zero: unknown; the
+// v1 calls carry no Node, and find it in the node informer, see
+// notFoundGuard.nodeCreated); reread drops the key's cached answer and asks again
+// (upstream, or in a batch); it is called without the guard's lock.
+func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err error, reread func() (bool, error)) (bool, error) {
+	if n == nil || err != nil || key.id == "" {
+		return exists, err
+	}
+	if exists {
+		n.mu.Lock()
+		n.refuteLocked(key)
+		n.mu.Unlock()
+		return true, nil
+	}
+	pass, due, held := n.hold(key, created)
+	switch {
+	case pass:
+		return false, nil
+	case !due:
+		return false, held
+	}
+	exists, err = reread()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case err != nil:
+		return false, err // no answer: the hold stays
+	case exists:
+		n.refuteLocked(key)
+		return true, nil
+	}
+	if _, ok := n.pending[key]; !ok {
+		// An "exists" answer came in meanwhile (a batch or list fill): the
+		// two answers disagree, so hold this one as a first.
+		n.beginLocked(key, n.clock.Now())
+		return false, cloudproviderapi.NewRetryError(fmt.Sprintf(
+			"cloudgate: instance %q reported missing after it was described as existing; held (notFoundGuard)", key.id), max(n.confirmAfter, time.Second))
+	}
+	delete(n.pending, key)
+	delete(n.deleted, key)
+	n.rec.NotFoundConfirmation("confirmed")
+	return false, nil
+}
+
+// refute records an "exists" answer for key (InstanceExists*,
+// InstanceID): a held "does not exist" is refuted.
+func (n *notFoundGuard) refute(key nodeKey) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.refuteLocked(key)
+	n.mu.Unlock()
+}
+
+// refuteLocked records an "exists" answer: a held "does not exist" is
+// refuted. n.mu is held.
+func (n *notFoundGuard) refuteLocked(key nodeKey) {
+	delete(n.deleted, key)
+	if _, ok := n.pending[key]; ok {
+		delete(n.pending, key)
+		n.rec.NotFoundConfirmation("refuted")
+	}
+}
+
+// hold decides about a "does not exist" answer: pass it on (the instance
+// was described as terminated), confirm it with a fresh answer (due: the
+// first hold is confirmAfter old and the Node past its grace period), or
+// hold it (the *api.RetryError to return).
+func (n *notFoundGuard) hold(key nodeKey, created time.Time) (pass, due bool, held error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.deleted[key]; ok {
+		delete(n.deleted, key)
+		delete(n.pending, key)
+		return true, false, nil
+	}
+	now := n.clock.Now()
+	// A hold is never restarted for age: however long ago the last check
+	// was (the lifecycle controller revisits a Node every 45 s or 2 min
+	// when hundreds are NotReady, as in a zone outage), the next check is
+	// due and its fresh answer decides. Any "exists" answer in between
+	// (InstanceExists*, InstanceID, a batch or list answer) refuted the
+	// hold already, so an old hold means every answer since said "does not
+	// exist", and a confirmation still needs a fresh one that agrees.
+	p, ok := n.pending[key]
+	if !ok {
+		p = n.beginLocked(key, now)
+		n.forget()
+	}
+	young := !created.IsZero() && now.Sub(created) < n.grace
+	if ok && !young && now.Sub(p.first) >= n.confirmAfter {
+		p.last = now
+		return false, true, nil
+	}
+	p.last = now
+	wait := n.confirmAfter - now.Sub(p.first)
+	if young {
+		wait = max(wait, n.grace-now.Sub(created))
+	}
+	wait = max(wait, time.Second)
+	return false, false, cloudproviderapi.NewRetryError(fmt.Sprintf(
+		"cloudgate: instance %q reported missing; held until a second answer at least %s later confirms it (notFoundGuard)",
+		key.id, n.confirmAfter), wait)
+}
+
+// forget drops holds and terminations nobody asked about for long, once
+// there are many. n.mu is held.
+func (n *notFoundGuard) forget() {
+	if len(n.pending)+len(n.deleted) <= guardPendingLimit {
+		return
+	}
+	cut := n.clock.Now().Add(-10 * (n.confirmAfter + n.grace + time.Minute))
+	for k, p := range n.pending {
+		if p.last.Before(cut) {
+			delete(n.pending, k)
+		}
+	}
+	for k, t := range n.deleted {
+		if t.Before(cut) {
+			delete(n.deleted, k)
+		}
+	}
 }

@@ -10,28 +10,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 )
 
-// nodeKey identifies a node's instance: by provider ID when the node has
-// one, else by node name. The flag keeps a provider ID and a node name that
-// happen to be equal strings apart.
-type nodeKey struct {
-	byProviderID bool
-	id           string
-}
-
-func keyOfNode(node *v1.Node) nodeKey {
-	if node.Spec.ProviderID != "" {
-		return nodeKey{byProviderID: true, id: node.Spec.ProviderID}
-	}
-	return nodeKey{id: node.Name}
-}
-
-func (k nodeKey) String() string {
-	if k.byProviderID {
-		return "providerID:" + k.id
-	}
-	return "name:" + k.id
-}
-
 // lbKey identifies a Service's load balancer within a cluster. The UID
 // keeps a deleted and re-created Service of the same name apart.
 type lbKey struct {

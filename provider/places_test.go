@@ -21,8 +21,8 @@ import (
 // shadow model predicts batches, and the config resolver derives the list
 // interval from InstanceMetadata's TTL.
 var machineryMethods = map[string][]string{
-	"InstanceExists":      {"instancesv2.go", "methods.go", "peers.go", "shadow.go"},
-	"InstanceShutdown":    {"instancesv2.go", "methods.go", "peers.go", "shadow.go"},
+	"InstanceExists":      {"batching.go", "instancesv2.go", "methods.go", "shadow.go"},
+	"InstanceShutdown":    {"batching.go", "instancesv2.go", "methods.go", "shadow.go"},
 	"InstanceMetadata":    {"config.go", "instancesv2.go", "methods.go", "shadow.go"},
 	"BatchInstanceStatus": {"batching.go", "methods.go", "shadow.go"},
 	"ListInstances":       {"methods.go", "prefetch.go"},

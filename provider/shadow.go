@@ -50,7 +50,7 @@ const (
 //     filled: a later read is a would-be hit, whose value the shadow did
 //     not see; the first live answer then stands for it, aged from the
 //     batch, and later hits are compared with it);
-//   - would-be lifecycle peers (peers.go): the Nodes whose InstanceExists
+//   - would-be lifecycle peers (batching.go: lifecyclePeers): the Nodes whose InstanceExists
 //     or InstanceShutdown were asked lately are noted as in enforce mode,
 //     and a would-be batch call, when it opens, carries those due for a
 //     refresh (up to the batch size) and fills their three caches as the
@@ -86,7 +86,7 @@ type shadow struct {
 	// 0: not decided yet, see batchSize).
 	batchLimit atomic.Int64
 	// peers are the Nodes the lifecycle controller checks, carried by
-	// would-be batches as enforce mode's batches carry them (peers.go).
+	// would-be batches as enforce mode's batches carry them (batching.go: lifecyclePeers).
 	peers lifecyclePeers
 
 	mu   sync.Mutex
@@ -301,8 +301,8 @@ func (r shadowRead[K, V]) read(ctx context.Context, m *method, c *cache.Cache[K,
 // (modelNodeRead).
 type shadowNodeRead[V any] struct{ sh *shadow }
 
-func (r shadowNodeRead[V]) nodeRead(ctx context.Context, p *nodePath[V], up cloudprovider.InstancesV2, node *v1.Node, call nodeCall[V]) (V, error) {
-	return modelNodeRead(ctx, r.sh, p.m, p.c, node, func(ctx context.Context) (V, error) { return call(up, ctx, node) })
+func (r shadowNodeRead[V]) nodeRead(ctx context.Context, p *nodePath[V], up cloudprovider.InstancesV2, node *v1.Node, key nodeKey, call nodeCall[V]) (V, error) {
+	return modelNodeRead(ctx, r.sh, p.m, p.c, node, key, func(ctx context.Context) (V, error) { return call(up, ctx, node) })
 }
 
 func (sh *shadow) guard() *notFoundGuard { return nil }
@@ -370,10 +370,9 @@ func (sh *shadow) write(ctx context.Context, m *method, fn func(context.Context)
 // modelNodeRead is an InstancesV2 read (InstanceMetadata,
 // InstanceExists, InstanceShutdown) in shadow mode: the upstream's own
 // method, and the would-be cache, batch or call beside it.
-func modelNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[nodeKey, V], node *v1.Node,
+func modelNodeRead[V any](ctx context.Context, sh *shadow, m *method, c *cache.Cache[nodeKey, V], node *v1.Node, key nodeKey,
 	call func(context.Context) (V, error)) (V, error) {
 	g, sm := sh.g, sh.methods[m]
-	key := keyOfNode(node)
 	if key.id == "" {
 		c = nil // no identity: neither cached nor merged
 	}
@@ -470,7 +469,7 @@ func (sh *shadow) decideBatching(final bool) {
 // are taken for one, which predicts more calls, not fewer.
 //
 // A batch that would have been sent carries the lifecycle peers due for a
-// refresh (peers.go), taken when it opens (enforce mode sends at once,
+// refresh (batching.go: lifecyclePeers), taken when it opens (enforce mode sends at once,
 // batch.sendAtOnce): they are returned for fillPeers. A member that is a
 // peer is refreshed by its batch, as enforce mode's batch members are.
 func (sh *shadow) join(limit int, ctx context.Context, key nodeKey) (*shadowBatch, []*v1.Node) {

@@ -766,7 +766,7 @@ func TestShadowFillAgesFromBatch(t *testing.T) {
 // controller checks n NotReady Nodes every 5 s (InstanceExists, then
 // InstanceShutdown, one after the other) while the status loop looks up a
 // few Ready Nodes each minute. Enforce mode's batch calls carry the
-// NotReady Nodes due for a refresh (peers.go); shadow mode must predict
+// NotReady Nodes due for a refresh (batching.go: lifecyclePeers); shadow mode must predict
 // those calls within 10 %, not one call per NotReady Node per TTL (the
 // shadow before it modelled the peers predicted 203 calls to 32, 6.3x).
 func TestShadowPredictsLifecyclePeers(t *testing.T) {

@@ -4,7 +4,9 @@
 // MaxTimeout after its first, whichever comes first — or, with SendAtOnce,
 // at once when no batch is being sent, so that batching adds no latency
 // when there is nothing to batch. Every caller gets the answer to its own
-// request. It knows nothing of what it batches.
+// request. It knows nothing of what it batches: it calls one interface,
+// the Executor that sends its batches (and, if it is an Admitter, admits
+// them first).
 package batcher
 
 import (
@@ -19,7 +21,7 @@ import (
 )
 
 // Options configures a Batcher. Zero values are documented per field.
-type Options[In, Out any] struct {
+type Options struct {
 	// Name identifies the batcher in errors.
 	Name string
 	// IdleTimeout sends the open batch when no request joined it for this
@@ -31,60 +33,57 @@ type Options[In, Out any] struct {
 	// MaxItems sends the open batch when it holds this many distinct
 	// requests (>= 1); a batch never holds more.
 	MaxItems int
-	// RequestHasher names a request: requests with the same name are one
-	// request, sharing one slot in the batch and its answer. nil: every
-	// request is distinct.
-	RequestHasher func(In) string
-	// Merge, if set, combines a request that joins the slot of one with
-	// the same name (RequestHasher) into the one there, which it replaces
-	// while the batch is open (e.g. to keep the higher priority of the
-	// two); it must keep the name. nil: the first request stays as it was.
-	Merge func(existing, joining In) In
-	// BatchExecutor answers a batch: one Out per request, in order. It runs
-	// on a goroutine of its own with a context that no caller can cancel
-	// (a batch outlives the callers that left it); f says why the batch was
-	// sent and how Admit answered. It may hand item i its answer early with
-	// answer(i, out) — its caller returns at once, while the executor goes on
-	// with the others (e.g. splitting a failed call); an item answered early
-	// keeps that answer, whatever the returned slice holds for it.
-	BatchExecutor func(ctx context.Context, items []In, f Flush, answer func(i int, out Out)) []Out
 	// SendAtOnce sends a request at once, in a batch of its own, when no
-	// batch is being sent (and Admit, if set, admits it at once); requests
-	// arriving while one is being sent, or while Admit blocks, accumulate
-	// in the open batch, which is sent when the last batch in flight
-	// returns (or when Admit returns, or when full, or at MaxTimeout,
-	// whichever is first). Batching then adds no latency when there is
-	// nothing to batch, and still forms large batches under load. false:
-	// every batch waits for MaxItems, IdleTimeout or MaxTimeout.
+	// batch is being sent (and the Admitter, if any, admits it at once);
+	// requests arriving while one is being sent, or while Admit blocks,
+	// accumulate in the open batch, which is sent when the last batch in
+	// flight returns (or when Admit returns, or when full, or at
+	// MaxTimeout, whichever is first). Batching then adds no latency when
+	// there is nothing to batch, and still forms large batches under load.
+	// false: every batch waits for MaxItems, IdleTimeout or MaxTimeout.
 	SendAtOnce bool
-	// Admit, when set, is called before each batch is sent and may block
-	// until it may go (e.g. for a rate limiter's token). The batch it is
-	// called for stays open while it blocks, if it was open: requests
-	// arriving meanwhile join it (up to MaxItems) and go with it, so a
-	// token is spent on as many requests as waited for it. Full and
-	// timed-out batches are closed, and admitted in their turn, first
-	// (unless a more urgent batch is due, see Priority). One
-	// Admit runs at a time, on a goroutine of its own; pending is a copy of
-	// the batch's requests when it was called. It reports whether it
-	// admitted the batch (false: the executor must wait itself, e.g. Admit
-	// saw an open breaker and took no token) and its error, which
-	// BatchExecutor gets in Flush.Err. With Priority, ctx is cancelled
-	// (cause ErrPreempted) when a more urgent batch is due: Admit should
-	// then give up without taking anything, and is called again for that
-	// batch; if it admits all the same, the admission goes to the most
-	// urgent batch due. No caller can cancel ctx.
-	Admit func(ctx context.Context, pending []In) (admitted bool, err error)
-	// Priority, when set with Admit, ranks requests: lower is more urgent,
-	// and a batch is as urgent as its most urgent request. The most urgent
-	// batch due is admitted first (the oldest among equals), and with
-	// SendAtOnce the open batch is due too while closed batches wait for
-	// Admit (it may be more urgent than they are). A batch that becomes
-	// more urgent than the one Admit runs for — a request joins it, or
-	// joins the batch being admitted — preempts that admission. nil: every
-	// batch is as urgent as any other (admitted oldest first).
-	Priority func(In) int
 	// Clock is the time source of the timeouts; nil is the real clock.
 	Clock clock.WithTickerAndDelayedExecution
+}
+
+// Executor sends a Batcher's batches: the one thing a Batcher calls. It
+// may also be an Admitter.
+type Executor[In, Out any] interface {
+	// Send answers a batch: one Out per request, in order. It runs on a
+	// goroutine of its own with a context that no caller can cancel (a
+	// batch outlives the callers that left it); f says why the batch was
+	// sent, its priority and how Admit answered. It may hand item i its
+	// answer early with answer(i, out) — its caller returns at once, while
+	// Send goes on with the others (e.g. splitting a failed call); an item
+	// answered early keeps that answer, whatever the returned slice holds
+	// for it.
+	Send(ctx context.Context, items []In, f Flush, answer func(i int, out Out)) []Out
+}
+
+// Admitter is an Executor that admits each batch before it is sent.
+type Admitter[In, Out any] interface {
+	Executor[In, Out]
+	// Admit is called before each batch is sent and may block until it
+	// may go (e.g. for a rate limiter's token, at the batch's priority
+	// prio). The batch it is called for stays open while it blocks, if it
+	// was open: requests arriving meanwhile join it (up to MaxItems) and go
+	// with it, so a token is spent on as many requests as waited for it.
+	// Full and timed-out batches are closed, and admitted in their turn,
+	// first (unless a more urgent batch is due). The most urgent batch due
+	// is admitted first (the oldest among equals), and with SendAtOnce the
+	// open batch is due too while closed batches wait for Admit (it may be
+	// more urgent than they are). One Admit runs at a time, on a goroutine
+	// of its own; pending is a copy of the batch's requests when it was
+	// called. It reports whether it admitted the batch (false: Send must
+	// wait itself, e.g. Admit saw an open breaker and took no token) and
+	// its error, which Send gets in Flush.Err. ctx is cancelled (cause
+	// ErrPreempted) when a more urgent batch is due — a request joins it,
+	// or joins the batch being admitted, more urgent than the one Admit
+	// runs for: Admit should then give up without taking anything, and is
+	// called again for that batch; if it admits all the same, the
+	// admission goes to the most urgent batch due. No caller can cancel
+	// ctx.
+	Admit(ctx context.Context, prio int, pending []In) (admitted bool, err error)
 }
 
 // Why a batch was sent (Flush.Reason).
@@ -100,30 +99,35 @@ const (
 )
 
 // ErrPreempted is the cause with which Admit's context is cancelled when a
-// more urgent batch is due (Options.Priority).
+// more urgent batch is due.
 var ErrPreempted = errors.New("batcher: a more urgent batch is due")
 
-// Flush is what BatchExecutor is told about its batch.
+// Flush is what Send is told about its batch.
 type Flush struct {
 	// Reason is why the batch was sent: FlushFull, FlushIdle, FlushTimeout,
 	// FlushNow or FlushReturned.
 	Reason string
-	// Admitted: Options.Admit admitted the batch (e.g. took its token).
+	// Priority is the batch's: its most urgent request's (lower is more
+	// urgent).
+	Priority int
+	// Admitted: Admit admitted the batch (e.g. took its token).
 	Admitted bool
-	// Err is Options.Admit's error: the executor should answer every
-	// request with it and send nothing.
+	// Err is Admit's error: Send should answer every request with it and
+	// send nothing.
 	Err error
 }
 
 // Batcher coalesces requests into batches; safe for concurrent use.
 type Batcher[In, Out any] struct {
-	opts  Options[In, Out]
+	opts  Options
+	exec  Executor[In, Out]
+	admit Admitter[In, Out] // exec, if it is one; nil otherwise
 	clock clock.WithTickerAndDelayedExecution
 
 	mu      sync.Mutex
 	open    *batch[In, Out]
 	sending int // batches being sent
-	// With Admit: closed batches waiting for it, oldest first, and
+	// With an Admitter: closed batches waiting for Admit, oldest first, and
 	// whether the goroutine that calls it is running; while Admit runs,
 	// the urgency of the batch it runs for and the cancel of its context.
 	ready      []*batch[In, Out]
@@ -139,8 +143,8 @@ type batch[In, Out any] struct {
 	// FlushReturned once it waited for the batches in flight.
 	reason string
 	items  []In
-	prio   int            // the most urgent of items' Priority
-	index  map[string]int // slot of each named request
+	prio   int            // the most urgent of its requests' priorities
+	index  map[string]int // slot of each key
 	last   time.Time      // when a request last joined (IdleTimeout)
 	// answered[i] is closed once results[i] is set (or the executor left
 	// it unanswered: short[i]).
@@ -151,8 +155,9 @@ type batch[In, Out any] struct {
 	short   []bool
 }
 
-// New returns a Batcher, or an error naming the invalid option.
-func New[In, Out any](opts Options[In, Out]) (*Batcher[In, Out], error) {
+// New returns a Batcher sending its batches through exec, or an error
+// naming the invalid option.
+func New[In, Out any](opts Options, exec Executor[In, Out]) (*Batcher[In, Out], error) {
 	switch {
 	case opts.MaxItems < 1:
 		return nil, fmt.Errorf("batcher %q: MaxItems must be >= 1 (got %d)", opts.Name, opts.MaxItems)
@@ -160,10 +165,11 @@ func New[In, Out any](opts Options[In, Out]) (*Batcher[In, Out], error) {
 		return nil, fmt.Errorf("batcher %q: MaxTimeout must be > 0 (got %s)", opts.Name, opts.MaxTimeout)
 	case opts.IdleTimeout < 0:
 		return nil, fmt.Errorf("batcher %q: IdleTimeout must be >= 0 (got %s)", opts.Name, opts.IdleTimeout)
-	case opts.BatchExecutor == nil:
-		return nil, fmt.Errorf("batcher %q: BatchExecutor is nil", opts.Name)
+	case exec == nil:
+		return nil, fmt.Errorf("batcher %q: the Executor is nil", opts.Name)
 	}
-	b := &Batcher[In, Out]{opts: opts, clock: opts.Clock}
+	b := &Batcher[In, Out]{opts: opts, exec: exec, clock: opts.Clock}
+	b.admit, _ = exec.(Admitter[In, Out])
 	if b.clock == nil {
 		b.clock = clock.RealClock{}
 	}
@@ -175,9 +181,14 @@ func New[In, Out any](opts Options[In, Out]) (*Batcher[In, Out], error) {
 var errShortAnswer = errors.New("batcher: the batch executor returned fewer answers than requests")
 
 // Add joins in to the open batch (opening one if none) and waits for its
-// answer. When ctx ends first, Add returns ctx's error and in stays in its
-// batch, which is sent for the others.
-func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
+// answer. Requests with the same key are one request: a request joining
+// the slot of one with its key shares that slot (whose request stays the
+// first one) and its answer, and makes the batch as urgent as itself.
+// prio ranks requests for an Admitter: lower is more urgent, and a batch
+// is as urgent as its most urgent request. When ctx ends first, Add
+// returns ctx's error and in stays in its batch, which is sent for the
+// others.
+func (b *Batcher[In, Out]) Add(ctx context.Context, key string, prio int, in In) (Out, error) {
 	var zero Out
 	if err := ctx.Err(); err != nil {
 		return zero, err
@@ -192,29 +203,22 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
 		}
 		b.open = bt
 	}
-	slot, joined := -1, false
-	if b.opts.RequestHasher != nil {
-		slot, joined = bt.index[b.opts.RequestHasher(in)]
-	}
-	if joined && b.opts.Merge != nil {
-		bt.items[slot] = b.opts.Merge(bt.items[slot], in)
-		b.rankLocked(bt, bt.items[slot])
-	}
+	slot, joined := bt.index[key]
 	if !joined {
 		slot = len(bt.items)
 		bt.items = append(bt.items, in)
-		b.rankLocked(bt, in)
 		bt.answered = append(bt.answered, make(chan struct{}))
-		if b.opts.RequestHasher != nil {
-			bt.index[b.opts.RequestHasher(in)] = slot
-		}
+		bt.index[key] = slot
+	}
+	if (len(bt.items) == 1 && !joined) || prio < bt.prio {
+		bt.prio = prio // the first request sets it
 	}
 	answered := bt.answered[slot]
 	bt.last = b.clock.Now()
 	// A full batch leaves b.open under the same lock that filled it, so no
 	// request can join it past MaxItems.
 	full := len(bt.items) >= b.opts.MaxItems
-	admit := b.opts.Admit != nil
+	admit := b.admit != nil
 	now := !full && !admit && b.opts.SendAtOnce && b.sending == 0
 	switch {
 	case full && admit:
@@ -294,15 +298,15 @@ func (b *Batcher[In, Out]) idle(bt *batch[In, Out]) {
 	b.flush(bt, FlushIdle)
 }
 
-// flush sends bt unless it was sent already (with Admit: closes it, and
-// it is sent once admitted).
+// flush sends bt unless it was sent already (with an Admitter: closes it,
+// and it is sent once admitted).
 func (b *Batcher[In, Out]) flush(bt *batch[In, Out], reason string) {
 	b.mu.Lock()
 	if b.open != bt {
 		b.mu.Unlock()
 		return
 	}
-	if b.opts.Admit != nil {
+	if b.admit != nil {
 		b.open = nil
 		bt.reason = reason
 		b.ready = append(b.ready, bt)
@@ -328,7 +332,7 @@ func (b *Batcher[In, Out]) claimOpenLocked() {
 func (b *Batcher[In, Out]) sent() {
 	b.mu.Lock()
 	b.sending--
-	if b.opts.Admit != nil {
+	if b.admit != nil {
 		if b.open != nil && b.sending == 0 {
 			b.open.reason = FlushReturned // it waited for the batches in flight
 		}
@@ -344,17 +348,6 @@ func (b *Batcher[In, Out]) sent() {
 	b.claimOpenLocked()
 	b.mu.Unlock()
 	go b.send(bt, Flush{Reason: FlushReturned})
-}
-
-// rankLocked makes bt as urgent as in, if in is more urgent; bt's first
-// request sets it. The caller holds b.mu.
-func (b *Batcher[In, Out]) rankLocked(bt *batch[In, Out], in In) {
-	if b.opts.Priority == nil {
-		return
-	}
-	if p := b.opts.Priority(in); len(bt.items) == 1 || p < bt.prio {
-		bt.prio = p
-	}
 }
 
 // nextLocked is the batch to admit next: the most urgent due one, the
@@ -406,11 +399,11 @@ func (b *Batcher[In, Out]) admitLoop() {
 			b.mu.Unlock()
 			return
 		}
-		pending := append([]In(nil), bt.items...)
+		pending, prio := append([]In(nil), bt.items...), bt.prio
 		ctx, cancel := context.WithCancelCause(context.Background())
 		b.admitPrio, b.preemptFor = bt.prio, cancel
 		b.mu.Unlock()
-		admitted, err := b.opts.Admit(ctx, pending)
+		admitted, err := b.admit.Admit(ctx, prio, pending)
 		b.mu.Lock()
 		preempted := context.Cause(ctx) == ErrPreempted
 		cancel(nil)
@@ -460,7 +453,8 @@ func (b *Batcher[In, Out]) send(bt *batch[In, Out], f Flush) {
 		bt.mu.Unlock()
 		close(bt.answered[i])
 	}
-	rest := b.opts.BatchExecutor(context.Background(), bt.items, f, answer)
+	f.Priority = bt.prio // no request joins it any more
+	rest := b.exec.Send(context.Background(), bt.items, f, answer)
 	for i := range n {
 		if done[i] {
 			continue

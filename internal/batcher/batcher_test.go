@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -16,7 +17,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// recorder is a BatchExecutor answering each item with its own text and
+// recorder is an Executor answering each item with its own text and
 // recording the batches it got.
 type recorder struct {
 	mu      sync.Mutex
@@ -24,7 +25,7 @@ type recorder struct {
 	reasons []string
 }
 
-func (r *recorder) exec(_ context.Context, items []string, f Flush, _ func(int, string)) []string {
+func (r *recorder) Send(_ context.Context, items []string, f Flush, _ func(int, string)) []string {
 	r.mu.Lock()
 	r.batches = append(r.batches, append([]string(nil), items...))
 	r.reasons = append(r.reasons, f.Reason)
@@ -42,15 +43,40 @@ func (r *recorder) snapshot() ([][]string, []string) {
 	return append([][]string(nil), r.batches...), append([]string(nil), r.reasons...)
 }
 
-func newTest(t *testing.T, o Options[string, string]) (*Batcher[string, string], *clocktesting.FakeClock, *recorder) {
+// sendFunc is an Executor of a function.
+type sendFunc func(ctx context.Context, items []string, f Flush, answer func(int, string)) []string
+
+func (s sendFunc) Send(ctx context.Context, items []string, f Flush, answer func(int, string)) []string {
+	return s(ctx, items, f, answer)
+}
+
+// admitFuncs is an Admitter of two functions.
+type admitFuncs struct {
+	sendFunc
+	admit func(ctx context.Context, prio int, pending []string) (bool, error)
+}
+
+func (a admitFuncs) Admit(ctx context.Context, prio int, pending []string) (bool, error) {
+	return a.admit(ctx, prio, pending)
+}
+
+// keyOf and prioOf are the tests' keys and priorities: "!x" is x, more
+// urgent.
+func keyOf(in string) string { return strings.TrimPrefix(in, "!") }
+
+func prioOf(in string) int {
+	if strings.HasPrefix(in, "!") {
+		return 0
+	}
+	return 1
+}
+
+func newTest(t *testing.T, o Options) (*Batcher[string, string], *clocktesting.FakeClock, *recorder) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	rec := &recorder{}
-	o.Clock, o.BatchExecutor = clk, rec.exec
-	if o.RequestHasher == nil {
-		o.RequestHasher = func(s string) string { return s }
-	}
-	b, err := New(o)
+	o.Clock = clk
+	b, err := New(o, Executor[string, string](rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +96,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
+// add adds in at its priority (prioOf), addPrio at prio.
 func add(b *Batcher[string, string], ctx context.Context, in string) chan error {
+	return addPrio(b, ctx, in, prioOf(in))
+}
+
+func addPrio(b *Batcher[string, string], ctx context.Context, in string, prio int) chan error {
 	ch := make(chan error, 1)
 	go func() {
-		out, err := b.Add(ctx, in)
+		out, err := b.Add(ctx, keyOf(in), prio, in)
 		if err == nil && out != "answer "+in {
 			err = fmt.Errorf("%s got %q", in, out)
 		}
@@ -83,7 +114,7 @@ func add(b *Batcher[string, string], ctx context.Context, in string) chan error 
 }
 
 func TestNeverAboveMaxItems(t *testing.T) {
-	b, _, rec := newTest(t, Options[string, string]{Name: "t", MaxItems: 4, MaxTimeout: time.Hour})
+	b, _, rec := newTest(t, Options{Name: "t", MaxItems: 4, MaxTimeout: time.Hour})
 	var chs []chan error
 	for i := range 12 {
 		chs = append(chs, add(b, context.Background(), fmt.Sprint("r", i)))
@@ -105,7 +136,7 @@ func TestNeverAboveMaxItems(t *testing.T) {
 }
 
 func TestMaxTimeoutSendsWhatJoined(t *testing.T) {
-	b, clk, rec := newTest(t, Options[string, string]{Name: "t", MaxItems: 100, MaxTimeout: 100 * time.Millisecond})
+	b, clk, rec := newTest(t, Options{Name: "t", MaxItems: 100, MaxTimeout: 100 * time.Millisecond})
 	a, c := add(b, context.Background(), "a"), add(b, context.Background(), "b")
 	waitFor(t, "two requests", func() bool { return b.Pending() == 2 && clk.HasWaiters() })
 	clk.Step(99 * time.Millisecond)
@@ -124,7 +155,7 @@ func TestMaxTimeoutSendsWhatJoined(t *testing.T) {
 }
 
 func TestIdleTimeoutRestartsOnEachRequest(t *testing.T) {
-	b, clk, rec := newTest(t, Options[string, string]{Name: "t", MaxItems: 100, MaxTimeout: time.Hour, IdleTimeout: 10 * time.Millisecond})
+	b, clk, rec := newTest(t, Options{Name: "t", MaxItems: 100, MaxTimeout: time.Hour, IdleTimeout: 10 * time.Millisecond})
 	a := add(b, context.Background(), "a")
 	waitFor(t, "a", func() bool { return b.Pending() == 1 && clk.HasWaiters() })
 	clk.Step(6 * time.Millisecond)
@@ -147,7 +178,7 @@ func TestIdleTimeoutRestartsOnEachRequest(t *testing.T) {
 }
 
 func TestCancelledCallerLeavesTheBatch(t *testing.T) {
-	b, clk, rec := newTest(t, Options[string, string]{Name: "t", MaxItems: 100, MaxTimeout: time.Second})
+	b, clk, rec := newTest(t, Options{Name: "t", MaxItems: 100, MaxTimeout: time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := add(b, ctx, "gone")
 	stays := add(b, context.Background(), "stays")
@@ -166,7 +197,7 @@ func TestCancelledCallerLeavesTheBatch(t *testing.T) {
 }
 
 func TestSameRequestSharesASlot(t *testing.T) {
-	b, clk, rec := newTest(t, Options[string, string]{Name: "t", MaxItems: 2, MaxTimeout: time.Second})
+	b, clk, rec := newTest(t, Options{Name: "t", MaxItems: 2, MaxTimeout: time.Second})
 	x1, x2 := add(b, context.Background(), "x"), add(b, context.Background(), "x")
 	waitFor(t, "x twice", func() bool { return b.Pending() == 1 })
 	time.Sleep(5 * time.Millisecond) // let the second join (it may not have)
@@ -186,11 +217,11 @@ func TestSameRequestSharesASlot(t *testing.T) {
 // TestStepWhileAdding: the fake clock's Step runs timer callbacks under
 // its own lock while requests join; it must never deadlock.
 func TestStepWhileAdding(t *testing.T) {
-	b, clk, _ := newTest(t, Options[string, string]{Name: "t", MaxItems: 3, MaxTimeout: time.Millisecond, IdleTimeout: time.Millisecond})
+	b, clk, _ := newTest(t, Options{Name: "t", MaxItems: 3, MaxTimeout: time.Millisecond, IdleTimeout: time.Millisecond})
 	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Go(func() {
-			if _, err := b.Add(context.Background(), fmt.Sprint(i)); err != nil {
+			if _, err := b.Add(context.Background(), fmt.Sprint(i), 0, fmt.Sprint(i)); err != nil {
 				t.Error(err)
 			}
 		})
@@ -209,17 +240,18 @@ func TestStepWhileAdding(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	exec := func(context.Context, []int, Flush, func(int, int)) []int { return nil }
+	exec := sendFunc(func(context.Context, []string, Flush, func(int, string)) []string { return nil })
 	for _, tc := range []struct {
-		o    Options[int, int]
+		o    Options
+		exec Executor[string, string]
 		want string
 	}{
-		{Options[int, int]{MaxTimeout: 1, BatchExecutor: exec}, "MaxItems"},
-		{Options[int, int]{MaxItems: 1, BatchExecutor: exec}, "MaxTimeout"},
-		{Options[int, int]{MaxItems: 1, MaxTimeout: 1, IdleTimeout: -1, BatchExecutor: exec}, "IdleTimeout"},
-		{Options[int, int]{MaxItems: 1, MaxTimeout: 1}, "BatchExecutor"},
+		{Options{MaxTimeout: 1}, exec, "MaxItems"},
+		{Options{MaxItems: 1}, exec, "MaxTimeout"},
+		{Options{MaxItems: 1, MaxTimeout: 1, IdleTimeout: -1}, exec, "IdleTimeout"},
+		{Options{MaxItems: 1, MaxTimeout: 1}, nil, "Executor"},
 	} {
-		if _, err := New(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(tc.o, tc.exec); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tc.o, err, tc.want)
 		}
 	}
@@ -229,26 +261,23 @@ func TestNewValidates(t *testing.T) {
 // the executor still works on the others; those get the returned answers.
 func TestEarlyAnswer(t *testing.T) {
 	release := make(chan struct{})
-	b, err := New(Options[string, string]{
-		Name: "early", MaxItems: 2, MaxTimeout: time.Hour,
-		RequestHasher: func(s string) string { return s },
-		BatchExecutor: func(_ context.Context, items []string, _ Flush, answer func(int, string)) []string {
+	b, err := New(Options{Name: "early", MaxItems: 2, MaxTimeout: time.Hour},
+		Executor[string, string](sendFunc(func(_ context.Context, items []string, _ Flush, answer func(int, string)) []string {
 			answer(0, "early "+items[0])
 			<-release
 			return []string{"late " + items[0], "late " + items[1]}
-		},
-	})
+		})))
 	if err != nil {
 		t.Fatal(err)
 	}
 	first, second := make(chan string, 1), make(chan string, 1)
-	go func() { out, _ := b.Add(context.Background(), "a"); first <- out }()
+	go func() { out, _ := b.Add(context.Background(), "a", 0, "a"); first <- out }()
 	for deadline := time.Now().Add(10 * time.Second); b.Pending() != 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first item never joined the batch")
 		}
 	}
-	go func() { out, _ := b.Add(context.Background(), "b"); second <- out }()
+	go func() { out, _ := b.Add(context.Background(), "b", 0, "b"); second <- out }()
 	if got := <-first; got != "early a" {
 		t.Fatalf("first = %q, want the early answer", got)
 	}
@@ -271,15 +300,12 @@ func TestSendAtOnce(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	rec := &recorder{}
 	release := make(chan struct{}, 10)
-	b, err := New(Options[string, string]{
-		Name: "t", MaxItems: 100, MaxTimeout: 100 * time.Millisecond, SendAtOnce: true, Clock: clk,
-		RequestHasher: func(s string) string { return s },
-		BatchExecutor: func(ctx context.Context, items []string, f Flush, answer func(int, string)) []string {
-			out := rec.exec(ctx, items, f, answer)
+	b, err := New(Options{Name: "t", MaxItems: 100, MaxTimeout: 100 * time.Millisecond, SendAtOnce: true, Clock: clk},
+		Executor[string, string](sendFunc(func(ctx context.Context, items []string, f Flush, answer func(int, string)) []string {
+			out := rec.Send(ctx, items, f, answer)
 			<-release
 			return out
-		},
-	})
+		})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,39 +346,36 @@ func TestSendAtOnce(t *testing.T) {
 	}
 }
 
-// TestMergeOnJoin: a request joining the slot of one with the same name is
-// merged into it while the batch is open (Options.Merge); both callers get
-// the merged request's answer.
-func TestMergeOnJoin(t *testing.T) {
-	b, clk, rec := newTest(t, Options[string, string]{
-		Name: "t", MaxItems: 2, MaxTimeout: time.Second,
-		RequestHasher: func(s string) string { return s[:1] },
-		Merge:         func(a, b string) string { return max(a, b) },
-	})
-	out := make(chan string, 2)
-	for _, in := range []string{"x1", "x9"} {
-		go func() {
-			o, err := b.Add(context.Background(), in)
-			if err != nil {
-				o = err.Error()
-			}
-			out <- o
-		}()
-		waitFor(t, in+" in the open batch", func() bool {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			return b.open != nil && slices.Contains(b.open.items, max("x1", in))
-		})
-	}
-	clk.Step(time.Second)
-	for range 2 {
-		if o := <-out; o != "answer x9" {
-			t.Errorf("a caller got %q; want the merged request's answer", o)
+// TestJoinSharesSlot: a request joining the slot of one with its key
+// shares it: the slot keeps the first request, and both callers get its
+// answer.
+func TestJoinSharesSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, clk, rec := newTest(t, Options{Name: "t", MaxItems: 2, MaxTimeout: time.Second})
+		out := make(chan string, 2)
+		for _, in := range []string{"x1", "x9"} {
+			go func() {
+				o, err := b.Add(context.Background(), "x", 1, in)
+				if err != nil {
+					o = err.Error()
+				}
+				out <- o
+			}()
+			synctest.Wait() // in is in the open batch
 		}
-	}
-	if bs, _ := rec.snapshot(); len(bs) != 1 || !slices.Equal(bs[0], []string{"x9"}) {
-		t.Errorf("batches %v; want [[x9]]", bs)
-	}
+		if n := b.Pending(); n != 1 {
+			t.Fatalf("%d requests pending, want 1 slot for both", n)
+		}
+		clk.Step(time.Second)
+		for range 2 {
+			if o := <-out; o != "answer x1" {
+				t.Errorf("a caller got %q; want the first request's answer", o)
+			}
+		}
+		if bs, _ := rec.snapshot(); len(bs) != 1 || !slices.Equal(bs[0], []string{"x1"}) {
+			t.Errorf("batches %v; want [[x1]]", bs)
+		}
+	})
 }
 
 // admitRig is a SendAtOnce batcher whose Admit takes a token from tokens
@@ -375,10 +398,8 @@ func newAdmitRig(t *testing.T, maxItems int) *admitRig {
 		clk: clocktesting.NewFakeClock(time.Unix(1000, 0)), rec: &recorder{},
 		tokens: make(chan struct{}, 100), release: make(chan struct{}, 100),
 	}
-	b, err := New(Options[string, string]{
-		Name: "admit", MaxItems: maxItems, MaxTimeout: 100 * time.Millisecond, SendAtOnce: true, Clock: r.clk,
-		RequestHasher: func(s string) string { return s },
-		Admit: func(_ context.Context, pending []string) (bool, error) {
+	b, err := New(Options{Name: "admit", MaxItems: maxItems, MaxTimeout: 100 * time.Millisecond, SendAtOnce: true, Clock: r.clk}, Executor[string, string](admitFuncs{
+		admit: func(_ context.Context, _ int, pending []string) (bool, error) {
 			r.mu.Lock()
 			r.admits++
 			r.mu.Unlock()
@@ -387,15 +408,15 @@ func newAdmitRig(t *testing.T, maxItems int) *admitRig {
 			}
 			return true, nil
 		},
-		BatchExecutor: func(ctx context.Context, items []string, f Flush, answer func(int, string)) []string {
+		sendFunc: func(ctx context.Context, items []string, f Flush, answer func(int, string)) []string {
 			r.mu.Lock()
 			r.flushes = append(r.flushes, f)
 			r.mu.Unlock()
-			out := r.rec.exec(ctx, items, f, answer)
+			out := r.rec.Send(ctx, items, f, answer)
 			<-r.release
 			return out
 		},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

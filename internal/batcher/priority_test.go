@@ -3,15 +3,14 @@ package batcher
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 )
 
-// urgentRig is a SendAtOnce batcher with Priority ("!x" is more urgent
-// than "x") whose Admit waits for a token the test gives, or for its
+// urgentRig is a SendAtOnce batcher with an Admitter, its requests added
+// with keyOf and prioOf ("!x" is x, more urgent) whose Admit waits for a token the test gives, or for its
 // context; it records every Admit call and how it ended.
 type urgentRig struct {
 	b      *Batcher[string, string]
@@ -24,22 +23,8 @@ type urgentRig struct {
 func newUrgentRig(t *testing.T, maxItems int) *urgentRig {
 	t.Helper()
 	r := &urgentRig{rec: &recorder{}, tokens: make(chan struct{}, 10)}
-	b, err := New(Options[string, string]{
-		Name: "urgent", MaxItems: maxItems, MaxTimeout: time.Hour, SendAtOnce: true,
-		RequestHasher: func(s string) string { return strings.TrimPrefix(s, "!") },
-		Merge: func(old, joining string) string {
-			if strings.HasPrefix(joining, "!") {
-				return joining
-			}
-			return old
-		},
-		Priority: func(s string) int {
-			if strings.HasPrefix(s, "!") {
-				return 0
-			}
-			return 1
-		},
-		Admit: func(ctx context.Context, pending []string) (bool, error) {
+	b, err := New(Options{Name: "urgent", MaxItems: maxItems, MaxTimeout: time.Hour, SendAtOnce: true}, Executor[string, string](admitFuncs{
+		admit: func(ctx context.Context, _ int, pending []string) (bool, error) {
 			outcome := "admitted"
 			var err error
 			select {
@@ -52,8 +37,8 @@ func newUrgentRig(t *testing.T, maxItems int) *urgentRig {
 			r.mu.Unlock()
 			return err == nil, err
 		},
-		BatchExecutor: r.rec.exec,
-	})
+		sendFunc: r.rec.Send,
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,23 +77,24 @@ func TestPriorityJoinPreemptsAdmit(t *testing.T) {
 	})
 }
 
-// The same through Merge: a request of the same name made more urgent.
-func TestPriorityMergePreemptsAdmit(t *testing.T) {
+// The same through a join: a request of the same key, more urgent, makes
+// the batch more urgent; its slot keeps the first request.
+func TestPriorityJoinSameKeyPreemptsAdmit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newUrgentRig(t, 100)
 		var answers [2]string
 		var wg sync.WaitGroup
 		for i, in := range []string{"a", "!a"} {
-			wg.Go(func() { answers[i], _ = r.b.Add(context.Background(), in) })
+			wg.Go(func() { answers[i], _ = r.b.Add(context.Background(), keyOf(in), prioOf(in), in) })
 			synctest.Wait()
 		}
 		r.tokens <- struct{}{}
 		wg.Wait()
 		r.b.Wait()
-		if answers != [2]string{"answer !a", "answer !a"} {
-			t.Errorf("answers %q, want the merged request's", answers)
+		if answers != [2]string{"answer a", "answer a"} {
+			t.Errorf("answers %q, want the slot's request's", answers)
 		}
-		r.check(t, []string{"[a] preempted", "[!a] admitted"}, [][]string{{"!a"}})
+		r.check(t, []string{"[a] preempted", "[a] admitted"}, [][]string{{"a"}})
 	})
 }
 
@@ -137,17 +123,16 @@ func TestPriorityUrgentBatchAdmittedFirst(t *testing.T) {
 	})
 }
 
-// Without Priority nothing is preempted: the full batch is admitted
-// first, as before.
+// Among equal priorities nothing is preempted: the full batch is
+// admitted first, as before.
 func TestNoPriorityOldestFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newUrgentRig(t, 2)
-		r.b.opts.Priority = nil
-		a := add(r.b, context.Background(), "a")
+		a := addPrio(r.b, context.Background(), "a", 0)
 		synctest.Wait()
-		b := add(r.b, context.Background(), "b")
+		b := addPrio(r.b, context.Background(), "b", 0)
 		synctest.Wait()
-		x := add(r.b, context.Background(), "!x")
+		x := addPrio(r.b, context.Background(), "!x", 0)
 		synctest.Wait()
 		r.tokens <- struct{}{}
 		r.tokens <- struct{}{}
