@@ -268,7 +268,7 @@ bench-real-aws: deps control-plane
 	cd $(AWS_MOD) && $(GO) build -o $(CACHE_DIR)/bench-real-aws/cloudgate-aws-ccm ./cmd/cloud-controller-manager
 	cd $(AWSBENCH_MOD) && env $$(cat $(CACHE_DIR)/control-plane.env) CLOUDGATE_BENCH_REAL_AWS=1 \
 	  CLOUDGATE_BENCH_REAL_AWS_NODES=$(BENCH_REAL_AWS_NODES) CLOUDGATE_BENCH_REAL_AWS_WINDOW=$(BENCH_REAL_AWS_WINDOW) \
-	  CLOUDGATE_BENCH_REAL_AWS_PARALLEL=$(BENCH_REAL_AWS_PARALLEL) \
+	  CLOUDGATE_BENCH_REAL_AWS_PARALLEL=$(BENCH_REAL_AWS_PARALLEL) CLOUDGATE_BENCH_REAL_AWS_COMMIT=$$(git rev-parse --short HEAD) \
 	  CLOUDGATE_STOCK_AWS_CCM=$(CACHE_DIR)/bench-real-aws/aws-cloud-controller-manager \
 	  CLOUDGATE_AWS_CCM=$(CACHE_DIR)/bench-real-aws/cloudgate-aws-ccm CLOUDGATE_BENCH_REAL_AWS_OUT=$(CURDIR)/bench/RESULTS.real-aws.md \
 	  $(GO) test -count=1 -timeout 600m -v -run '^TestBenchRealAWS$$' ./real/
