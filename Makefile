@@ -271,7 +271,7 @@ bench-real-aws: deps control-plane
 	  CLOUDGATE_BENCH_REAL_AWS_PARALLEL=$(BENCH_REAL_AWS_PARALLEL) CLOUDGATE_BENCH_REAL_AWS_COMMIT=$$(git rev-parse --short HEAD) \
 	  CLOUDGATE_STOCK_AWS_CCM=$(CACHE_DIR)/bench-real-aws/aws-cloud-controller-manager \
 	  CLOUDGATE_AWS_CCM=$(CACHE_DIR)/bench-real-aws/cloudgate-aws-ccm CLOUDGATE_BENCH_REAL_AWS_OUT=$(CURDIR)/bench/RESULTS.real-aws.md \
-	  $(GO) test -count=1 -timeout 600m -v -run '^TestBenchRealAWS$$' ./real/
+	  $(GO) test -count=1 -timeout 600m -parallel 8 -v -run '^TestBenchRealAWS$$' ./real/
 
 # TestPlanPredictsRun at 1,000, 5,000 and 20,000 Nodes (make test checks 1,000 and
 # 5,000; 20,000 costs minutes of CPU; GOGC 400 as cloudgate-bench runs: a quarter less CPU).
