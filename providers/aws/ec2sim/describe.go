@@ -3,9 +3,11 @@ package ec2sim
 import (
 	"encoding/base64"
 	"encoding/xml"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,6 +143,7 @@ func (s *Server) describeInstances(r *http.Request) (any, int, *apiError) {
 	if err != nil {
 		return nil, 0, err
 	}
+	s.countShape(r.Form, ids, fs)
 	maxResults := 0
 	if v := r.Form.Get("MaxResults"); v != "" {
 		if len(ids) > 0 {
@@ -411,4 +414,60 @@ type topologyXML struct {
 
 type itemXML struct {
 	Value string `xml:",chardata"`
+}
+
+// DescribeShape counts the DescribeInstances requests of one shape (see
+// [Server.DescribeShapes]).
+type DescribeShape struct {
+	Requests int64
+	// IDs are the instance IDs the requests named (InstanceId.N and
+	// instance-id filter values): IDs/Requests is the mean batch.
+	IDs int64
+}
+
+// DescribeShapes returns the DescribeInstances requests received so far by
+// shape: which parameters they carried ("InstanceId", "filter:NAME,...",
+// tag filters as "tag:*", "+paged" when MaxResults or NextToken was
+// given). A benchmark tells the callers apart by it: a by-ID lookup, a
+// filtered batch, a paged list.
+func (s *Server) DescribeShapes() map[string]DescribeShape {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	return maps.Clone(s.shapes)
+}
+
+func (s *Server) countShape(form url.Values, ids []string, fs []filter) {
+	var parts []string
+	n := int64(len(ids))
+	if len(ids) > 0 {
+		parts = append(parts, "InstanceId")
+	}
+	var names []string
+	for _, f := range fs {
+		name := f.name
+		if strings.HasPrefix(name, "tag:") {
+			name = "tag:*"
+		}
+		if f.name == "instance-id" {
+			n += int64(len(f.values))
+		}
+		names = append(names, name)
+	}
+	if len(names) > 0 {
+		slices.Sort(names)
+		parts = append(parts, "filter:"+strings.Join(names, ","))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "all")
+	}
+	key := strings.Join(parts, " ")
+	if form.Get("MaxResults") != "" || form.Get("NextToken") != "" {
+		key += " +paged"
+	}
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	st := s.shapes[key]
+	st.Requests++
+	st.IDs += n
+	s.shapes[key] = st
 }

@@ -182,6 +182,7 @@ type Server struct {
 
 	statsMu sync.Mutex
 	stats   map[string]*ActionStats
+	shapes  map[string]DescribeShape // DescribeInstances by shape (describe.go)
 
 	requestSeq atomic.Uint64
 	latency    *latencyModel // nil: no latency
@@ -221,6 +222,7 @@ func Start(cfg Config) (*Server, error) {
 		tgs:       map[string]*targetGroup{},
 		buckets:   map[string]*rate.Limiter{},
 		stats:     map[string]*ActionStats{},
+		shapes:    map[string]DescribeShape{},
 		latency:   newLatencyModel(cfg.Latency),
 	}
 	for _, rt := range cfg.RouteTables {
@@ -306,6 +308,7 @@ func (s *Server) ResetStats() {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	s.stats = map[string]*ActionStats{}
+	s.shapes = map[string]DescribeShape{}
 }
 
 func (s *Server) count(action string, f func(*ActionStats)) {

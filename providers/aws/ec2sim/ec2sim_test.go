@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -227,5 +228,26 @@ func TestStartRejectsBadConfig(t *testing.T) {
 			s.Close()
 			t.Errorf("Start(%+v) succeeded", cfg)
 		}
+	}
+}
+
+func TestDescribeShapes(t *testing.T) {
+	s := start(t, Config{Region: "us-east-1", Unthrottled: true})
+	s.Put(Instance{ID: id(10), Zone: "us-east-1a"}, Instance{ID: id(11), Zone: "us-east-1a"})
+	c := client(t, s, 1)
+	ctx := t.Context()
+	if _, err := c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id(10), id(11)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{MaxResults: aws.Int32(5),
+		Filters: []ec2types.Filter{{Name: aws.String("tag:kubernetes.io/cluster/x"), Values: []string{"owned"}}, {Name: aws.String("instance-id"), Values: []string{id(10)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]DescribeShape{
+		"InstanceId":                      {Requests: 1, IDs: 2},
+		"filter:instance-id,tag:* +paged": {Requests: 1, IDs: 1},
+	}
+	if got := s.DescribeShapes(); !maps.Equal(got, want) {
+		t.Errorf("DescribeShapes() = %v, want %v", got, want)
 	}
 }

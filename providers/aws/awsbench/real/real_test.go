@@ -180,6 +180,13 @@ type Figures struct {
 	Window    time.Duration
 	// Sim is the simulator's prediction for the same settings (nil: none).
 	Sim *Prediction
+	// Shapes are the window's DescribeInstances per hour by request shape
+	// (ec2sim.DescribeShapes), ShapeIDs the mean instance IDs each named:
+	// who asked (a by-ID lookup, a filtered batch, a paged list).
+	Shapes, ShapeIDs map[string]float64
+	// Upstream are cloudgate's calls to its upstream per hour by method
+	// (cloudgate_upstream_calls_total; cloudgate's column only).
+	Upstream map[string]float64
 }
 
 // starting lets one world start at a time: control planes started all at
@@ -209,9 +216,11 @@ func runColumn(ctx context.Context, t *testing.T, o *Options, col column, n int,
 
 	sleep(ctx, t, o.Warmup-time.Since(start))
 	s0, m0, rss0, t0 := w.sim.AllStats(), w.mustMetrics(), w.rss(), time.Now()
+	sh0 := w.sim.DescribeShapes()
 	t.Logf("%s at %d: window starts (%.0fs after the CCM started; RSS %.0f MiB)", col.name, n, t0.Sub(start).Seconds(), mib(rss0))
 	sleep(ctx, t, o.Window)
 	s1, m1, rss1, t1 := w.sim.AllStats(), w.mustMetrics(), w.rss(), time.Now()
+	sh1 := w.sim.DescribeShapes()
 	stop()
 	wg.Wait()
 	if done, err := w.ccm.Exited(); done {
@@ -261,6 +270,19 @@ func runColumn(ctx context.Context, t *testing.T, o *Options, col column, n int,
 		}
 	}
 	f.P99 = p99(m0, m1, "cloudprovider_aws_api_request_duration_seconds")
+	f.Shapes, f.ShapeIDs = map[string]float64{}, map[string]float64{}
+	for k, v := range sh1 {
+		if d := v.Requests - sh0[k].Requests; d > 0 {
+			f.Shapes[k] = float64(d) * 3600 / secs
+			f.ShapeIDs[k] = float64(v.IDs-sh0[k].IDs) / float64(d)
+		}
+	}
+	if col.cloudgate {
+		f.Upstream = map[string]float64{}
+		for method, d := range counterDelta(m0, m1, "cloudgate_upstream_calls_total", "method") {
+			f.Upstream[method] = d * 3600 / secs
+		}
+	}
 	t.Logf("%s at %d: window %.0fs: %v", col.name, n, secs, f.PerHour)
 
 	// The scale-up, after the window: K Nodes join at once.
@@ -483,7 +505,43 @@ func report(o *Options, figs []*Figures) string {
 		}
 		fmt.Fprintf(&b, "- %d Nodes, %s: %s\n", f.Nodes, f.Column, strings.Join(parts, ", "))
 	}
+	fmt.Fprintf(&b, "\nDescribeInstances per hour by what the request carried (mean instance IDs named in brackets), and cloudgate's calls to its upstream per hour by method:\n\n")
+	for _, f := range figs {
+		var parts []string
+		for _, k := range slices.Sorted(mapsKeys(f.Shapes)) {
+			parts = append(parts, fmt.Sprintf("%s %.0f (%.1f)", k, f.Shapes[k], f.ShapeIDs[k]))
+		}
+		fmt.Fprintf(&b, "- %d Nodes, %s: %s\n", f.Nodes, f.Column, strings.Join(parts, ", "))
+		if f.Upstream != nil {
+			parts = nil
+			for _, k := range slices.Sorted(mapsKeys(f.Upstream)) {
+				parts = append(parts, fmt.Sprintf("%s %.0f", k, f.Upstream[k]))
+			}
+			fmt.Fprintf(&b, "  - upstream calls: %s\n", strings.Join(parts, ", "))
+		}
+	}
 	return b.String()
+}
+
+// counterDelta sums counter name's growth from m0 to m1 by one label.
+func counterDelta(m0, m1 []e2e.Sample, name, label string) map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range m1 {
+		if s.Name == name {
+			out[s.Labels[label]] += s.Value
+		}
+	}
+	for _, s := range m0 {
+		if s.Name == name {
+			out[s.Labels[label]] -= s.Value
+		}
+	}
+	for k, v := range out {
+		if v == 0 {
+			delete(out, k)
+		}
+	}
+	return out
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
