@@ -110,6 +110,17 @@ type Options struct {
 	// SteadyWindow is the measured steady-state window, after the first
 	// full resync (one status period plus one minute).
 	SteadyWindow time.Duration
+	// SteadyChurn Nodes join and as many Ready ones leave every
+	// SteadyChurnEvery, from the controllers' start through the steady
+	// window (0: none): a cluster's everyday turnover, as
+	// make bench-real-aws runs it. A joining Node is uninitialised; a
+	// leaving one's instance is gone and the Node NotReady, so the
+	// lifecycle controller deletes it.
+	SteadyChurn      int
+	SteadyChurnEvery time.Duration
+	// NoRoutes runs the CCM without its route controller
+	// (--configure-cloud-routes=false, as the AWS charts install it).
+	NoRoutes bool
 
 	// ScaleupNodes is K, the nodes that arrive at once in scaleup (and stress).
 	ScaleupNodes int
@@ -290,6 +301,8 @@ func (o *Options) Validate() error {
 		return errors.New("--chaos-nodes must be >= 20")
 	case o.ChaosZoneNodes < 60:
 		return errors.New("--chaos-zone-nodes must be >= 60")
+	case o.SteadyChurn < 0 || (o.SteadyChurn > 0 && o.SteadyChurnEvery <= 0):
+		return errors.New("--steady-churn must be >= 0, and with it --steady-churn-every > 0 (e.g. 5m)")
 	case o.Services < 0 || o.ScaleServices < 0:
 		return errors.New("--services and --scale-services must be >= 0")
 	case !(o.ReadQPS > 0) || !(o.WriteQPS > 0) || o.ReadBurst < 1 || o.WriteBurst < 1:

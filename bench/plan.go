@@ -79,10 +79,10 @@ type CloudProfile struct {
 var CloudProfiles = map[string]CloudProfile{
 	"simcloud": {ReadQPS: 20, ReadBurst: 20, ListPage: simcloud.DefaultListPageSize, MaxBatch: simcloud.DefaultMaxBatchSize,
 		About: "the load benchmark's simulated cloud: 20 reads/s (burst 20), pages of 500, batches of 500"},
-	"aws": {ReadQPS: 20, ReadBurst: 100, ListQPS: 10, ListBurst: 50, ListPage: 1000, MaxBatch: 500,
+	"aws": {ReadQPS: 20, ReadBurst: 100, ListQPS: 10, ListBurst: 50, ListPage: 1000, MaxBatch: 200,
 		About: "EC2's documented buckets (\"Request throttling for the Amazon EC2 API\"): non-mutating actions refill 20/s, bucket 100; " +
 			"DescribeInstances without filters or pagination refill 10/s, bucket 50 (list pages are checked against it; the simulation draws them from the read bucket); " +
-			"pages of 1,000 instances; batches of 500 IDs (the AWS provider's batcher)"},
+			"pages of 1,000 instances; batches of 200 IDs (cloudgate's aws-batch adapter: EC2 takes 200 filter values a request)"},
 }
 
 // ApplyCloud sets o's read quota, largest batch and list page from the

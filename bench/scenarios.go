@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/cloudgate/cloudgate/bench/simcloud"
 )
 
 // The default scenarios: steady, scaleup (and stress), churn.
@@ -22,6 +24,9 @@ func steadySpec(o *Options, n int, name string) scenarioSpec {
 		name: name, nodes: n, services: o.Services, notRd: notReady, workers: o.NodeWorkers,
 		label: fmt.Sprintf("%d nodes (%d NotReady), %d LB services; steady window %v after a %v warm-up", n, notReady, o.Services, o.SteadyWindow, steadyWarmup),
 	}
+	if o.SteadyChurn > 0 {
+		spec.label += fmt.Sprintf("; %d join and %d leave every %v", o.SteadyChurn, o.SteadyChurn, o.SteadyChurnEvery)
+	}
 	spec.steady = steadyFloor(o, n)
 	rph, sweep, formula := modelPace(o, n, o.NodeWorkers)
 	spec.pace = &PaceModel{RoundsPerHour: rph, SweepSeconds: sweep, Formula: formula}
@@ -30,25 +35,33 @@ func steadySpec(o *Options, n int, name string) scenarioSpec {
 		if err != nil {
 			return err
 		}
+		held := map[string]bool{}
 		for k := 0; k < notReady; k++ {
 			inst := insts[k*len(insts)/notReady]
 			if err := r.c.SetReady(inst.NodeName, false); err != nil {
 				return err
 			}
 			r.col.Wire.purposes.markNotReady(inst.NodeName, inst.ID)
+			held[inst.ID] = true
 		}
 		if err := r.startThenServices(ctx, o.Services); err != nil {
 			return err
+		}
+		ch := &steadyChurn{k: o.SteadyChurn, every: o.SteadyChurnEvery, next: time.Now().Add(o.SteadyChurnEvery + churnPhase)}
+		for _, inst := range insts {
+			if !held[inst.ID] {
+				ch.live = append(ch.live, inst)
+			}
 		}
 		// Off the controllers' period grid, like the churn steps: the window
 		// ended on one of the route controller's ListRoutes (every 70 s
 		// through cloudgate's 60 s TTL), counted or not as the scheduler
 		// picked (cloudgate:list 43 or 44 calls at 20 services, seed 7).
-		if err := r.sleep(ctx, steadyWarmup+churnPhase); err != nil {
+		if err := ch.sleep(ctx, r, steadyWarmup+churnPhase); err != nil {
 			return err
 		}
 		a := r.snapshot()
-		if err := r.sleep(ctx, o.SteadyWindow); err != nil {
+		if err := ch.sleep(ctx, r, o.SteadyWindow); err != nil {
 			return err
 		}
 		b := r.snapshot()
@@ -61,6 +74,49 @@ func steadySpec(o *Options, n int, name string) scenarioSpec {
 		return nil
 	}
 	return spec
+}
+
+// steadyChurn is the steady scenario's turnover (Options.SteadyChurn):
+// every `every`, k Nodes join (uninitialised) and the k oldest Ready ones
+// leave (instance deleted, Node NotReady).
+type steadyChurn struct {
+	k     int
+	every time.Duration
+	next  time.Time
+	live  []simcloud.Instance // Ready Nodes that may leave, oldest first
+}
+
+// sleep sleeps d, making the churn steps that fall in it.
+func (ch *steadyChurn) sleep(ctx context.Context, r *colRun, d time.Duration) error {
+	end := time.Now().Add(d)
+	for ch.k > 0 && ch.next.Before(end) {
+		if err := r.sleep(ctx, time.Until(ch.next)); err != nil {
+			return err
+		}
+		if err := ch.step(r); err != nil {
+			return err
+		}
+		ch.next = ch.next.Add(ch.every)
+	}
+	return r.sleep(ctx, time.Until(end))
+}
+
+func (ch *steadyChurn) step(r *colRun) error {
+	joined, err := r.c.AddNodes(ch.k, false, false)
+	if err != nil {
+		return err
+	}
+	for j := 0; j < ch.k && len(ch.live) > 0; j++ {
+		inst := ch.live[0]
+		ch.live = ch.live[1:]
+		r.srv.DeleteInstance(inst.ID)
+		if err := r.c.SetReady(inst.NodeName, false); err != nil {
+			return err
+		}
+		r.col.Wire.purposes.markNotReady(inst.NodeName, inst.ID)
+	}
+	ch.live = append(ch.live, joined...)
+	return nil
 }
 
 // steadyWarmup is the first full resync: one status period plus a minute.

@@ -92,6 +92,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&o.NotReadyPct, "not-ready-pct", o.NotReadyPct, "percentage of steady nodes that are NotReady (the lifecycle controller checks each every 5 s): 0, 1, 10")
 	fs.IntVar(&o.Services, "services", o.Services, "LoadBalancer services (M)")
 	fs.DurationVar(&o.SteadyWindow, "steady-window", o.SteadyWindow, "simulated steady-state window after the first full resync (>= 1h for calls per hour)")
+	fs.IntVar(&o.SteadyChurn, "steady-churn", o.SteadyChurn, "steady scenario: Nodes that join, and Ready Nodes that leave, every --steady-churn-every (0: none)")
+	fs.DurationVar(&o.SteadyChurnEvery, "steady-churn-every", 5*time.Minute, "steady scenario: the period of --steady-churn")
 	fs.IntVar(&o.ScaleupNodes, "scaleup-nodes", o.ScaleupNodes, "nodes arriving at once in scaleup and stress (K)")
 	fs.IntVar(&o.StressWorkers, "stress-workers", o.StressWorkers, "--concurrent-node-syncs of the stress scenario")
 	fs.DurationVar(&o.QuiesceTimeout, "quiesce-timeout", o.QuiesceTimeout, "simulated cap on the wait for quiescence (the same for every column)")
@@ -274,6 +276,9 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.KubeBurst, "kube-burst", o.KubeBurst, "the CCM's kube client burst (--kube-api-burst)")
 	scaleup := fs.Int("scaleup-nodes", 500, "K of the scale-up forecast: Nodes joining at once")
 	fs.DurationVar(&o.SteadyWindow, "steady-window", o.SteadyWindow, "simulated steady window per node count")
+	fs.IntVar(&o.SteadyChurn, "churn", o.SteadyChurn, "Nodes that join, and Ready Nodes that leave, every --churn-every: your cluster's turnover (0: none)")
+	fs.DurationVar(&o.SteadyChurnEvery, "churn-every", 5*time.Minute, "the period of --churn")
+	routes := fs.Bool("routes", true, "the CCM runs its route controller (--configure-cloud-routes; the AWS charts turn it off)")
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "the simulated cloud's base latency")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the simulated cloud")
 	htmlOut := fs.String("html", "", "write the plan with its plot to this HTML file (one --upstream-supports only)")
@@ -283,6 +288,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	o.NoRoutes = !*routes
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	// The profile sets the quota; a --quota-read(-burst) given as well wins.
