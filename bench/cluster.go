@@ -64,6 +64,8 @@ type ClusterConfig struct {
 	// simulated cloud (providers/aws's EC2 simulator) seen through what the
 	// cluster needs from it.
 	Ground GroundTruth
+	// StatusPeriod is --node-status-update-frequency (0: the default).
+	StatusPeriod time.Duration
 	// NoRoutes leaves the route controller out (--configure-cloud-routes=false,
 	// as the AWS CCM is deployed: the VPC CNI routes pods).
 	NoRoutes bool
@@ -379,7 +381,11 @@ func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 	nodes := c.factory.Core().V1().Nodes()
 	services := c.factory.Core().V1().Services()
 	workers := int32(c.cfg.NodeWorkers)
-	nc, err := nodecontroller.NewCloudNodeController(nodes, c.controllerClient(ClientNode), c.rec, scale(nodeStatusUpdateFrequency, f), workers, workers)
+	period := c.cfg.StatusPeriod
+	if period == 0 {
+		period = nodeStatusUpdateFrequency
+	}
+	nc, err := nodecontroller.NewCloudNodeController(nodes, c.controllerClient(ClientNode), c.rec, scale(period, f), workers, workers)
 	if err != nil {
 		return err
 	}

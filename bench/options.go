@@ -118,6 +118,9 @@ type Options struct {
 	// lifecycle controller deletes it.
 	SteadyChurn      int
 	SteadyChurnEvery time.Duration
+	// StatusPeriod is the CCM's --node-status-update-frequency (0: its
+	// 5-minute default).
+	StatusPeriod time.Duration
 	// NoRoutes runs the CCM without its route controller
 	// (--configure-cloud-routes=false, as the AWS charts install it).
 	NoRoutes bool
@@ -301,6 +304,8 @@ func (o *Options) Validate() error {
 		return errors.New("--chaos-nodes must be >= 20")
 	case o.ChaosZoneNodes < 60:
 		return errors.New("--chaos-zone-nodes must be >= 60")
+	case o.StatusPeriod < 0:
+		return errors.New("--status-period must be >= 0 (0: the CCM's 5m default)")
 	case o.SteadyChurn < 0 || (o.SteadyChurn > 0 && o.SteadyChurnEvery <= 0):
 		return errors.New("--steady-churn must be >= 0, and with it --steady-churn-every > 0 (e.g. 5m)")
 	case o.Services < 0 || o.ScaleServices < 0:
@@ -423,3 +428,12 @@ func OnRegistry(o *Options, fn func(*prometheus.Registry)) { o.onRegistry = fn }
 // quotaHeadroom is the share of the quota the default cloudgate columns
 // configure as their rate (README: "Headroom below the quota").
 const quotaHeadroom = 0.9
+
+// statusPeriod is the status loop's period: StatusPeriod or the CCM's
+// default.
+func (o *Options) statusPeriod() time.Duration {
+	if o.StatusPeriod > 0 {
+		return o.StatusPeriod
+	}
+	return nodeStatusUpdateFrequency
+}

@@ -29,7 +29,7 @@ type statusCall struct{ start, end time.Time }
 // nil with fewer than two sweeps) and the mean time of one sweep, first
 // call to last answer (nil without a complete sweep: the last may be cut
 // by the window's end).
-func statusPace(calls []statusCall, from time.Time) (roundsPerHour, sweepSeconds *float64, sweeps int) {
+func statusPace(calls []statusCall, from time.Time, period time.Duration) (roundsPerHour, sweepSeconds *float64, sweeps int) {
 	var cs []statusCall
 	for _, c := range calls {
 		if !c.start.Before(from) {
@@ -43,7 +43,7 @@ func statusPace(calls []statusCall, from time.Time) (roundsPerHour, sweepSeconds
 	type sweep struct{ start, end time.Time }
 	var ss []sweep
 	for _, c := range cs {
-		if n := len(ss); n > 0 && c.start.Sub(ss[n-1].end) <= nodeStatusUpdateFrequency/2 {
+		if n := len(ss); n > 0 && c.start.Sub(ss[n-1].end) <= period/2 {
 			if c.end.After(ss[n-1].end) {
 				ss[n-1].end = c.end
 			}
@@ -71,9 +71,10 @@ func statusPace(calls []statusCall, from time.Time) (roundsPerHour, sweepSeconds
 func modelPace(o *Options, n, workers int) (roundsPerHour, sweepSeconds float64, formula string) {
 	rtt := (o.Latency + o.Jitter/2).Seconds()
 	sweepSeconds = math.Ceil(float64(n)/float64(workers)) * rtt
-	roundsPerHour = 3600 / (nodeStatusUpdateFrequency.Seconds() + sweepSeconds)
+	period := o.statusPeriod()
+	roundsPerHour = 3600 / (period.Seconds() + sweepSeconds)
 	formula = fmt.Sprintf("3600 / (period + ceil(N/workers) x (latency + jitter/2)) = 3600 / (%v + ceil(%d/%d) x %.3fs) = %.3f rounds/h (sweep %.1fs)",
-		nodeStatusUpdateFrequency, n, workers, rtt, roundsPerHour, sweepSeconds)
+		period, n, workers, rtt, roundsPerHour, sweepSeconds)
 	return roundsPerHour, sweepSeconds, formula
 }
 

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"gonum.org/v1/plot/plotter"
@@ -26,9 +27,11 @@ import (
 // from it: the read quota needed in the steady state and during a K-node
 // scale-up, the limit that binds, and the setting to change.
 type Plan struct {
-	Column   string `json:"column"`
-	Supports string `json:"upstream_supports"`
-	Policy   string `json:"policy"`
+	Column string `json:"column"`
+	// StatusPeriodSeconds is the CCM's --node-status-update-frequency.
+	StatusPeriodSeconds float64 `json:"status_period_seconds"`
+	Supports            string  `json:"upstream_supports"`
+	Policy              string  `json:"policy"`
 	// Cloud is the profile (CloudProfiles) the quota and pages come from.
 	Cloud      string  `json:"cloud"`
 	QuotaRead  float64 `json:"quota_read"`
@@ -185,7 +188,11 @@ func purposeOrder(pt *PlanPoint) []string {
 // the status period).
 func binding(pt *PlanPoint, p *Plan) (limit, why, setting string) {
 	quota := p.QuotaRead * 60
-	period := nodeStatusUpdateFrequency.Seconds()
+	period := p.StatusPeriodSeconds
+	if period == 0 {
+		period = nodeStatusUpdateFrequency.Seconds()
+	}
+	periodD := durationOf(period)
 	workers := max(1, p.NodeWorkers)
 	listPerSec := pt.ReadsPerMinByPurpose[PurposeList] / 60
 	if listPerSec == 0 {
@@ -202,18 +209,18 @@ func binding(pt *PlanPoint, p *Plan) (limit, why, setting string) {
 	}
 	raise := func(sweep float64) string {
 		w := int(math.Ceil(float64(workers) * sweep / (period / 2)))
-		return fmt.Sprintf("--concurrent-node-syncs: from %d to %d (a sweep of about half the %v period at the simulated lookup rate; the status reads grow with the rounds)", workers, max(w, workers+1), nodeStatusUpdateFrequency)
+		return fmt.Sprintf("--concurrent-node-syncs: from %d to %d (a sweep of about half the %v period at the simulated lookup rate; the status reads grow with the rounds)", workers, max(w, workers+1), periodD)
 	}
 	switch {
 	case pt.SweepSeconds != nil && *pt.SweepSeconds >= period:
-		return LimitWorkers, fmt.Sprintf("a status sweep takes %.0f s >= the %v period", *pt.SweepSeconds, nodeStatusUpdateFrequency), raise(*pt.SweepSeconds)
+		return LimitWorkers, fmt.Sprintf("a status sweep takes %.0f s >= the %v period", *pt.SweepSeconds, periodD), raise(*pt.SweepSeconds)
 	case pt.SweepSeconds == nil && pt.Nodes > 0 && pt.StatusCallsPerMin > 0 && float64(pt.Nodes)/(pt.StatusCallsPerMin/60) >= 2*period:
 		// No sweep ended twice in the run (at 20,000 Nodes with 1 %
 		// NotReady one sweep outlasts warm-up and window): a round of N
 		// lookups at the measured rate is the sweep plus the period.
 		round := float64(pt.Nodes) / (pt.StatusCallsPerMin / 60)
 		return LimitWorkers, fmt.Sprintf("no status sweep ended twice in the run; at %.0f InstanceMetadata lookups/min a round of %d Nodes takes %.0f s, a sweep %.0f s >= the %v period",
-			pt.StatusCallsPerMin, pt.Nodes, round, round-period, nodeStatusUpdateFrequency), raise(round - period)
+			pt.StatusCallsPerMin, pt.Nodes, round, round-period, periodD), raise(round - period)
 	}
 	if order := purposeOrder(pt); len(order) > 0 && pt.ReadsPerMin > 0 {
 		why := purposeShares(pt)
@@ -326,7 +333,7 @@ func RunPlan(ctx context.Context, o *Options, nodes []int, cfg PlanConfig, progr
 	if listPage == 0 {
 		listPage = simcloud.DefaultListPageSize
 	}
-	p := &Plan{Column: col, Supports: o.upstreamSupports(col), Policy: policyString(o), Cloud: cfg.Cloud,
+	p := &Plan{Column: col, StatusPeriodSeconds: o.statusPeriod().Seconds(), Supports: o.upstreamSupports(col), Policy: policyString(o), Cloud: cfg.Cloud,
 		QuotaRead: o.ReadQPS, ReadBurst: o.ReadBurst, QuotaWrite: o.WriteQPS, ListQPS: profile.ListQPS, ListBurst: profile.ListBurst,
 		Window: o.SteadyWindow.Seconds(), ListPage: listPage, MaxBatch: o.CloudMaxBatch,
 		KubeQPS: o.KubeQPS, KubeBurst: o.KubeBurst, NodeWorkers: max(1, o.NodeWorkers), ScaleupNodes: cfg.ScaleupNodes}
@@ -516,3 +523,5 @@ func (p *Plan) WriteHTML(path string) error {
 	}
 	return os.WriteFile(path, b.Bytes(), 0o644)
 }
+
+func durationOf(seconds float64) time.Duration { return time.Duration(seconds * float64(time.Second)) }

@@ -177,7 +177,7 @@ func runColumn(ctx context.Context, o *Options, spec *scenarioSpec, col string, 
 	c, err := NewCluster(ClusterConfig{
 		Name: name, Server: srv, Cloud: column.Cloud, TimeFactor: 1,
 		NodeWorkers: spec.workers, ServiceWorkers: o.ServiceWorkers, KubeQPS: o.KubeQPS, KubeBurst: o.KubeBurst,
-		NoRoutes: o.NoRoutes,
+		NoRoutes: o.NoRoutes, StatusPeriod: o.StatusPeriod,
 	})
 	if err != nil {
 		return Side{}, err

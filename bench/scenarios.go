@@ -22,7 +22,7 @@ func steadySpec(o *Options, n int, name string) scenarioSpec {
 	notReady := int(math.Round(float64(n) * o.NotReadyPct / 100))
 	spec := scenarioSpec{
 		name: name, nodes: n, services: o.Services, notRd: notReady, workers: o.NodeWorkers,
-		label: fmt.Sprintf("%d nodes (%d NotReady), %d LB services; steady window %v after a %v warm-up", n, notReady, o.Services, o.SteadyWindow, steadyWarmup),
+		label: fmt.Sprintf("%d nodes (%d NotReady), %d LB services; steady window %v after a %v warm-up", n, notReady, o.Services, o.SteadyWindow, steadyWarmup(o)),
 	}
 	if o.SteadyChurn > 0 {
 		spec.label += fmt.Sprintf("; %d join and %d leave every %v", o.SteadyChurn, o.SteadyChurn, o.SteadyChurnEvery)
@@ -57,7 +57,7 @@ func steadySpec(o *Options, n int, name string) scenarioSpec {
 		// ended on one of the route controller's ListRoutes (every 70 s
 		// through cloudgate's 60 s TTL), counted or not as the scheduler
 		// picked (cloudgate:list 43 or 44 calls at 20 services, seed 7).
-		if err := ch.sleep(ctx, r, steadyWarmup+churnPhase); err != nil {
+		if err := ch.sleep(ctx, r, steadyWarmup(o)+churnPhase); err != nil {
 			return err
 		}
 		a := r.snapshot()
@@ -67,7 +67,7 @@ func steadySpec(o *Options, n int, name string) scenarioSpec {
 		b := r.snapshot()
 		r.fill()
 		r.side.Steady = steadyFigures(a, b, o.SteadyWindow, o.ReadQPS)
-		r.side.StatusRoundsPerHour, r.side.SweepSeconds, _ = statusPace(r.c.rec.statusCalls(), r.start)
+		r.side.StatusRoundsPerHour, r.side.SweepSeconds, _ = statusPace(r.c.rec.statusCalls(), r.start, o.statusPeriod())
 		r.side.CallsPerLookup = perCall(b.cnt.TotalCalls()-a.cnt.TotalCalls(), b.controllerCalls-a.controllerCalls)
 		r.side.QuotaUtilization = &r.side.Steady.QuotaUtilization
 		r.side.SimSeconds = r.simSince(r.start)
@@ -120,7 +120,7 @@ func (ch *steadyChurn) step(r *colRun) error {
 }
 
 // steadyWarmup is the first full resync: one status period plus a minute.
-const steadyWarmup = nodeStatusUpdateFrequency + time.Minute
+func steadyWarmup(o *Options) time.Duration { return o.statusPeriod() + time.Minute }
 
 // scaleupSpec: M services with their load balancers, then K nodes arrive
 // at once with the uninitialized taint and pod CIDRs (their instances

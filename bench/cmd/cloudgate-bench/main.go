@@ -278,6 +278,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.SteadyWindow, "steady-window", o.SteadyWindow, "simulated steady window per node count")
 	fs.IntVar(&o.SteadyChurn, "churn", o.SteadyChurn, "Nodes that join, and Ready Nodes that leave, every --churn-every: your cluster's turnover (0: none)")
 	fs.DurationVar(&o.SteadyChurnEvery, "churn-every", 5*time.Minute, "the period of --churn")
+	fs.DurationVar(&o.StatusPeriod, "status-period", 5*time.Minute, "the CCM's --node-status-update-frequency")
 	routes := fs.Bool("routes", true, "the CCM runs its route controller (--configure-cloud-routes; the AWS charts turn it off)")
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "the simulated cloud's base latency")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the simulated cloud")

@@ -4,6 +4,7 @@ package real
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -70,6 +71,12 @@ func TestBenchRealAWS(t *testing.T) {
 	cols := columns(t, o, stockBin, cgBin)
 	figs := runAll(t, o, cols, etcdBin, apiserverBin)
 	out := header(o) + report(o, figs)
+	for _, f := range figs {
+		if off, ok := planOff(f); ok && math.Abs(off) > planTolerance {
+			t.Errorf("%d Nodes: cloudgate-bench plan's %.0f instance reads/h is %+.0f %% from the real %.0f DescribeInstances/h (tolerance %.0f %%)",
+				f.Nodes, planInstanceReads(f.Sim.Plan), 100*off, f.PerHour[describe], 100*planTolerance)
+		}
+	}
 	fmt.Print(out)
 	if p := os.Getenv("CLOUDGATE_BENCH_REAL_AWS_OUT"); p != "" {
 		if err := os.WriteFile(p, []byte(out), 0o644); err != nil {
@@ -141,8 +148,6 @@ func TestBenchRealAWSSmall(t *testing.T) {
 	o.StatusPeriod, o.Warmup, o.Window = 30*time.Second, 60*time.Second, 2*time.Minute
 	o.ScaleupNodes, o.ScaleupTimeout = 50, 5*time.Minute
 	o.Columns = []string{colStock, colCloudgate}
-	// The simulator has no status-period knob: its prediction is for 5 min.
-	o.Predict = false
 	setAWSEnv(t)
 	cols := columns(t, o, stockBuild.Binary(t.Context(), t), cloudgateBuild.Binary(t.Context(), t))
 	figs := runAll(t, o, cols, etcdBin, apiserverBin)
@@ -164,6 +169,16 @@ func TestBenchRealAWSSmall(t *testing.T) {
 		}
 		if f.RSSStart <= 0 || f.RSSEnd <= 0 {
 			t.Errorf("%s: no RSS read (%d, %d)", f.Column, f.RSSStart, f.RSSEnd)
+		}
+	}
+	// The plan's forecast for the same settings: within planTolerance of
+	// cloudgate's DescribeInstances, as at 1,000 and 5,000 Nodes.
+	if c := by[colCloudgate]; c != nil {
+		if off, ok := planOff(c); !ok {
+			t.Errorf("%s: no plan forecast", c.Column)
+		} else if math.Abs(off) > planTolerance {
+			t.Errorf("cloudgate-bench plan's %.0f instance reads/h is %+.0f %% from the real %.0f DescribeInstances/h (tolerance %.0f %%)",
+				planInstanceReads(c.Sim.Plan), 100*off, c.PerHour[describe], 100*planTolerance)
 		}
 	}
 	if s, c := by[colStock], by[colCloudgate]; s != nil && c != nil && c.PerHour[describe] >= s.PerHour[describe] {

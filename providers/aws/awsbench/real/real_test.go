@@ -35,6 +35,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudgate/cloudgate/bench"
+	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/provider"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
 	"github.com/cloudgate/cloudgate/testkit/e2e"
@@ -493,6 +495,7 @@ func report(o *Options, figs []*Figures) string {
 			100*f.DescribeMean, 100*f.DescribePeak, orDash(f.BusiestOther), 100*f.BusiestOtherMean, f.Throttled,
 			init, num(sim.InitSeconds, "%.1f s"), ratio(sim.InitSeconds, f.InitSeconds), secs(f.P99), mib(f.RSSStart), mib(f.RSSEnd), f.Services, o.Services, f.Staleness)
 	}
+	planTable(&b, o, figs)
 	fmt.Fprintf(&b, "\nEvery action per hour (window %v after a %v warm-up), errors in the window in brackets:\n\n", o.Window, o.Warmup)
 	for _, f := range figs {
 		var parts []string
@@ -576,4 +579,55 @@ func secs(s float64) string {
 		return "> largest bucket"
 	}
 	return fmt.Sprintf("%g s", s)
+}
+
+// planTolerance is how far `cloudgate-bench plan`'s forecast of
+// cloudgate's DescribeInstances per hour may be from the real run's.
+const planTolerance = 0.15
+
+// planInstanceReads is a plan point's instance lookups per hour (one by
+// one, batched, list pages): what DescribeInstances carries on EC2.
+func planInstanceReads(pt *bench.PlanPoint) float64 {
+	c := pt.CallsPerMin
+	return 60 * (c[simcloud.MethodGetInstance] + c[simcloud.MethodGetInstanceByName] + c[simcloud.MethodBatchGetInstances] + c[simcloud.MethodListInstances])
+}
+
+// planOff is the plan's forecast over the real figure, minus one.
+func planOff(f *Figures) (float64, bool) {
+	if f.Sim == nil || f.Sim.Plan == nil || f.PerHour[describe] <= 0 {
+		return 0, false
+	}
+	return planInstanceReads(f.Sim.Plan)/f.PerHour[describe] - 1, true
+}
+
+// planTable sets `cloudgate-bench plan`'s forecast for cloudgate's column
+// beside the real run.
+func planTable(b *bytes.Buffer, o *Options, figs []*Figures) {
+	var rows []*Figures
+	for _, f := range figs {
+		if _, ok := planOff(f); ok {
+			rows = append(rows, f)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n`cloudgate-bench plan --cloud aws --upstream-supports list --services %d --churn %d --churn-every %v --routes=false --steady-window %v --scaleup-nodes %d --nodes N` against cloudgate's column (within %.0f %%: the forecast a user plans with):\n\n",
+		o.Services, o.Churn, o.ChurnEvery, o.Window, o.ScaleupNodes, 100*planTolerance)
+	fmt.Fprintf(b, "| nodes | plan: instance reads/h | real: DescribeInstances/h | plan/real | within %.0f %% | plan: quota needed, steady / %d-Node scale-up (reads/s) | real: DescribeInstances mean / peak minute (reads/s) | plan: binding limit | plan: setting to change |\n", 100*planTolerance, o.ScaleupNodes)
+	fmt.Fprintf(b, "|---:|---:|---:|---:|---|---:|---:|---|---|\n")
+	refill := o.Buckets[describe].Refill
+	if refill == 0 {
+		refill = o.Bucket.Refill
+	}
+	for _, f := range rows {
+		pt := f.Sim.Plan
+		off, _ := planOff(f)
+		ok := "yes"
+		if math.Abs(off) > planTolerance {
+			ok = "**no**"
+		}
+		fmt.Fprintf(b, "| %d | %.0f | %.0f | %.2f | %s | %.2f / %.2f | %.2f / %.2f | %s | %s |\n", f.Nodes, planInstanceReads(pt), f.PerHour[describe], 1+off, ok,
+			pt.NeedSteady, pt.NeedScaleup, f.DescribeMean*refill, f.DescribePeak*refill, pt.Binding, pt.Setting)
+	}
 }

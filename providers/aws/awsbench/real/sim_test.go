@@ -24,6 +24,9 @@ type Prediction struct {
 	// carries on EC2.
 	InstanceReadsPerHour float64
 	InitSeconds          float64
+	// Plan is `cloudgate-bench plan`'s forecast for cloudgate's column
+	// (bench.RunPlan with the same settings; nil for the stock columns).
+	Plan *bench.PlanPoint
 }
 
 // simColumn is the simulator's column for a real one: the stock AWS CCM is
@@ -51,6 +54,9 @@ func predict(t *testing.T, o *Options, col string, n int) Prediction {
 	so.Columns = []string{simCol}
 	so.Nodes, so.Services, so.NotReadyPct, so.ScaleupNodes = n, o.Services, o.NotReadyPct, o.ScaleupNodes
 	so.NodeWorkers, so.SteadyWindow = workers, o.Window
+	so.SteadyChurn, so.SteadyChurnEvery = o.Churn, o.ChurnEvery
+	so.NoRoutes = true // both charts leave routes off
+	so.StatusPeriod = o.StatusPeriod
 	so.Latency, so.Jitter, so.Seed = o.Latency, o.Jitter, o.Seed
 	if o.ScaleupNodes == 0 {
 		so.Scenarios = so.Scenarios[:1]
@@ -64,7 +70,22 @@ func predict(t *testing.T, o *Options, col string, n int) Prediction {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := Prediction{InitSeconds: math.NaN(), InstanceReadsPerHour: math.NaN()}
+	var plan *bench.PlanPoint
+	if col == colCloudgate {
+		po := *so
+		po.UpstreamSupports = bench.SupportsList // the aws-batch adapter batches and lists
+		err := virtual.Test(t, context.Background(), virtual.Options{}, func(ctx context.Context) error {
+			p, err := bench.RunPlan(ctx, &po, []int{n}, bench.PlanConfig{Cloud: "aws", ScaleupNodes: o.ScaleupNodes}, logWriter{t})
+			if err == nil {
+				plan = &p.Points[0]
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := Prediction{InitSeconds: math.NaN(), InstanceReadsPerHour: math.NaN(), Plan: plan}
 	for _, s := range rep.Scenarios {
 		side := s.Columns[simCol]
 		switch s.Scenario {
