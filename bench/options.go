@@ -176,6 +176,14 @@ type Options struct {
 	// simcloud.DefaultListPageSize).
 	CloudListPage   int
 	Latency, Jitter time.Duration
+	// CloudListTrailingPage and CloudLBSnapshot are the upstream's own
+	// calls of the aws profile (simcloud.ClientConfig's ListTrailingPage
+	// and LBInstanceSnapshot).
+	CloudListTrailingPage bool
+	CloudLBSnapshot       time.Duration
+	// CloudTerminates: a Node leaving in the steady churn leaves its
+	// instance terminated, still described (EC2), instead of deleted.
+	CloudTerminates bool
 
 	// The CCM: kube client QPS/burst per controller, workers.
 	KubeQPS        float64

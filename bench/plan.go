@@ -74,6 +74,15 @@ type CloudProfile struct {
 	ListBurst int
 	ListPage  int
 	MaxBatch  int
+	// ListTrailingPage and LBSnapshot: the provider's own calls the
+	// simulated upstream makes as well (simcloud.ClientConfig's fields of
+	// those names).
+	ListTrailingPage bool
+	LBSnapshot       time.Duration
+	// Terminates: an instance that leaves stays described, terminated
+	// (simcloud.Server.TerminateInstance), as EC2 keeps it for about an
+	// hour; otherwise it is deleted.
+	Terminates bool
 	// About says where the figures come from.
 	About string
 }
@@ -83,9 +92,11 @@ var CloudProfiles = map[string]CloudProfile{
 	"simcloud": {ReadQPS: 20, ReadBurst: 20, ListPage: simcloud.DefaultListPageSize, MaxBatch: simcloud.DefaultMaxBatchSize,
 		About: "the load benchmark's simulated cloud: 20 reads/s (burst 20), pages of 500, batches of 500"},
 	"aws": {ReadQPS: 20, ReadBurst: 100, ListQPS: 10, ListBurst: 50, ListPage: 1000, MaxBatch: 200,
+		ListTrailingPage: true, LBSnapshot: 10 * time.Minute, Terminates: true,
 		About: "EC2's documented buckets (\"Request throttling for the Amazon EC2 API\"): non-mutating actions refill 20/s, bucket 100; " +
 			"DescribeInstances without filters or pagination refill 10/s, bucket 50 (list pages are checked against it; the simulation draws them from the read bucket); " +
-			"pages of 1,000 instances; batches of 200 IDs (cloudgate's aws-batch adapter: EC2 takes 200 filter values a request)"},
+			"pages of 1,000 instances; batches of 200 IDs (cloudgate's aws-batch adapter: EC2 takes 200 filter values a request); " +
+			"a list walk ends with one more page (the adapter's legacy-tag listing); a load balancer's update lists every instance unless the last listing is under 10 minutes old and holds every backend (the AWS provider's describeAllInstancesCached); an instance that leaves stays described, terminated"},
 }
 
 // ApplyCloud sets o's read quota, largest batch and list page from the
@@ -96,6 +107,7 @@ func ApplyCloud(o *Options, name string) (CloudProfile, error) {
 		return c, fmt.Errorf("plan: --cloud %q: want one of %v", name, slices.Sorted(maps.Keys(CloudProfiles)))
 	}
 	o.ReadQPS, o.ReadBurst, o.CloudMaxBatch, o.CloudListPage = c.ReadQPS, c.ReadBurst, c.MaxBatch, c.ListPage
+	o.CloudListTrailingPage, o.CloudLBSnapshot, o.CloudTerminates = c.ListTrailingPage, c.LBSnapshot, c.Terminates
 	return c, nil
 }
 
@@ -134,7 +146,7 @@ type PlanPoint struct {
 	WritesPerMin     float64            `json:"writes_per_min"`
 	ReadHeadroom     float64            `json:"read_headroom"`
 	WriteHeadroom    float64            `json:"write_headroom"`
-	Throttled        int64              `json:"throttled"`
+	Throttled        int64              `json:"throttled"` // read calls the cloud throttled
 	ControllerErrors int64              `json:"controller_errors"`
 	// ReadsPerMinByPurpose splits ReadsPerMin by what the requests were
 	// for (Purpose*), classified on the wire.
@@ -201,7 +213,7 @@ func binding(pt *PlanPoint, p *Plan) (limit, why, setting string) {
 	needQuota := fmt.Sprintf("the read quota: at least %.1f reads/s (steady %.1f; a %d-Node scale-up %.1f)",
 		max(pt.NeedSteady, pt.NeedScaleup)/0.95, pt.NeedSteady, p.ScaleupNodes, pt.NeedScaleup)
 	switch {
-	case pt.Throttled > 0 || pt.ControllerErrors > 0 || pt.ReadsPerMin >= 0.95*quota:
+	case pt.Throttled > 0 || pt.ReadsPerMin >= 0.95*quota:
 		return LimitQuota, fmt.Sprintf("reads %.0f/min = %.0f %% of the quota, %d throttled, %d controller errors", pt.ReadsPerMin, 100*pt.ReadsPerMin/quota, pt.Throttled, pt.ControllerErrors), needQuota
 	case p.ListQPS > 0 && listPerSec >= 0.95*p.ListQPS:
 		return LimitQuota, fmt.Sprintf("list pages %.2f/s = %.0f %% of the list bucket's %g/s", listPerSec, 100*listPerSec/p.ListQPS, p.ListQPS),
@@ -307,6 +319,7 @@ type PlanConfig struct {
 // RunPlan runs the steady scenario at every node count of nodes and
 // forecasts from it.
 func RunPlan(ctx context.Context, o *Options, nodes []int, cfg PlanConfig, progress io.Writer) (*Plan, error) {
+	resetErrorBackoff() // as Run does: a controller error must not stall the bubble
 	col := planColumn(o)
 	o.Columns = []string{col}
 	o.Scenarios = []string{ScenarioSteady}
@@ -344,7 +357,7 @@ func RunPlan(ctx context.Context, o *Options, nodes []int, cfg PlanConfig, progr
 		}
 		x := res.Columns[col]
 		pt := PlanPoint{Nodes: n, CallsPerMin: map[string]float64{}, ReadsPerMinByPurpose: map[string]float64{},
-			Throttled: x.Throttled, ControllerErrors: x.ControllerErrors}
+			Throttled: readThrottled(x.ThrottledByMethod), ControllerErrors: x.ControllerErrors}
 		for m, v := range x.Steady.CallsPerHourByMethod {
 			pt.CallsPerMin[m] = v / 60
 		}
@@ -367,10 +380,10 @@ func RunPlan(ctx context.Context, o *Options, nodes []int, cfg PlanConfig, progr
 }
 
 // runsOut is the first simulated count at 95 % of the quota (or, for
-// reads, with throttling or controller errors); nil when none is.
+// reads, with read throttling); nil when none is.
 func runsOut(pts []PlanPoint, get func(PlanPoint) float64, quotaPerMin float64, reads bool) *int {
 	for _, pt := range pts {
-		if get(pt) >= 0.95*quotaPerMin || reads && (pt.Throttled > 0 || pt.ControllerErrors > 0) {
+		if get(pt) >= 0.95*quotaPerMin || reads && pt.Throttled > 0 {
 			n := pt.Nodes
 			return &n
 		}
@@ -525,3 +538,17 @@ func (p *Plan) WriteHTML(path string) error {
 }
 
 func durationOf(seconds float64) time.Duration { return time.Duration(seconds * float64(time.Second)) }
+
+// readThrottled counts the read calls the cloud throttled: a write's
+// throttling (a load balancer update) says nothing of the read quota.
+func readThrottled(by map[string]int64) int64 {
+	var n int64
+	for m, v := range by {
+		switch m {
+		case simcloud.MethodEnsureLoadBalancer, simcloud.MethodDeleteLoadBalancer, simcloud.MethodCreateRoute, simcloud.MethodDeleteRoute:
+		default:
+			n += v
+		}
+	}
+	return n
+}

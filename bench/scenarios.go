@@ -47,7 +47,7 @@ func steadySpec(o *Options, n int, name string) scenarioSpec {
 		if err := r.startThenServices(ctx, o.Services); err != nil {
 			return err
 		}
-		ch := &steadyChurn{k: o.SteadyChurn, every: o.SteadyChurnEvery, next: time.Now().Add(o.SteadyChurnEvery + churnPhase)}
+		ch := &steadyChurn{k: o.SteadyChurn, every: o.SteadyChurnEvery, next: time.Now().Add(o.SteadyChurnEvery + churnPhase), terminate: o.CloudTerminates}
 		for _, inst := range insts {
 			if !held[inst.ID] {
 				ch.live = append(ch.live, inst)
@@ -84,6 +84,8 @@ type steadyChurn struct {
 	every time.Duration
 	next  time.Time
 	live  []simcloud.Instance // Ready Nodes that may leave, oldest first
+	// terminate leaves a leaving instance terminated (Options.CloudTerminates).
+	terminate bool
 }
 
 // sleep sleeps d, making the churn steps that fall in it.
@@ -109,7 +111,11 @@ func (ch *steadyChurn) step(r *colRun) error {
 	for j := 0; j < ch.k && len(ch.live) > 0; j++ {
 		inst := ch.live[0]
 		ch.live = ch.live[1:]
-		r.srv.DeleteInstance(inst.ID)
+		if ch.terminate {
+			r.srv.TerminateInstance(inst.ID)
+		} else {
+			r.srv.DeleteInstance(inst.ID)
+		}
 		if err := r.c.SetReady(inst.NodeName, false); err != nil {
 			return err
 		}

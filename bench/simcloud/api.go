@@ -79,6 +79,7 @@ type instanceJSON struct {
 	Region     string           `json:"region"`
 	Addresses  []v1.NodeAddress `json:"addresses"`
 	Shutdown   bool             `json:"shutdown"`
+	Terminated bool             `json:"terminated,omitempty"`
 }
 
 type batchGetRequest struct {

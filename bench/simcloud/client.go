@@ -52,6 +52,18 @@ type ClientConfig struct {
 	// ListPageSize is the page size ListInstances asks for; 0 leaves it to
 	// the server (its ServerConfig.ListPageSize).
 	ListPageSize int
+	// ListTrailingPage makes every ListInstances walk end with one more
+	// request, answered with an empty page: the second listing the AWS
+	// adapter walks after the cluster-tagged instances (those tagged the
+	// legacy way). Not read from config files.
+	ListTrailingPage bool
+	// LBInstanceSnapshot, when > 0, makes EnsureLoadBalancer and
+	// UpdateLoadBalancer first list every instance (all pages), as the AWS
+	// provider describes all instances for a load balancer's backends,
+	// unless its last listing is younger than LBInstanceSnapshot and holds
+	// every backend's instance (the provider's describeAllInstancesCached,
+	// 10 minutes). Not read from config files.
+	LBInstanceSnapshot time.Duration
 	// WrapTransport, when set, wraps the client's HTTP transport: the
 	// benchmark's "provider-typical client" (client-side rate limit,
 	// Retry-After, bounded retries) is such a wrapper. A retry it makes
@@ -115,6 +127,7 @@ type Cloud struct {
 	hc        *http.Client
 	idPrefix  string
 	seq       *atomic.Uint64
+	snap      *lbSnapshot // LBInstanceSnapshot's listing (client_loadbalancer.go)
 }
 
 var _ cloudprovider.Interface = (*Cloud)(nil)
@@ -150,6 +163,7 @@ func NewClient(cfg ClientConfig) (*Cloud, error) {
 		hc:        &http.Client{Transport: rt},
 		idPrefix:  "sc-" + hex.EncodeToString(b[:]) + "-",
 		seq:       new(atomic.Uint64),
+		snap:      &lbSnapshot{},
 	}, nil
 }
 

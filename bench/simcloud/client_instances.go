@@ -2,6 +2,7 @@ package simcloud
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -89,13 +90,13 @@ var (
 	_ provider.InstanceLister   = (*instancesV2)(nil)
 )
 
-// InstanceExists is false, nil for a missing instance.
+// InstanceExists is false, nil for a missing or terminated instance.
 func (v *instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
-	_, err := v.c.instanceForNode(ctx, node)
+	inst, err := v.c.instanceForNode(ctx, node)
 	if err == cloudprovider.InstanceNotFound {
 		return false, nil
 	}
-	return err == nil, err
+	return err == nil && !inst.Terminated, err
 }
 
 // InstanceShutdown is false, cloudprovider.InstanceNotFound for a missing
@@ -182,6 +183,7 @@ func (v *instancesV2) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node)
 		}
 		out[i].Metadata = res.Instance.metadata()
 		out[i].Shutdown = res.Instance.Shutdown
+		out[i].Deleted = res.Instance.Terminated
 	}
 	return out, nil
 }
@@ -196,14 +198,25 @@ func (v *instancesV2) ListInstances(ctx context.Context, pageToken string) ([]pr
 	if v.c.cfg.ListPageSize > 0 {
 		q.Set("pageSize", fmt.Sprint(v.c.cfg.ListPageSize))
 	}
+	if pageToken == trailingPage {
+		// After the last ID: the server answers an empty page.
+		q.Set("pageToken", base64.RawURLEncoding.EncodeToString([]byte("~")))
+	}
 	var resp listInstancesResponse
 	if err := v.c.do(ctx, MethodListInstances, http.MethodGet, "/v1/instances", q, nil, &resp); err != nil {
 		return nil, "", err
 	}
+	if resp.NextPageToken == "" && v.c.cfg.ListTrailingPage && pageToken != trailingPage {
+		resp.NextPageToken = trailingPage
+	}
 	page := make([]provider.InstanceRecord, 0, len(resp.Instances))
 	for i := range resp.Instances {
 		j := &resp.Instances[i]
-		page = append(page, provider.InstanceRecord{NodeName: j.NodeName, Metadata: *j.metadata(), Shutdown: j.Shutdown})
+		rec := provider.InstanceRecord{NodeName: j.NodeName, Metadata: *j.metadata(), Shutdown: j.Shutdown, Deleted: j.Terminated}
+		if j.Terminated {
+			rec.NodeName = "" // name lookups skip a terminated instance
+		}
+		page = append(page, rec)
 	}
 	return page, resp.NextPageToken, nil
 }
@@ -266,13 +279,14 @@ func (v *instances) CurrentNodeName(_ context.Context, hostname string) (types.N
 	return types.NodeName(hostname), nil
 }
 
-// InstanceExistsByProviderID is false, nil for a missing instance.
+// InstanceExistsByProviderID is false, nil for a missing or terminated
+// instance.
 func (v *instances) InstanceExistsByProviderID(ctx context.Context, providerID string) (bool, error) {
-	_, err := v.c.instanceByProviderID(ctx, providerID)
+	inst, err := v.c.instanceByProviderID(ctx, providerID)
 	if err == cloudprovider.InstanceNotFound {
 		return false, nil
 	}
-	return err == nil, err
+	return err == nil && !inst.Terminated, err
 }
 
 // InstanceShutdownByProviderID is false, cloudprovider.InstanceNotFound for
@@ -311,3 +325,6 @@ func (z *zones) GetZoneByNodeName(ctx context.Context, nodeName types.NodeName) 
 	}
 	return cloudprovider.Zone{FailureDomain: inst.Zone, Region: inst.Region}, nil
 }
+
+// trailingPage is the page token of ListTrailingPage's last request.
+const trailingPage = "trailing"

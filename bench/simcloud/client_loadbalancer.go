@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -53,6 +55,9 @@ func (l *loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName strin
 	if service == nil {
 		return nil, errors.New("simcloud: nil service")
 	}
+	if err := l.c.snap.refresh(ctx, l.c, nodes); err != nil {
+		return nil, err
+	}
 	req := ensureLBRequest{Cluster: clusterName, Hosts: make([]string, 0, len(nodes))}
 	if req.Cluster == "" {
 		req.Cluster = l.c.cfg.ClusterName
@@ -86,4 +91,59 @@ func (l *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, 
 		return errors.New("simcloud: nil service")
 	}
 	return l.c.do(ctx, MethodDeleteLoadBalancer, http.MethodDelete, lbPath(service), nil, nil, &deleteResponse{})
+}
+
+// lbSnapshot is ClientConfig.LBInstanceSnapshot's listing of every
+// instance: its IDs and when it was taken.
+type lbSnapshot struct {
+	mu  sync.Mutex
+	at  time.Time
+	ids map[string]bool
+}
+
+// refresh lists every instance unless the last listing is young enough and
+// holds every node's instance (nodes without a provider ID are skipped, as
+// the AWS provider skips them).
+func (s *lbSnapshot) refresh(ctx context.Context, c *Cloud, nodes []*v1.Node) error {
+	maxAge := c.cfg.LBInstanceSnapshot
+	if maxAge <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fresh := s.ids != nil && time.Since(s.at) <= maxAge
+	for _, n := range nodes {
+		if !fresh {
+			break
+		}
+		if n == nil || n.Spec.ProviderID == "" {
+			continue
+		}
+		if _, id, err := ParseProviderID(n.Spec.ProviderID); err == nil && !s.ids[id] {
+			fresh = false
+		}
+	}
+	if fresh {
+		return nil
+	}
+	at := time.Now()
+	ids := map[string]bool{}
+	lister := &instancesV2{c: c}
+	for tok := ""; ; {
+		page, next, err := lister.ListInstances(ctx, tok)
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if _, id, err := ParseProviderID(r.Metadata.ProviderID); err == nil {
+				ids[id] = true
+			}
+		}
+		if next == "" || next == trailingPage {
+			break
+		}
+		tok = next
+	}
+	s.at, s.ids = at, ids
+	return nil
 }

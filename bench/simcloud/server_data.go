@@ -26,6 +26,10 @@ type Instance struct {
 	Addresses []v1.NodeAddress
 	// Shutdown reports whether the instance is stopped (it still exists).
 	Shutdown bool
+	// Terminated: the instance is gone but still described, by ID and in
+	// lists, as EC2 keeps describing a terminated instance for about an
+	// hour (TerminateInstance); no lookup by node name finds it.
+	Terminated bool
 }
 
 // ProviderID is the instance's provider ID, "simcloud://<zone>/<id>".
@@ -40,6 +44,7 @@ func (i Instance) toJSON() instanceJSON {
 	return instanceJSON{
 		ID: i.ID, NodeName: i.NodeName, ProviderID: i.ProviderID(), Type: i.Type,
 		Zone: i.Zone, Region: i.Region, Addresses: slices.Clone(i.Addresses), Shutdown: i.Shutdown,
+		Terminated: i.Terminated,
 	}
 }
 
@@ -264,6 +269,24 @@ func (s *Server) DeleteInstance(id string) bool {
 	delete(st.byName, inst.NodeName)
 	if i, found := slices.BinarySearch(st.order, id); found {
 		st.order = slices.Delete(st.order, i, i+1)
+	}
+	return true
+}
+
+// TerminateInstance terminates an instance and reports whether it existed:
+// it stays described by ID and in lists, marked terminated, and its node
+// name no longer finds it (Instance.Terminated).
+func (s *Server) TerminateInstance(id string) bool {
+	st := s.data
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	inst, found := st.instances[id]
+	if !found {
+		return false
+	}
+	inst.Terminated = true
+	if st.byName[inst.NodeName] == id {
+		delete(st.byName, inst.NodeName)
 	}
 	return true
 }
