@@ -9,8 +9,11 @@ cmd="$GO -C bench run ./cmd/cloudgate-bench plan --cloud aws --nodes 1000,5000 -
 echo "running: $cmd" >&2
 start=$(date +%s)
 out=$(eval "$cmd")
+cmd2="$GO -C bench run ./cmd/cloudgate-bench plan --cloud aws --nodes 1000,5000 --services 20 --churn 10 --churn-every 5m --routes=false --steady-window 60m --upstream-supports list --scaleup-nodes 500 --json results-plan-workload.json"
+echo "running: $cmd2" >&2
+out2=$(eval "$cmd2")
 commit=$(git rev-parse HEAD)
-if [ -n "$(git status --porcelain --untracked-files=no -- bench ':!bench/results-plan.json' ':!bench/RESULTS.plan.md')" ]; then commit="$commit+dirty"; fi
+if [ -n "$(git status --porcelain --untracked-files=no -- bench ':!bench/results-plan.json' ':!bench/results-plan-workload.json' ':!bench/RESULTS.plan.md')" ]; then commit="$commit+dirty"; fi
 {
 	echo "# cloudgate-bench plan results"
 	echo
@@ -20,4 +23,22 @@ if [ -n "$(git status --porcelain --untracked-files=no -- bench ':!bench/results
 	echo '```'
 	echo "$out"
 	echo '```'
+	echo
+	echo "## The workload of \`make bench-real-aws\`, against its real runs"
+	echo
+	echo "Command: \`$cmd2\` (virtual time; seed 1; the harness's workload: 1 % NotReady, 20 LoadBalancer Services, 10 Nodes joining and 10 leaving every 5 minutes, routes off, a 60-minute window; cloudgate's chart default, upstream aws-batch, is the list column)."
+	echo
+	echo '```'
+	echo "$out2"
+	echo '```'
+	echo
+	echo "The plan's instance lookups per hour against the real DescribeInstances per hour of cloudgate's column in bench/RESULTS.real-aws.md (the real binaries; one run, real time):"
+	echo
+	echo "| nodes | plan: instance lookups/h | real: DescribeInstances/h | plan/real | within 15 % |"
+	echo "|---:|---:|---:|---:|---|"
+	for n in 1000 5000; do
+		p=$(echo "$out2" | grep -o "instance lookups per hour.*" | grep -o " $n nodes [0-9]*" | awk '{print $3}')
+		r=$(grep "^| $n | cloudgate AWS CCM" bench/RESULTS.real-aws.md | awk -F'|' '{gsub(/ /, "", $5); print $5}')
+		awk -v n="$n" -v p="$p" -v r="$r" 'BEGIN { q = p / r; printf "| %d | %d | %d | %.2f | %s |\n", n, p, r, q, (q >= 0.85 && q <= 1.15) ? "yes" : "no" }'
+	done
 } > bench/RESULTS.plan.md

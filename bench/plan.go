@@ -140,14 +140,17 @@ const (
 
 // PlanPoint is one node count's steady state and forecast.
 type PlanPoint struct {
-	Nodes            int                `json:"nodes"`
-	CallsPerMin      map[string]float64 `json:"calls_per_min"`
-	ReadsPerMin      float64            `json:"reads_per_min"`
-	WritesPerMin     float64            `json:"writes_per_min"`
-	ReadHeadroom     float64            `json:"read_headroom"`
-	WriteHeadroom    float64            `json:"write_headroom"`
-	Throttled        int64              `json:"throttled"` // read calls the cloud throttled
-	ControllerErrors int64              `json:"controller_errors"`
+	Nodes       int                `json:"nodes"`
+	CallsPerMin map[string]float64 `json:"calls_per_min"`
+	ReadsPerMin float64            `json:"reads_per_min"`
+	// InstanceReadsPerHour are the instance lookups (one by one, batched,
+	// list pages) per hour: what DescribeInstances carries on EC2.
+	InstanceReadsPerHour float64 `json:"instance_reads_per_hour"`
+	WritesPerMin         float64 `json:"writes_per_min"`
+	ReadHeadroom         float64 `json:"read_headroom"`
+	WriteHeadroom        float64 `json:"write_headroom"`
+	Throttled            int64   `json:"throttled"` // read calls the cloud throttled
+	ControllerErrors     int64   `json:"controller_errors"`
 	// ReadsPerMinByPurpose splits ReadsPerMin by what the requests were
 	// for (Purpose*), classified on the wire.
 	ReadsPerMinByPurpose map[string]float64 `json:"reads_per_min_by_purpose"`
@@ -365,6 +368,8 @@ func RunPlan(ctx context.Context, o *Options, nodes []int, cfg PlanConfig, progr
 			pt.ReadsPerMinByPurpose[k] = v / 60
 		}
 		pt.ReadsPerMin, pt.WritesPerMin = x.Steady.ReadsPerHour/60, x.Steady.WritesPerHour/60
+		by := x.Steady.CallsPerHourByMethod
+		pt.InstanceReadsPerHour = by[simcloud.MethodGetInstance] + by[simcloud.MethodGetInstanceByName] + by[simcloud.MethodBatchGetInstances] + by[simcloud.MethodListInstances]
 		pt.ReadHeadroom = 1 - pt.ReadsPerMin/(o.ReadQPS*60)
 		pt.WriteHeadroom = 1 - pt.WritesPerMin/(o.WriteQPS*60)
 		pt.StatusRoundsPerHour, pt.SweepSeconds, pt.CacheHitRatio = x.StatusRoundsPerHour, x.SweepSeconds, x.Steady.CacheHitRatio
@@ -454,6 +459,11 @@ func (p *Plan) WriteTable(w io.Writer) {
 		}
 		tw.Flush()
 	}
+	fmt.Fprint(w, "instance lookups per hour (one by one, batched, list pages; on EC2 each is a DescribeInstances):")
+	for _, pt := range p.Points {
+		fmt.Fprintf(w, " %d nodes %.0f;", pt.Nodes, pt.InstanceReadsPerHour)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "read quota needed (reads/s): steady = the simulated mean; a %d-Node scale-up = steady + max(0, L - S)/(T - RTT), "+
 		"L the least lookups (K, or ceil(K/B) when the upstream batches), S the burst, T the least time the kube client or the node workers allow:\n", p.ScaleupNodes)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

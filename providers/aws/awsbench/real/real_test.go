@@ -36,7 +36,6 @@ import (
 	"time"
 
 	"github.com/cloudgate/cloudgate/bench"
-	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/provider"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
 	"github.com/cloudgate/cloudgate/testkit/e2e"
@@ -587,10 +586,7 @@ const planTolerance = 0.15
 
 // planInstanceReads is a plan point's instance lookups per hour (one by
 // one, batched, list pages): what DescribeInstances carries on EC2.
-func planInstanceReads(pt *bench.PlanPoint) float64 {
-	c := pt.CallsPerMin
-	return 60 * (c[simcloud.MethodGetInstance] + c[simcloud.MethodGetInstanceByName] + c[simcloud.MethodBatchGetInstances] + c[simcloud.MethodListInstances])
-}
+func planInstanceReads(pt *bench.PlanPoint) float64 { return pt.InstanceReadsPerHour }
 
 // planOff is the plan's forecast over the real figure, minus one.
 func planOff(f *Figures) (float64, bool) {
