@@ -56,6 +56,9 @@ func NewColumn(o *Options, col string, srv *simcloud.Server, clusterName string)
 		}
 		return rt
 	}
+	if col == ColBare || col == ColBareClient {
+		cc.IDBatcher = o.CloudProviderBatcher
+	}
 	client, err := simcloud.NewClient(cc)
 	if err != nil {
 		return nil, err

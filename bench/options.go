@@ -44,6 +44,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cloudgate/cloudgate/bench/measure"
+	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/provider"
 )
 
@@ -184,6 +185,9 @@ type Options struct {
 	// CloudTerminates: a Node leaving in the steady churn leaves its
 	// instance terminated, still described (EC2), instead of deleted.
 	CloudTerminates bool
+	// CloudProviderBatcher is the bare columns' provider's own batching of
+	// lookups by ID (simcloud.ClientConfig.IDBatcher).
+	CloudProviderBatcher simcloud.IDBatcher
 
 	// The CCM: kube client QPS/burst per controller, workers.
 	KubeQPS        float64

@@ -32,13 +32,17 @@ if [ -n "$(git status --porcelain --untracked-files=no -- bench ':!bench/results
 	echo "$out2"
 	echo '```'
 	echo
-	echo "The plan's instance lookups per hour against the real DescribeInstances per hour of cloudgate's column in bench/RESULTS.real-aws.md (the real binaries; one run, real time):"
+	echo "The plan's instance lookups per hour against the real DescribeInstances per hour of cloudgate's column in each real run (the real binaries, real time, one run each):"
 	echo
-	echo "| nodes | plan: instance lookups/h | real: DescribeInstances/h | plan/real | within 15 % |"
-	echo "|---:|---:|---:|---:|---|"
+	echo "| nodes | real run | plan: instance lookups/h | real: DescribeInstances/h | plan/real | within 15 % |"
+	echo "|---:|---|---:|---:|---:|---|"
 	for n in 1000 5000; do
 		p=$(echo "$out2" | grep -o "instance lookups per hour.*" | grep -o " $n nodes [0-9]*" | awk '{print $3}')
-		r=$(grep "^| $n | cloudgate AWS CCM" bench/RESULTS.real-aws.md | awk -F'|' '{gsub(/ /, "", $5); print $5}')
-		awk -v n="$n" -v p="$p" -v r="$r" 'BEGIN { q = p / r; printf "| %d | %d | %d | %.2f | %s |\n", n, p, r, q, (q >= 0.85 && q <= 1.15) ? "yes" : "no" }'
+		for f in bench/RESULTS.real-aws.md bench/RESULTS.real-aws-cloudgate.md; do
+			[ -f "$f" ] || continue
+			r=$(grep "^| $n | cloudgate AWS CCM" "$f" | head -1 | awk -F'|' '{gsub(/ /, "", $5); print $5}')
+			[ -n "$r" ] || continue
+			awk -v n="$n" -v f="$f" -v p="$p" -v r="$r" 'BEGIN { q = p / r; printf "| %d | %s | %d | %d | %.2f | %s |\n", n, f, p, r, q, (q >= 0.85 && q <= 1.15) ? "yes" : "no" }'
+		done
 	done
 } > bench/RESULTS.plan.md

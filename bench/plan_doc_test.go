@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -88,4 +89,73 @@ func TestPlanDocFromResults(t *testing.T) {
 		t.Fatal("no plan table rows found in docs/bench.md")
 	}
 	t.Logf("%d plan rows checked against results-plan.json", rows)
+}
+
+// TestPlanAgainstRealAWSFromResults: every row of bench/RESULTS.plan.md's
+// plan-against-real table holds the plan's instance lookups per hour from
+// bench/results-plan-workload.json, the DescribeInstances per hour of
+// cloudgate's row in the real run's file, their ratio and the verdict.
+func TestPlanAgainstRealAWSFromResults(t *testing.T) {
+	b, err := os.ReadFile("results-plan-workload.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plans []*Plan
+	if err := json.Unmarshal(b, &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("results-plan-workload.json: want one plan (%v)", err)
+	}
+	forecast := map[int]float64{}
+	for _, pt := range plans[0].Points {
+		forecast[pt.Nodes] = pt.InstanceReadsPerHour
+	}
+	md, err := os.ReadFile("RESULTS.plan.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, line := range strings.Split(string(md), "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 8 || !strings.HasPrefix(strings.TrimSpace(f[2]), "bench/RESULTS.real-aws") {
+			continue
+		}
+		rows++
+		n, _ := strconv.Atoi(strings.TrimSpace(f[1]))
+		file := strings.TrimSpace(f[2])
+		real := cloudgateDescribePerHour(t, "../"+file, n)
+		p := math.Round(forecast[n]) // as plan prints it
+		q := p / real
+		verdict := "no"
+		if q >= 0.85 && q <= 1.15 {
+			verdict = "yes"
+		}
+		want := fmt.Sprintf("| %d | %s | %.0f | %.0f | %.2f | %s |", n, file, p, real, q, verdict)
+		if strings.TrimSpace(line) != want {
+			t.Errorf("RESULTS.plan.md row\n  %s\nthe files give\n  %s", strings.TrimSpace(line), want)
+		}
+	}
+	if rows < 2 {
+		t.Errorf("RESULTS.plan.md: %d plan-against-real rows, want one per node count and real run", rows)
+	}
+}
+
+// cloudgateDescribePerHour is the DescribeInstances/h of cloudgate's row
+// at n Nodes in a bench-real-aws results file.
+func cloudgateDescribePerHour(t *testing.T, path string, n int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, "|")
+		if len(f) > 5 && strings.TrimSpace(f[1]) == strconv.Itoa(n) && strings.HasPrefix(strings.TrimSpace(f[2]), "cloudgate AWS CCM") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f[4]), 64)
+			if err != nil {
+				t.Fatalf("%s: %d Nodes: DescribeInstances/h %q", path, n, f[4])
+			}
+			return v
+		}
+	}
+	t.Fatalf("%s: no cloudgate row at %d Nodes", path, n)
+	return 0
 }

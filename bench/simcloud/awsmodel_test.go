@@ -2,7 +2,10 @@ package simcloud
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -99,4 +102,58 @@ func TestLBInstanceSnapshot(t *testing.T) {
 	if got := lists(); got != 2 {
 		t.Errorf("a backend the listing lacks: %d listings, want 2", got)
 	}
+}
+
+// IDBatcher merges concurrent lookups by ID into one BatchGetInstances,
+// sent when none joined for Idle; a lone lookup waits out Idle; a missing
+// instance is InstanceNotFound; a terminated one does not exist.
+func TestIDBatcherMergesConcurrentLookups(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := startServer(t, ServerConfig{InMemory: true, ReadQPS: 1000, ReadBurst: 1000})
+		insts := addInstances(t, s, 4, "node")
+		s.TerminateInstance(insts[3].ID)
+		c, err := NewClient(ClientConfig{Endpoint: s.URL(), APIKey: "k", Transport: s.Transport(), IDBatcher: AWSDescribeBatcher})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v2, _ := c.InstancesV2()
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		got := make([]bool, 5)
+		errs := make([]error, 5)
+		nodes := []*v1.Node{
+			nodeByProviderID(insts[0].NodeName, insts[0].ProviderID()),
+			nodeByProviderID(insts[1].NodeName, insts[1].ProviderID()),
+			nodeByProviderID(insts[2].NodeName, insts[2].ProviderID()),
+			nodeByProviderID(insts[3].NodeName, insts[3].ProviderID()),
+			nodeByProviderID("ghost", "simcloud://zone-a/i-ghost"),
+		}
+		start := time.Now()
+		for i, n := range nodes {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 50 * time.Millisecond) // each within Idle of the last
+				got[i], errs[i] = v2.InstanceExists(ctx, n)
+			})
+		}
+		wg.Wait()
+		if want := []bool{true, true, true, false, false}; !slices.Equal(got, want) {
+			t.Errorf("InstanceExists = %v (errors %v), want %v", got, errs, want)
+		}
+		if n := s.Counters().Calls[MethodBatchGetInstances]; n != 1 {
+			t.Errorf("%d BatchGetInstances for five lookups within Idle of each other, want 1", n)
+		}
+		if took := time.Since(start); took != 200*time.Millisecond+AWSDescribeBatcher.Idle {
+			t.Errorf("the batch went after %v, want the last lookup (200ms) + Idle", took)
+		}
+		start = time.Now()
+		if _, err := v2.InstanceMetadata(ctx, nodes[0]); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != AWSDescribeBatcher.Idle {
+			t.Errorf("a lone lookup took %v, want Idle %v", took, AWSDescribeBatcher.Idle)
+		}
+		if n := s.Counters().Calls[MethodGetInstance]; n != 0 {
+			t.Errorf("%d GetInstance calls with an IDBatcher, want 0", n)
+		}
+	})
 }

@@ -64,6 +64,10 @@ type ClientConfig struct {
 	// every backend's instance (the provider's describeAllInstancesCached,
 	// 10 minutes). Not read from config files.
 	LBInstanceSnapshot time.Duration
+	// IDBatcher, when its MaxItems > 0, sends lookups by instance ID
+	// through a batcher (see IDBatcher; AWSDescribeBatcher is the AWS
+	// provider's). Not read from config files.
+	IDBatcher IDBatcher
 	// WrapTransport, when set, wraps the client's HTTP transport: the
 	// benchmark's "provider-typical client" (client-side rate limit,
 	// Retry-After, bounded retries) is such a wrapper. A retry it makes
@@ -128,6 +132,7 @@ type Cloud struct {
 	idPrefix  string
 	seq       *atomic.Uint64
 	snap      *lbSnapshot // LBInstanceSnapshot's listing (client_loadbalancer.go)
+	ids       *idBatcher  // nil: no IDBatcher
 }
 
 var _ cloudprovider.Interface = (*Cloud)(nil)
@@ -157,14 +162,18 @@ func NewClient(cfg ClientConfig) (*Cloud, error) {
 	if cfg.WrapTransport != nil {
 		rt = cfg.WrapTransport(rt)
 	}
-	return &Cloud{
+	c := &Cloud{
 		cfg:       cfg,
 		transport: tr,
 		hc:        &http.Client{Transport: rt},
 		idPrefix:  "sc-" + hex.EncodeToString(b[:]) + "-",
 		seq:       new(atomic.Uint64),
 		snap:      &lbSnapshot{},
-	}, nil
+	}
+	if cfg.IDBatcher.MaxItems > 0 {
+		c.ids = &idBatcher{c: c, cfg: cfg.IDBatcher}
+	}
+	return c, nil
 }
 
 // Config returns the client's configuration with defaults applied.

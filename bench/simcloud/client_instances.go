@@ -22,12 +22,20 @@ import (
 
 func (c *Cloud) instanceByID(ctx context.Context, zone, id string) (*instanceJSON, error) {
 	var out instanceJSON
-	err := c.do(ctx, MethodGetInstance, http.MethodGet, "/v1/instances/"+url.PathEscape(id), nil, nil, &out)
-	if isNotFound(err, CodeInstanceNotFound) {
-		return nil, cloudprovider.InstanceNotFound
-	}
-	if err != nil {
-		return nil, err
+	if c.ids != nil {
+		inst, err := c.ids.get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = *inst
+	} else {
+		err := c.do(ctx, MethodGetInstance, http.MethodGet, "/v1/instances/"+url.PathEscape(id), nil, nil, &out)
+		if isNotFound(err, CodeInstanceNotFound) {
+			return nil, cloudprovider.InstanceNotFound
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	if zone != "" && out.Zone != zone {
 		// The provider ID names another zone: that instance does not exist.
