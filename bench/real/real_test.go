@@ -98,7 +98,7 @@ type figures struct {
 
 func TestBenchReal(t *testing.T) {
 	if os.Getenv("CLOUDGATE_BENCH_REAL") == "" {
-		t.Skip("make bench-real runs this (real time, ~20 min per size): set CLOUDGATE_BENCH_REAL=1")
+		t.Skip("make bench-real runs this (real time, half an hour to an hour per size): set CLOUDGATE_BENCH_REAL=1")
 	}
 	etcdBin, apiserverBin, ccmBin := os.Getenv("CLOUDGATE_ETCD"), os.Getenv("CLOUDGATE_KUBE_APISERVER"), os.Getenv("CLOUDGATE_CCM")
 	if etcdBin == "" || apiserverBin == "" || ccmBin == "" {
