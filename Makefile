@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test deps-bench bench bench-results bench-results-aws bench-results-gce bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release release-dist release-check test-skew bench-real bench-real-aws bench-plan
+.PHONY: all build test deps-bench bench bench-results bench-results-aws bench-results-gce bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release release-dist release-check test-skew bench-real bench-real-aws bench-real-aws-sim bench-plan
 
 all: lint build test
 
@@ -277,6 +277,14 @@ bench-real-aws: deps control-plane
 	  CLOUDGATE_STOCK_AWS_CCM=$(CACHE_DIR)/bench-real-aws/aws-cloud-controller-manager \
 	  CLOUDGATE_AWS_CCM=$(CACHE_DIR)/bench-real-aws/cloudgate-aws-ccm CLOUDGATE_BENCH_REAL_AWS_OUT=$(CURDIR)/bench/RESULTS.real-aws.md \
 	  $(GO) test -count=1 -timeout 600m -parallel 8 -v -run '^TestBenchRealAWS$$' ./real/
+
+# The simulator at this commit (and plan) against the committed bench-real-aws runs: a model
+# change checked against the real binaries' figures without running them again (minutes).
+bench-real-aws-sim: deps
+	cd $(AWSBENCH_MOD) && CLOUDGATE_BENCH_REAL_AWS_SIM_OUT=$(CURDIR)/bench/RESULTS.real-aws-sim.md \
+	  CLOUDGATE_BENCH_REAL_AWS_SIM_FILES=$$(ls $(CURDIR)/bench/RESULTS.real-aws.md $(CURDIR)/bench/RESULTS.real-aws-cloudgate.md 2>/dev/null | paste -sd, -) \
+	  CLOUDGATE_BENCH_REAL_AWS_COMMIT=$$(git rev-parse --short HEAD) \
+	  $(GO) test -count=1 -timeout 60m -v -run '^TestBenchRealAWSPredictions$$' ./real/
 
 # TestPlanPredictsRun at 1,000, 5,000 and 20,000 Nodes (make test checks 1,000 and
 # 5,000; 20,000 costs minutes of CPU; GOGC 400 as cloudgate-bench runs: a quarter less CPU).
