@@ -281,6 +281,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.StatusPeriod, "status-period", 5*time.Minute, "the CCM's --node-status-update-frequency")
 	routes := fs.Bool("routes", true, "the CCM runs its route controller (--configure-cloud-routes; the AWS charts turn it off)")
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "the simulated cloud's base latency")
+	fs.DurationVar(&o.Jitter, "jitter", o.Jitter, "uniform jitter added to the latency")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the simulated cloud")
 	htmlOut := fs.String("html", "", "write the plan with its plot to this HTML file (one --upstream-supports only)")
 	jsonOut := fs.String("json", "", "write the plans as a JSON array to this file")
