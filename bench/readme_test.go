@@ -87,7 +87,7 @@ var measuredPages = []string{"../README.md", "../docs/bench.md"}
 func generatedResults(t *testing.T) []byte {
 	t.Helper()
 	var all []byte
-	for _, f := range []string{"RESULTS.md", "RESULTS.aws-rounds.md", "RESULTS.real-aws.md"} {
+	for _, f := range []string{"RESULTS.md", "RESULTS.aws-rounds.md", "RESULTS.real-aws.md", "RESULTS.real-aws-sim.md", "RESULTS.plan.md"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
