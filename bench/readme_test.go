@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cloudgate/cloudgate/bench/measure"
 )
 
 // README's "Measured" section may quote only what make bench-results wrote
@@ -33,20 +35,7 @@ func markdownSection(md, title string) string {
 // that do not occur in results as a whole number: not as part of a longer
 // one (1.0 is not found in 1.00, 36 not in 360).
 func missingNumbers(text, results string) []string {
-	var missing []string
-	seen := map[string]bool{}
-	for _, raw := range numberRE.FindAllString(text, -1) {
-		n := strings.TrimRight(strings.ReplaceAll(raw, ",", ""), ".")
-		if seen[n] {
-			continue
-		}
-		seen[n] = true
-		re := regexp.MustCompile(`(?:^|[^\d.,])` + regexp.QuoteMeta(n) + `(?:$|[^\d.]|\.(?:$|[^\d]))`)
-		if !re.MatchString(results) {
-			missing = append(missing, raw)
-		}
-	}
-	return missing
+	return measure.MissingNumbers(numberRE.FindAllString(text, -1), results)
 }
 
 // TestMissingNumbers: the check itself finds a hand-typed figure and

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -111,4 +112,26 @@ func (t *Table) Write(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// MissingNumbers returns the numbers of nums (as quoted: thousands
+// separators and a sentence's final dot are dropped before the search) that
+// results does not hold as a whole number, not as part of a longer one (1.0
+// is not found in 1.00, 36 not in 360): the check that a document quotes
+// only what a results file holds.
+func MissingNumbers(nums []string, results string) []string {
+	var missing []string
+	seen := map[string]bool{}
+	for _, raw := range nums {
+		n := strings.TrimRight(strings.ReplaceAll(raw, ",", ""), ".")
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		re := regexp.MustCompile(`(?:^|[^\d.,])` + regexp.QuoteMeta(n) + `(?:$|[^\d.]|\.(?:$|[^\d]))`)
+		if !re.MatchString(results) {
+			missing = append(missing, raw)
+		}
+	}
+	return missing
 }

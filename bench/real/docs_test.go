@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cloudgate/cloudgate/bench/measure"
 )
 
 // docsSection is docs/bench.md's section on this benchmark: the prose that
@@ -52,15 +54,7 @@ func TestDocsQuoteResults(t *testing.T) {
 // missingFigures returns the figures (thousands separators dropped) that
 // results does not hold as a whole number.
 func missingFigures(nums []string, results string) []string {
-	var missing []string
-	for _, raw := range nums {
-		n := strings.ReplaceAll(raw, ",", "")
-		re := regexp.MustCompile(`(?:^|[^\d.,])` + regexp.QuoteMeta(n) + `(?:$|[^\d.]|\.(?:$|[^\d]))`)
-		if !re.MatchString(results) {
-			missing = append(missing, raw)
-		}
-	}
-	return missing
+	return measure.MissingNumbers(nums, results)
 }
 
 // TestMissingFigures: the check finds a hand-typed figure and a shortened
