@@ -108,8 +108,8 @@ etcd + kube-apiserver and its own ec2sim account, on one machine.
 - Simulator ("sim"): bench.Run in virtual time on the aws cloud profile (EC2's buckets, pages of 1,000, batches
   of 200, a list walk's legacy-tag page, load balancer updates that list every instance unless the 10-minute
   snapshot holds every backend, terminated instances still described) with the same Nodes, NotReady share,
-  Services, churn, routes off, latency and scale-up; the stock CCM as bare+client (the provider-typical client:
-  no model of the AWS provider's describe-instance batcher) with its node workers, cloudgate as cloudgate:list;
+  Services, churn, routes off, latency and scale-up; the stock CCM as bare+client (the provider-typical client,
+  with the AWS provider's describe-instance batcher) with its node workers, cloudgate as cloudgate:list;
   its instance lookups per hour (one by one, batched, list pages) against DescribeInstances/h. "plan" is
   `+"`cloudgate-bench plan`"+` (bench.RunPlan, the same simulation) for cloudgate's column, checked within 15 %%.
 - Shares: DescribeInstances requests per second over its bucket's refill; peak = the busiest minute.
