@@ -372,8 +372,7 @@ func RunPlan(ctx context.Context, o *Options, nodes []int, cfg PlanConfig, progr
 			pt.ReadsPerMinByPurpose[k] = v / 60
 		}
 		pt.ReadsPerMin, pt.WritesPerMin = x.Steady.ReadsPerHour/60, x.Steady.WritesPerHour/60
-		by := x.Steady.CallsPerHourByMethod
-		pt.InstanceReadsPerHour = by[simcloud.MethodGetInstance] + by[simcloud.MethodGetInstanceByName] + by[simcloud.MethodBatchGetInstances] + by[simcloud.MethodListInstances]
+		pt.InstanceReadsPerHour = InstanceReads(x.Steady.CallsPerHourByMethod)
 		pt.ReadHeadroom = 1 - pt.ReadsPerMin/(o.ReadQPS*60)
 		pt.WriteHeadroom = 1 - pt.WritesPerMin/(o.WriteQPS*60)
 		pt.StatusRoundsPerHour, pt.SweepSeconds, pt.CacheHitRatio = x.StatusRoundsPerHour, x.SweepSeconds, x.Steady.CacheHitRatio
@@ -565,4 +564,10 @@ func readThrottled(by map[string]int64) int64 {
 		}
 	}
 	return n
+}
+
+// InstanceReads sums the instance lookups (one by one, batched, list pages)
+// of calls by method: what DescribeInstances carries on EC2.
+func InstanceReads(by map[string]float64) float64 {
+	return by[simcloud.MethodGetInstance] + by[simcloud.MethodGetInstanceByName] + by[simcloud.MethodBatchGetInstances] + by[simcloud.MethodListInstances]
 }

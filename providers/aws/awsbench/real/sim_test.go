@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/cloudgate/cloudgate/bench"
-	"github.com/cloudgate/cloudgate/bench/simcloud"
 	"github.com/cloudgate/cloudgate/bench/virtual"
 )
 
@@ -94,7 +93,7 @@ func predict(t *testing.T, o *Options, col string, n int) Prediction {
 				t.Fatalf("simulated steady %s: no steady figures", simCol)
 			}
 			by := side.Steady.CallsPerHourByMethod
-			p.InstanceReadsPerHour = by[simcloud.MethodGetInstance] + by[simcloud.MethodGetInstanceByName] + by[simcloud.MethodBatchGetInstances] + by[simcloud.MethodListInstances]
+			p.InstanceReadsPerHour = bench.InstanceReads(by)
 		case bench.ScenarioScaleup:
 			if side.InitSeconds != nil {
 				p.InitSeconds = *side.InitSeconds
