@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -553,4 +554,67 @@ func TestBackgroundCapFleetRedis(t *testing.T) {
 	if got := up.batchSizes(); len(got) != 1 || got[0] != 1 {
 		t.Errorf("batch sizes %v, want [1]: c alone, the background batch still waiting", got)
 	}
+}
+
+// A batch's token wait is bounded by waitTimeout in all, however often a
+// more urgent batch takes its wait over: here a critical lookup every 50 s
+// (less than the 2 m waitTimeout apart) preempts a full background batch
+// waiting on a bucket that never admits background waits. The background
+// lookups end at 2 m with the *api.RetryError of limits.read.waitTimeout;
+// each preemption restarted the wait's timer before, and they ended 2 m
+// after the last critical lookup (5 m 40 s in the review's run).
+func TestBatchWaitBoundedAcrossPreemptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newPrioRig(t, 2, func(c *Config) { c.Limits.Read.WaitTimeout = dur(2 * time.Minute) })
+		defer r.finish()
+		r.g.m.batchInstanceStatus.bucket = backgroundCap{}
+		start := r.clk.Now()
+		a := r.lookup("a", false)
+		synctest.Wait()
+		b := r.lookup("b", false) // a, b: a full background batch, due now
+		synctest.Wait()
+		var ended time.Duration
+		for k := 1; k <= 60 && !a.finished(); k++ {
+			r.clk.Step(10 * time.Second)
+			synctest.Wait()
+			if a.finished() {
+				ended = r.clk.Since(start)
+				break
+			}
+			if k%5 == 0 {
+				c := r.lookup(fmt.Sprintf("c%d", k), true)
+				synctest.Wait()
+				mustFinish(t, "critical lookup", c)
+			}
+		}
+		var retry *cloudproviderapi.RetryError
+		if !a.finished() || !b.finished() {
+			t.Fatal("the background lookups still wait after 10 m")
+		}
+		if ended != 2*time.Minute || !errors.As(a.err, &retry) || !errors.As(b.err, &retry) {
+			t.Fatalf("background lookups ended after %s with %v, %v; want 2m0s and an *api.RetryError", ended, a.err, b.err)
+		}
+		if !strings.Contains(a.err.Error(), "limits.read.waitTimeout") {
+			t.Errorf("error %q does not name limits.read.waitTimeout", a.err)
+		}
+	})
+}
+
+// With waitTimeout 0 a batch's token wait, which no caller's context can
+// bound, ends after batchCallTimeout with the same *api.RetryError, not a
+// context error.
+func TestBatchWaitUnboundedFamilyIsRetryError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newPrioRig(t, 2, func(c *Config) { c.Limits.Read.WaitTimeout = dur(0) })
+		defer r.finish()
+		r.g.m.batchInstanceStatus.bucket = backgroundCap{}
+		a := r.lookup("a", false)
+		synctest.Wait()
+		r.clk.Step(batchCallTimeout)
+		synctest.Wait()
+		var retry *cloudproviderapi.RetryError
+		if !a.finished() || !errors.As(a.err, &retry) {
+			t.Fatalf("after %s: finished %v, err %v; want an *api.RetryError", batchCallTimeout, a.finished(), a.err)
+		}
+	})
 }

@@ -89,11 +89,12 @@ func (g *enforcer) buildBatcher(final bool) {
 	if p.size > 0 {
 		nb := &nodeBatches{e: g, up: p.up, size: p.size}
 		b, err := batcher.New(batcher.Options{
-			Name:       "BatchInstanceStatus",
-			MaxTimeout: g.cfg.Batch.MaxWait.Duration,
-			MaxItems:   p.size,
-			SendAtOnce: *g.cfg.Batch.SendAtOnce,
-			Clock:      g.clock,
+			Name:         "BatchInstanceStatus",
+			MaxTimeout:   g.cfg.Batch.MaxWait.Duration,
+			MaxItems:     p.size,
+			SendAtOnce:   *g.cfg.Batch.SendAtOnce,
+			AdmitTimeout: g.admitTimeout(),
+			Clock:        g.clock,
 		}, batcher.Executor[*v1.Node, InstanceStatus](nb))
 		if err != nil {
 			// Not reached: Config.Validate checked maxSize and maxWait,
@@ -184,13 +185,13 @@ func (k nodeKey) String() string {
 // Admit takes the token of a batch's first call while the batch is
 // still open (internal/batcher's Admit): lookups arriving during the wait
 // join it, so one token answers every lookup that waited for it. The wait
-// is at the batch's priority, bounded by the family's waitTimeout (an
-// *api.RetryError), or with none by batchCallTimeout; the batcher ends it
-// (ctx) when a more urgent batch takes it over. Only a closed breaker lets
-// a batch take its token first: an open one would refuse the call, and a
-// half-open one may (its probes in flight), so the batch goes on to
-// Send without a token, where the breaker is asked first, as for any
-// other call.
+// is at the batch's priority; the batcher ends it (ctx) when a more urgent
+// batch takes it over, and when the batch's whole wait, across such
+// takeovers, reaches admitTimeout (an *api.RetryError, as a call's own
+// wait gives). Only a closed breaker lets a batch take its token first: an
+// open one would refuse the call, and a half-open one may (its probes in
+// flight), so the batch goes on to Send without a token, where the breaker
+// is asked first, as for any other call.
 func (b *nodeBatches) Admit(ctx context.Context, prio int, _ []*v1.Node) (bool, error) {
 	g := b.e
 	m := g.m.batchInstanceStatus
@@ -198,15 +199,23 @@ func (b *nodeBatches) Admit(ctx context.Context, prio int, _ []*v1.Node) (bool, 
 	if m.breaker.State() != limiter.StateClosed {
 		return false, nil
 	}
-	cancel := func() {}
-	if m.waitTimeout <= 0 {
-		ctx, cancel = g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
-	}
-	defer cancel()
-	if err := g.wait(ctx, m, limiter.Priority(prio), opened); err != nil {
+	if err := g.wait(ctx, m, limiter.Priority(prio), opened, 0); err != nil {
+		if context.Cause(ctx) == batcher.ErrAdmitTimeout {
+			return false, noToken(m, g.admitTimeout())
+		}
 		return false, err
 	}
 	return true, nil
+}
+
+// admitTimeout bounds a batch's token wait in all (batcher.Options): the
+// read family's waitTimeout, or with none batchCallTimeout, as no caller's
+// context can bound a batch's.
+func (g *enforcer) admitTimeout() time.Duration {
+	if t := g.m.batchInstanceStatus.waitTimeout; t > 0 {
+		return t
+	}
+	return batchCallTimeout
 }
 
 // Send answers one batch of nodes with a BatchInstanceStatus call
@@ -219,7 +228,10 @@ func (b *nodeBatches) Send(_ context.Context, reqs []*v1.Node, f batcher.Flush, 
 	nodes := slices.Clone(reqs) // peers are appended: reqs is the batcher's
 	prio := limiter.Priority(f.Priority)
 	g.rec.Batch(len(nodes), f.Reason)
-	if f.Err != nil { // no token within the wait: nothing was sent
+	switch {
+	case errors.Is(f.Err, batcher.ErrAdmitTimeout): // it waited behind a more urgent batch
+		return failAll(len(nodes), noToken(g.m.batchInstanceStatus, g.admitTimeout()))
+	case f.Err != nil: // no token within the wait: nothing was sent
 		return failAll(len(nodes), f.Err)
 	}
 	// The lifecycle controller's other NotReady Nodes ride along (see
@@ -239,8 +251,8 @@ func (b *nodeBatches) Send(_ context.Context, reqs []*v1.Node, f batcher.Flush, 
 	// contexts: its own timeout counts as a hung cloud (errCallTimeout). It
 	// bounds each call, not the token waits, which the family's waitTimeout
 	// bounds and answers with an *api.RetryError as for a call of its own
-	// (with no waitTimeout: the first token's wait by itself, see
-	// Admit, then the calls with the bisection's waits).
+	// (with no waitTimeout: the first token's wait by admitTimeout, see
+	// Admit, then the bisection's calls with their waits by this context).
 	ctx, cancel := g.withCallTimeout(context.Background(), batchCallTimeout, errCallTimeout)
 	if g.m.batchInstanceStatus.waitTimeout > 0 {
 		cancel()

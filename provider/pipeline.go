@@ -322,7 +322,7 @@ func (g *enforcer) begin(ctx context.Context, m *method, prio limiter.Priority, 
 		return upstreamCall{}, g.openRetry(err)
 	}
 	if a == awaitToken {
-		if err := g.wait(ctx, m, prio, opened); err != nil {
+		if err := g.wait(ctx, m, prio, opened, m.waitTimeout); err != nil {
 			done(callerGone{err}) // nothing was sent: no verdict on the cloud
 			return upstreamCall{}, err
 		}
@@ -398,22 +398,23 @@ var errWaitTimeout = errors.New("cloudgate: token wait timed out")
 // breaker opens.
 var errBreakerOpened = errors.New("cloudgate: circuit breaker opened while waiting for a token")
 
-// wait waits for m's token for at most m.waitTimeout (on the gate's clock).
-// Running out of it is a retryable *api.RetryError, so the service
-// controller requeues instead of parking a worker; the caller's own context
-// ending is the bucket's error, as before. When m's breaker opens meanwhile
-// (opened ends), the caller gets the breaker's rejection, as a caller
-// arriving then would: otherwise the callers admitted before it opened would
-// keep their places in the queue and the half-open breaker's probe would
-// wait behind them while every new call is rejected.
-func (g *enforcer) wait(ctx context.Context, m *method, prio limiter.Priority, opened context.Context) error {
+// wait waits for m's token for at most timeout (on the gate's clock; 0:
+// as long as ctx allows). Running out of it is a retryable
+// *api.RetryError (noToken), so the service controller requeues instead of
+// parking a worker; the caller's own context ending is the bucket's error,
+// as before. When m's breaker opens meanwhile (opened ends), the caller gets
+// the breaker's rejection, as a caller arriving then would: otherwise the
+// callers admitted before it opened would keep their places in the queue
+// and the half-open breaker's probe would wait behind them while every new
+// call is rejected.
+func (g *enforcer) wait(ctx context.Context, m *method, prio limiter.Priority, opened context.Context, timeout time.Duration) error {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stopOpened := context.AfterFunc(opened, func() { cancel(errBreakerOpened) })
 	defer stopOpened()
 	stopTimeout := func() {}
-	if m.waitTimeout > 0 {
-		stopTimeout = stoppableAfterFunc(g.clock, m.waitTimeout, func() { cancel(errWaitTimeout) })
+	if timeout > 0 {
+		stopTimeout = stoppableAfterFunc(g.clock, timeout, func() { cancel(errWaitTimeout) })
 	}
 	err := m.bucket.Wait(wctx, prio)
 	stopTimeout()
@@ -422,13 +423,23 @@ func (g *enforcer) wait(ctx context.Context, m *method, prio limiter.Priority, o
 	}
 	switch context.Cause(wctx) {
 	case errWaitTimeout:
-		return cloudproviderapi.NewRetryError(fmt.Sprintf(
-			"cloudgate: no %q token within %s (limits.%s.waitTimeout): the cloud API quota is exhausted; retry later",
-			m.bucketName, m.waitTimeout, m.family), min(m.waitTimeout, 30*time.Second))
+		return noToken(m, timeout)
 	case errBreakerOpened:
 		return g.openRetry(m.breaker.Rejection())
 	}
 	return err
+}
+
+// noToken is the answer of a call or batch that had no token from m's
+// bucket within bound: a retryable *api.RetryError.
+func noToken(m *method, bound time.Duration) error {
+	setting := fmt.Sprintf("limits.%s.waitTimeout", m.family)
+	if bound != m.waitTimeout { // a batch's bound with no waitTimeout set
+		setting = fmt.Sprintf("a batch's bound while %s is 0", setting)
+	}
+	return cloudproviderapi.NewRetryError(fmt.Sprintf(
+		"cloudgate: no %q token within %s (%s): the cloud API quota is exhausted; retry later",
+		m.bucketName, bound, setting), min(bound, 30*time.Second))
 }
 
 // withCallTimeout is context.WithTimeoutCause on the gate's clock: on real

@@ -42,6 +42,14 @@ type Options struct {
 	// there is nothing to batch, and still forms large batches under load.
 	// false: every batch waits for MaxItems, IdleTimeout or MaxTimeout.
 	SendAtOnce bool
+	// AdmitTimeout bounds, with an Admitter, how long a batch waits to be
+	// admitted in all: from when it is first due (closed, or picked for
+	// Admit while open) across every Admit called for it, preemptions
+	// included. When it runs out while Admit runs for the batch, Admit's
+	// context is cancelled with cause ErrAdmitTimeout; while the batch waits
+	// behind another batch's Admit, it is sent at once with Flush.Err
+	// ErrAdmitTimeout, without Admit. 0: no bound but Admit's own.
+	AdmitTimeout time.Duration
 	// Clock is the time source of the timeouts; nil is the real clock.
 	Clock clock.WithTickerAndDelayedExecution
 }
@@ -81,8 +89,10 @@ type Admitter[In, Out any] interface {
 	// or joins the batch being admitted, more urgent than the one Admit
 	// runs for: Admit should then give up without taking anything, and is
 	// called again for that batch; if it admits all the same, the
-	// admission goes to the most urgent batch due. No caller can cancel
-	// ctx.
+	// admission goes to the most urgent batch due. It is cancelled with
+	// cause ErrAdmitTimeout when the batch's Options.AdmitTimeout runs out;
+	// an error Admit returns then (or any error not caused by preemption)
+	// goes to the batch Admit ran for. No caller can cancel ctx.
 	Admit(ctx context.Context, prio int, pending []In) (admitted bool, err error)
 }
 
@@ -101,6 +111,11 @@ const (
 // ErrPreempted is the cause with which Admit's context is cancelled when a
 // more urgent batch is due.
 var ErrPreempted = errors.New("batcher: a more urgent batch is due")
+
+// ErrAdmitTimeout is the cause with which Admit's context is cancelled, and
+// the Flush.Err of a batch sent without Admit, when the batch's
+// Options.AdmitTimeout ran out.
+var ErrAdmitTimeout = errors.New("batcher: the batch was not admitted within its admit timeout")
 
 // Flush is what Send is told about its batch.
 type Flush struct {
@@ -129,12 +144,13 @@ type Batcher[In, Out any] struct {
 	sending int // batches being sent
 	// With an Admitter: closed batches waiting for Admit, oldest first, and
 	// whether the goroutine that calls it is running; while Admit runs,
-	// the urgency of the batch it runs for and the cancel of its context.
-	ready      []*batch[In, Out]
-	admitting  bool
-	admitPrio  int
-	preemptFor context.CancelCauseFunc
-	wg         sync.WaitGroup // batches being sent, and the Admit goroutine
+	// the batch it runs for, its urgency then and the cancel of its context.
+	ready       []*batch[In, Out]
+	admitting   bool
+	admitFor    *batch[In, Out]
+	admitPrio   int
+	cancelAdmit context.CancelCauseFunc
+	wg          sync.WaitGroup // batches being sent, and the Admit goroutine
 }
 
 // batch is one batch being filled or sent.
@@ -146,6 +162,9 @@ type batch[In, Out any] struct {
 	prio   int            // the most urgent of its requests' priorities
 	index  map[string]int // slot of each key
 	last   time.Time      // when a request last joined (IdleTimeout)
+	// due: its AdmitTimeout runs (it was due for admission once); expired:
+	// it ran out while Admit ran for the batch.
+	due, expired bool
 	// answered[i] is closed once results[i] is set (or the executor left
 	// it unanswered: short[i]).
 	answered []chan struct{}
@@ -220,11 +239,13 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, key string, prio int, in In)
 	full := len(bt.items) >= b.opts.MaxItems
 	admit := b.admit != nil
 	now := !full && !admit && b.opts.SendAtOnce && b.sending == 0
+	arm := false
 	switch {
 	case full && admit:
 		b.open = nil
 		bt.reason = FlushFull
 		b.ready = append(b.ready, bt)
+		arm = b.dueLocked(bt)
 	case full || now:
 		b.claimOpenLocked()
 	}
@@ -242,6 +263,7 @@ func (b *Batcher[In, Out]) Add(ctx context.Context, key string, prio int, in In)
 			b.after(b.opts.IdleTimeout, func() { b.idle(bt) })
 		}
 	}
+	b.arm(bt, arm)
 	switch {
 	case admit:
 	case full:
@@ -310,8 +332,10 @@ func (b *Batcher[In, Out]) flush(bt *batch[In, Out], reason string) {
 		b.open = nil
 		bt.reason = reason
 		b.ready = append(b.ready, bt)
+		arm := b.dueLocked(bt)
 		b.startAdmitLocked()
 		b.mu.Unlock()
+		b.arm(bt, arm)
 		return
 	}
 	b.claimOpenLocked()
@@ -380,10 +404,57 @@ func (b *Batcher[In, Out]) startAdmitLocked() {
 		b.admitting = true
 		b.wg.Add(1)
 		go b.admitLoop()
-	case b.preemptFor != nil && next.prio < b.admitPrio:
-		b.preemptFor(ErrPreempted)
-		b.preemptFor = nil
+	case b.cancelAdmit != nil && next.prio < b.admitPrio:
+		b.cancelAdmit(ErrPreempted)
+		b.cancelAdmit = nil
 	}
+}
+
+// dueLocked notes that bt is due for admission and reports whether its
+// AdmitTimeout is to start now (arm). The caller holds b.mu.
+func (b *Batcher[In, Out]) dueLocked(bt *batch[In, Out]) bool {
+	if bt.due || b.opts.AdmitTimeout <= 0 {
+		return false
+	}
+	bt.due = true
+	return true
+}
+
+// arm starts bt's AdmitTimeout when dueLocked said to; called without b.mu
+// (see Add).
+func (b *Batcher[In, Out]) arm(bt *batch[In, Out], arm bool) {
+	if arm {
+		b.after(b.opts.AdmitTimeout, func() { b.expire(bt) })
+	}
+}
+
+// expire ends bt's wait for admission when its AdmitTimeout ran out: Admit
+// running for it is cancelled (ErrAdmitTimeout), and a batch waiting behind
+// another's Admit is sent at once with that error. A batch sent already is
+// left alone.
+func (b *Batcher[In, Out]) expire(bt *batch[In, Out]) {
+	b.mu.Lock()
+	if b.admitFor == bt {
+		bt.expired = true // seen by admitLoop even if Admit was preempted already
+		if b.cancelAdmit != nil {
+			b.cancelAdmit(ErrAdmitTimeout)
+			b.cancelAdmit = nil
+		}
+		b.mu.Unlock()
+		return
+	}
+	if i := slices.Index(b.ready, bt); i >= 0 {
+		b.ready = slices.Delete(b.ready, i, i+1)
+	} else if b.open == bt {
+		b.open = nil
+	} else {
+		b.mu.Unlock()
+		return
+	}
+	b.wg.Add(1)
+	b.sending++
+	b.mu.Unlock()
+	go b.send(bt, Flush{Reason: bt.reason, Err: ErrAdmitTimeout})
 }
 
 // admitLoop admits the due batches one at a time, the most urgent first,
@@ -401,31 +472,38 @@ func (b *Batcher[In, Out]) admitLoop() {
 		}
 		pending, prio := append([]In(nil), bt.items...), bt.prio
 		ctx, cancel := context.WithCancelCause(context.Background())
-		b.admitPrio, b.preemptFor = bt.prio, cancel
+		b.admitFor, b.admitPrio, b.cancelAdmit = bt, bt.prio, cancel
+		arm := b.dueLocked(bt)
 		b.mu.Unlock()
+		b.arm(bt, arm)
 		admitted, err := b.admit.Admit(ctx, prio, pending)
 		b.mu.Lock()
-		preempted := context.Cause(ctx) == ErrPreempted
+		cause := context.Cause(ctx)
 		cancel(nil)
-		b.preemptFor = nil
-		if preempted && err != nil {
+		b.admitFor, b.cancelAdmit = nil, nil
+		switch {
+		case cause == ErrPreempted && err != nil && !bt.expired:
 			b.mu.Unlock()
 			continue // the more urgent batch is admitted first
-		}
-		// Nothing but this loop sends, so the batch admitted for is still
-		// due: the open one, or (full or timed out meanwhile) a ready one.
-		// The most urgent one due now gets the admission.
-		if bt = b.nextLocked(); bt == nil && b.open != nil {
-			bt = b.open
-		}
-		if bt == nil { // not reached; the admission goes unused
-			b.admitting = false
-			b.mu.Unlock()
-			return
+		case err != nil:
+			// An error (the batch's AdmitTimeout ran out, or Admit's own)
+			// is the answer of the batch Admit ran for, which is still due:
+			// nothing but this loop sends a batch while Admit runs for it.
+			if cause == ErrPreempted { // and its AdmitTimeout ran out meanwhile
+				err = ErrAdmitTimeout
+			}
+		default:
+			// Admitted, or left to Send: the most urgent batch due now gets
+			// the admission.
+			if next := b.nextLocked(); next != nil {
+				bt = next
+			} else if b.open != nil {
+				bt = b.open
+			}
 		}
 		if i := slices.Index(b.ready, bt); i >= 0 {
 			b.ready = slices.Delete(b.ready, i, i+1)
-		} else {
+		} else if b.open == bt {
 			b.open = nil
 		}
 		b.wg.Add(1)

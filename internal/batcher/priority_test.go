@@ -21,9 +21,13 @@ type urgentRig struct {
 }
 
 func newUrgentRig(t *testing.T, maxItems int) *urgentRig {
+	return newUrgentRigOpts(t, Options{Name: "urgent", MaxItems: maxItems, MaxTimeout: time.Hour, SendAtOnce: true})
+}
+
+func newUrgentRigOpts(t *testing.T, opts Options) *urgentRig {
 	t.Helper()
 	r := &urgentRig{rec: &recorder{}, tokens: make(chan struct{}, 10)}
-	b, err := New(Options{Name: "urgent", MaxItems: maxItems, MaxTimeout: time.Hour, SendAtOnce: true}, Executor[string, string](admitFuncs{
+	b, err := New(opts, Executor[string, string](admitFuncs{
 		admit: func(ctx context.Context, _ int, pending []string) (bool, error) {
 			outcome := "admitted"
 			var err error
@@ -37,7 +41,15 @@ func newUrgentRig(t *testing.T, maxItems int) *urgentRig {
 			r.mu.Unlock()
 			return err == nil, err
 		},
-		sendFunc: r.rec.Send,
+		sendFunc: func(ctx context.Context, items []string, f Flush, answer func(int, string)) []string {
+			out := r.rec.Send(ctx, items, f, answer)
+			if f.Err != nil { // as an Executor must: nothing was admitted
+				for i := range out {
+					out[i] = "error " + f.Err.Error()
+				}
+			}
+			return out
+		},
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -139,5 +151,71 @@ func TestNoPriorityOldestFirst(t *testing.T) {
 		wait(t, a, b, x)
 		r.b.Wait()
 		r.check(t, []string{"[a] admitted", "[!x] admitted"}, [][]string{{"a", "b"}, {"!x"}})
+	})
+}
+
+// A batch's AdmitTimeout bounds its whole wait for admission: more urgent
+// batches arriving less than AdmitTimeout apart take over its Admit again
+// and again, and it still ends AdmitTimeout after it was first due, with
+// ErrAdmitTimeout, whether Admit runs for it then or not.
+func TestAdmitTimeoutSpansPreemptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// urgent: a more urgent batch arrives every this often and is
+		// admitted 20 s later (0: none).
+		urgent time.Duration
+	}{
+		{name: "alone"},
+		{name: "preempted every 50s", urgent: 50 * time.Second},
+		{name: "preempted every 10s", urgent: 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const bound = 2 * time.Minute
+				r := newUrgentRigOpts(t, Options{Name: "bound", MaxItems: 1, MaxTimeout: time.Hour, SendAtOnce: true, AdmitTimeout: bound})
+				start := time.Now()
+				var took time.Duration
+				var out string
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					out, _ = r.b.Add(context.Background(), "a", 1, "a")
+					took = time.Since(start)
+				}()
+				synctest.Wait()
+				for i := 0; tc.urgent > 0; i++ {
+					select {
+					case <-done:
+					case <-time.After(tc.urgent):
+						x := fmt.Sprintf("!x%d", i)
+						go r.b.Add(context.Background(), keyOf(x), prioOf(x), x)
+						go func() { time.Sleep(20 * time.Second); r.tokens <- struct{}{} }()
+						continue
+					}
+					break
+				}
+				<-done
+				if took != bound || out != "error "+ErrAdmitTimeout.Error() {
+					t.Errorf("the background request ended after %s with %q; want %s and ErrAdmitTimeout", took, out, bound)
+				}
+				time.Sleep(time.Minute) // the urgent batches in flight are admitted
+				r.b.Wait()
+			})
+		})
+	}
+}
+
+// A batch whose AdmitTimeout runs out while Admit runs for it ends with
+// Admit's answer to the cancellation, at its deadline.
+func TestAdmitTimeoutDuringAdmit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newUrgentRigOpts(t, Options{Name: "bound", MaxItems: 1, MaxTimeout: time.Hour, SendAtOnce: true, AdmitTimeout: time.Minute})
+		a := add(r.b, context.Background(), "a")
+		time.Sleep(time.Minute) // a's Admit is cancelled at its deadline
+		synctest.Wait()
+		if err := <-a; err == nil || err.Error() != `a got "error `+ErrAdmitTimeout.Error()+`"` {
+			t.Fatalf("a: %v, want the ErrAdmitTimeout answer", err)
+		}
+		r.check(t, []string{"[a] preempted"}, [][]string{{"a"}})
 	})
 }
