@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -55,6 +54,7 @@ type ProviderClassifier interface {
 type ThrottleClassifier struct {
 	re       *regexp.Regexp     // all patterns, alternated
 	provider ProviderClassifier // asked before the patterns; may be nil
+	errs     ErrorClassifier    // asked before provider; may be nil
 }
 
 // WithProvider returns a copy of c that asks p first (after a Retry-After
@@ -63,7 +63,60 @@ func (c *ThrottleClassifier) WithProvider(p ProviderClassifier) *ThrottleClassif
 	if p == nil {
 		return c
 	}
-	return &ThrottleClassifier{re: c.re, provider: p}
+	return &ThrottleClassifier{re: c.re, provider: p, errs: c.errs}
+}
+
+// WithErrors returns a copy of c that asks e first (after a Retry-After
+// carrying error, which is always throttling). A nil e returns c.
+func (c *ThrottleClassifier) WithErrors(e ErrorClassifier) *ThrottleClassifier {
+	if e == nil {
+		return c
+	}
+	return &ThrottleClassifier{re: c.re, provider: c.provider, errs: e}
+}
+
+// Class classifies err, in this order: an error in its tree carrying a
+// Retry-After is throttling; then the provider's ErrorClassifier
+// (WithErrors) decides if it judges err; then a ProviderClassifier
+// (WithProvider) that knows err says whether it is throttling; then the
+// throttle patterns; then an HTTP status an error in the tree carries
+// (HTTPStatusCode() or StatusCode(), see HTTPStatusClass). A nil err is
+// ClassUnknown, and so is an error nothing judges (the breakers count it as
+// a cloud failure).
+func (c *ThrottleClassifier) Class(err error) ErrorClass {
+	class, _ := c.classify(err)
+	return class
+}
+
+func (c *ThrottleClassifier) classify(err error) (ErrorClass, time.Duration) {
+	if err == nil {
+		return ClassUnknown, 0
+	}
+	if d, ok := findRetryAfter(err); ok {
+		return ClassThrottled, max(d, 0)
+	}
+	if c.errs != nil {
+		if class := c.errs.ClassifyError(err); class != ClassUnknown {
+			return class, 0
+		}
+	}
+	patterns := true
+	if c.provider != nil {
+		if throttled, known := c.provider.ClassifyThrottle(err); known {
+			if throttled {
+				return ClassThrottled, 0
+			}
+			patterns = false // its "not throttling" is final; a status may still say refused
+		}
+	}
+	if patterns && c.re.MatchString(err.Error()) {
+		return ClassThrottled, 0
+	}
+	class := statusRules.ClassifyError(err)
+	if class == ClassThrottled && !patterns {
+		class = ClassUnknown // the provider's "not throttling" is final
+	}
+	return class, 0
 }
 
 // NewThrottleClassifier returns a classifier matching defaultThrottlePatterns
@@ -87,27 +140,19 @@ func NewThrottleClassifier(extraPatterns []string) (*ThrottleClassifier, error) 
 }
 
 // Classify reports whether err is a throttling error and the Retry-After to
-// honour (0 if none).
+// honour (0 if none): Class is ClassThrottled, see Class.
 //
 // err is throttling if any error in its tree (followed through
 // Unwrap() error and Unwrap() []error) implements RetryAfterer and returns
 // ok == true — the first such error, depth first, supplies retryAfter
-// (negative values become 0) — or else, when a ProviderClassifier is set
-// (WithProvider) and knows err, as it answers — or else if err's message
-// matches one of the patterns. A nil err is not throttling.
+// (negative values become 0) — or else, when an ErrorClassifier is set
+// (WithErrors) and judges err, as it answers, or else when a
+// ProviderClassifier is set (WithProvider) and knows err, as it answers —
+// or else if err's message matches one of the patterns. A nil err is not
+// throttling.
 func (c *ThrottleClassifier) Classify(err error) (throttled bool, retryAfter time.Duration) {
-	if err == nil {
-		return false, 0
-	}
-	if d, ok := findRetryAfter(err); ok {
-		return true, max(d, 0)
-	}
-	if c.provider != nil {
-		if throttled, known := c.provider.ClassifyThrottle(err); known {
-			return throttled, 0
-		}
-	}
-	return c.re.MatchString(err.Error()), 0
+	class, d := c.classify(err)
+	return class == ClassThrottled, d
 }
 
 // findRetryAfter walks err's tree depth first for a RetryAfterer with ok.
@@ -133,26 +178,4 @@ func findRetryAfter(err error) (time.Duration, bool) {
 		}
 	}
 	return 0, false
-}
-
-// IsClientError reports whether err carries an HTTP status in 4xx other
-// than 408 (request timeout) and 429 (throttling): the cloud answered and
-// refused this one request (bad input, conflict, not permitted), which says
-// nothing about the cloud's health. The status is read from any error in
-// err's tree with a HTTPStatusCode() int method (AWS SDK v2) or a
-// StatusCode() int method (AWS SDK v1 RequestFailure).
-func IsClientError(err error) bool {
-	if err == nil {
-		return false
-	}
-	code := 0
-	var v2 interface{ HTTPStatusCode() int }
-	var v1 interface{ StatusCode() int }
-	switch {
-	case errors.As(err, &v2):
-		code = v2.HTTPStatusCode()
-	case errors.As(err, &v1):
-		code = v1.StatusCode()
-	}
-	return code >= 400 && code < 500 && code != 408 && code != 429
 }

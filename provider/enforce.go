@@ -139,11 +139,13 @@ func newEnforcer(upstream cloudprovider.Interface, cfg *Config, member string) (
 // notACloudFailure, the breakers' policy (newEnforcer), says which
 // outcomes must not count against the breaker:
 // answers (not found, not implemented, an *api.RetryError such as "load
-// balancer still provisioning", a per-request 4xx), a caller that gave up (callerGone,
-// set by invoke: a context error while the caller's context is live — an
-// HTTP client timeout, cloudgate's own batch timeout — is a hung cloud and
-// counts), and throttling (adaptive limiting handles that; tripping on it
-// would turn quota pressure into an outage).
+// balancer still provisioning", a per-request refusal such as a 4xx), a
+// caller that gave up (callerGone, set by invoke: a context error while the
+// caller's context is live — an HTTP client timeout, cloudgate's own batch
+// timeout — is a hung cloud and counts), and throttling (adaptive limiting
+// handles that; tripping on it would turn quota pressure into an outage).
+// Refusals and throttling are the provider's error classification's
+// (ErrorClassifier, then the generic rules: limiter.ThrottleClassifier.Class).
 func (g *gate) notACloudFailure(err error) bool {
 	if err == nil {
 		return false
@@ -152,11 +154,14 @@ func (g *gate) notACloudFailure(err error) bool {
 	var retry *cloudproviderapi.RetryError
 	if errors.As(err, &gone) || errors.Is(err, cloudprovider.InstanceNotFound) ||
 		errors.Is(err, cloudprovider.NotImplemented) || errors.Is(err, cloudprovider.ImplementedElsewhere) ||
-		errors.As(err, &retry) || limiter.IsClientError(err) {
+		errors.As(err, &retry) {
 		return true
 	}
-	throttled, _ := g.throttle.Classify(err)
-	return throttled
+	switch g.throttle.Class(err) {
+	case limiter.ClassRefused, limiter.ClassThrottled:
+		return true
+	}
+	return false
 }
 
 // newFamilyLimiter builds a family's limiter: this process's own bucket, or

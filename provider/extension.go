@@ -16,6 +16,7 @@ package provider
 
 import (
 	"context"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -61,6 +62,45 @@ type Unwrapper interface {
 // error codes its SDK returns, before cloudgate's message patterns
 // (throttle.patterns) are tried. See limiter.ProviderClassifier.
 type ProviderClassifier = limiter.ProviderClassifier
+
+// ErrorClassifier is the error-classification hook: it says what each of a
+// provider's errors tells about the cloud (throttled, a per-request
+// refusal such as a 404, or a cloud failure), from its SDK's error types and
+// codes, before cloudgate's generic rules. The breakers count only cloud
+// failures. An upstream value (or a provider adapter) may implement it;
+// for an unmodified provider, its module registers one for the provider's
+// name with RegisterErrorClassifier. limiter.ErrorTable builds one from
+// rules. It is asked before a ProviderClassifier. See
+// limiter.ThrottleClassifier.Class for the order.
+type ErrorClassifier = limiter.ErrorClassifier
+
+var errorClassifiers = struct {
+	sync.Mutex
+	byName map[string]ErrorClassifier
+}{byName: map[string]ErrorClassifier{}}
+
+// RegisterErrorClassifier makes c the error classification of the
+// upstream whose ProviderName() is name, unless the upstream implements
+// ErrorClassifier itself. Call it from an init function of the provider's
+// module (the one that registers the provider, or a package the CCM's
+// main imports beside it); a later registration for the same name
+// replaces an earlier one.
+func RegisterErrorClassifier(name string, c ErrorClassifier) {
+	errorClassifiers.Lock()
+	defer errorClassifiers.Unlock()
+	errorClassifiers.byName[name] = c
+}
+
+// errorClassifierOf is upstream's error classification: its own, else the
+// one registered for its name, else nil.
+func errorClassifierOf(upstream cloudprovider.Interface) ErrorClassifier {
+	if ec, ok := upstream.(ErrorClassifier); ok {
+		return ec
+	}
+	errorClassifiers.Lock()
+	defer errorClassifiers.Unlock()
+	return errorClassifiers.byName[upstream.ProviderName()]
+}
 
 // BatchInstances is an optional interface that an upstream's InstancesV2
 // implementation may satisfy to answer many nodes in one cloud call (AWS

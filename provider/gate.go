@@ -144,6 +144,7 @@ func newGate(upstream cloudprovider.Interface, cfg *Config, o gateOptions) (*gat
 	if pc, ok := upstream.(ProviderClassifier); ok {
 		g.throttle = g.throttle.WithProvider(pc) // the provider's own error codes first
 	}
+	g.throttle = g.throttle.WithErrors(errorClassifierOf(upstream)) // before those
 	for _, name := range methodNames() {
 		spec := methodSpecs[name]
 		mt := &method{

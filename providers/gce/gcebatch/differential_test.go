@@ -236,7 +236,7 @@ func TestThrottleAsProviderReturnsIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, cl := range []*limiter.ThrottleClassifier{plain, plain.WithProvider(c)} {
+		for _, cl := range []*limiter.ThrottleClassifier{plain, plain.WithErrors(c)} {
 			for _, e := range []error{mErr, eErr} {
 				if th, _ := cl.Classify(e); !th {
 					t.Errorf("429=%t: %v (%T) not classified as throttling", s429, e, e)
@@ -253,7 +253,7 @@ func TestThrottleAsProviderReturnsIt(t *testing.T) {
 			t.Errorf("exists of a missing instance: %v, %v; want false, nil", ex, err)
 		}
 		_, mErr = up2.InstanceMetadata(ctx, gone)
-		for _, cl := range []*limiter.ThrottleClassifier{plain, plain.WithProvider(c)} {
+		for _, cl := range []*limiter.ThrottleClassifier{plain, plain.WithErrors(c)} {
 			if th, _ := cl.Classify(mErr); th {
 				t.Errorf("a 404 (%v) classified as throttling", mErr)
 			}
