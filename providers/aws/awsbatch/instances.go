@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	lru "github.com/hashicorp/golang-lru/v2"
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	awsv1 "k8s.io/cloud-provider-aws/pkg/providers/v1"
@@ -81,7 +83,18 @@ type Instances struct {
 
 	zonesMu sync.Mutex
 	zoneIDs map[string]string // zone name -> zone ID, filled once (zones do not change)
+
+	// networkNodes holds each instance's network-node labels from its
+	// topology answer: the list describes every instance on every refresh,
+	// and without it would send a DescribeInstanceTopology per listed
+	// instance of a supported type each time, where the provider asks once
+	// per Node (at initialisation: the Node then carries the labels).
+	networkNodes *lru.Cache[string, []string]
 }
+
+// networkNodesSize bounds networkNodes: an instance's entry is a few
+// strings, and a cluster this large is beyond any measured here.
+const networkNodesSize = 100_000
 
 var (
 	_ cloudprovider.InstancesV2 = (*Instances)(nil)
@@ -97,6 +110,10 @@ func newInstances(up cloudprovider.InstancesV2, client ec2API, region string, s 
 		region:      region,
 		set:         s,
 		topology:    awsv1.NewInstanceTopologyManager(topologyEC2{api: client}, &s.cfg),
+		networkNodes: func() *lru.Cache[string, []string] {
+			c, _ := lru.New[string, []string](networkNodesSize) // errs only on a size <= 0
+			return c
+		}(),
 	}
 }
 
@@ -318,14 +335,19 @@ func (a *Instances) additionalLabels(ctx context.Context, zone, id, instanceType
 		labels[awsv1.LabelZoneID] = zoneID
 	}
 	if _, ok := existing[awsv1.LabelNetworkNodePrefix+"1"]; !ok {
-		topo, err := a.topology.GetNodeTopology(ctx, instanceType, a.region, id)
-		switch {
-		case err != nil && a.topology.DoesInstanceTypeRequireResponse(instanceType):
-			return nil, fmt.Errorf("%s: instance topology of %s: %w", Name, id, err)
-		case err == nil && topo != nil:
-			for i, node := range topo.NetworkNodes {
-				labels[awsv1.LabelNetworkNodePrefix+strconv.Itoa(i+1)] = node
+		nodes, known := a.networkNodes.Get(id)
+		if !known {
+			topo, err := a.topology.GetNodeTopology(ctx, instanceType, a.region, id)
+			switch {
+			case err != nil && a.topology.DoesInstanceTypeRequireResponse(instanceType):
+				return nil, fmt.Errorf("%s: instance topology of %s: %w", Name, id, err)
+			case err == nil && topo != nil:
+				nodes = slices.Clone(topo.NetworkNodes)
+				a.networkNodes.Add(id, nodes)
 			}
+		}
+		for i, node := range nodes {
+			labels[awsv1.LabelNetworkNodePrefix+strconv.Itoa(i+1)] = node
 		}
 	}
 	return labels, nil
