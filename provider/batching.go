@@ -424,7 +424,7 @@ func (g *enforcer) fill(key nodeKey, st InstanceStatus, marks fillMarks) {
 		case st.Deleted:
 			putSince(g.inst.exists.c, key, false, marks.exists, 0)
 			if !marks.listed {
-				g.nf.markDeleted(key)
+				g.nf.markDeleted(key, marks.guard)
 			}
 		case g.nf.markExists(key, marks.guard):
 			putSince(g.inst.exists.c, key, true, marks.exists, marks.maxFresh)

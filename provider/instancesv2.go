@@ -143,31 +143,44 @@ type notFoundGuard struct {
 	mu      sync.Mutex
 	pending map[nodeKey]*heldNotFound
 	deleted map[nodeKey]time.Time // described as terminated, when
-	holds   uint64                // holds begun so far (see mark)
+	// seq counts the guard's events (holds begun, "exists" answers
+	// recorded), see mark; lastExists is each key's latest "exists" answer
+	// (its seq, and when), so that a "terminated" answer to a call sent
+	// before it is not taken (markDeleted); forgotBelow: entries with a seq
+	// below it may have been dropped (forget).
+	seq         uint64
+	lastExists  map[nodeKey]seenAt
+	forgotBelow uint64
+}
+
+type seenAt struct {
+	seq uint64
+	at  time.Time
 }
 
 // heldNotFound is one instance whose "does not exist" is being held.
 type heldNotFound struct {
 	first, last time.Time // first and latest hold
-	seq         uint64    // the guard's holds count when it began
+	seq         uint64    // the guard's seq when it began (mark)
 }
 
 // mark returns the guard's moment now (0 without a guard): a batch or list
-// call takes it before it is sent, and its "exists" answers refute only the
-// holds begun before it (markExists).
+// call takes it before it is sent; its "exists" answers refute only the
+// holds begun before it (markExists), and its "terminated" answers count
+// only if no "exists" answer came after it (markDeleted).
 func (n *notFoundGuard) mark() uint64 {
 	if n == nil {
 		return 0
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.holds
+	return n.seq
 }
 
 // beginLocked starts holding key's "does not exist" at now. n.mu is held.
 func (n *notFoundGuard) beginLocked(key nodeKey, now time.Time) *heldNotFound {
-	n.holds++
-	p := &heldNotFound{first: now, last: now, seq: n.holds}
+	n.seq++
+	p := &heldNotFound{first: now, last: now, seq: n.seq}
 	n.pending[key] = p
 	return p
 }
@@ -184,19 +197,35 @@ func newNotFoundGuard(cfg NotFoundGuardConfig, clk clock.WithTickerAndDelayedExe
 		grace: cfg.GracePeriod.Duration, confirmAfter: cfg.ConfirmAfter.Duration,
 		clock: clk, rec: rec,
 		pending: map[nodeKey]*heldNotFound{}, deleted: map[nodeKey]time.Time{},
+		lastExists: map[nodeKey]seenAt{},
 	}
 }
 
 // markDeleted records that the cloud described key's instance as
-// terminated: its next "does not exist" is definitive.
-func (n *notFoundGuard) markDeleted(key nodeKey) {
+// terminated, in an answer to a call sent at mark since: its next "does not
+// exist" is definitive — unless an "exists" answer for key came after since
+// (a name-based provider ID re-created meanwhile, a list that ended long
+// after its page was read), or may have and was forgotten: that stale
+// "terminated" is dropped, and a "does not exist" is held as any other.
+func (n *notFoundGuard) markDeleted(key nodeKey, since uint64) {
 	if n == nil {
 		return
 	}
 	n.mu.Lock()
+	defer n.mu.Unlock()
+	if since < n.forgotBelow || n.lastExists[key].seq > since {
+		return
+	}
 	n.deleted[key] = n.clock.Now()
 	n.forget()
-	n.mu.Unlock()
+}
+
+// existsLocked records an "exists" answer for key: a "terminated" answer
+// to a call sent before it no longer counts (markDeleted). n.mu is held.
+func (n *notFoundGuard) existsLocked(key nodeKey) {
+	n.seq++
+	n.lastExists[key] = seenAt{seq: n.seq, at: n.clock.Now()}
+	delete(n.deleted, key)
 }
 
 // markExists records that the cloud described key's instance as existing,
@@ -215,7 +244,7 @@ func (n *notFoundGuard) markExists(key nodeKey, since uint64) bool {
 	if p, ok := n.pending[key]; ok && p.seq > since {
 		return false
 	}
-	delete(n.deleted, key)
+	n.existsLocked(key)
 	if _, ok := n.pending[key]; ok {
 		delete(n.pending, key)
 		n.rec.NotFoundConfirmation("refuted")
@@ -282,7 +311,7 @@ func (n *notFoundGuard) refute(key nodeKey) {
 // refuteLocked records an "exists" answer: a held "does not exist" is
 // refuted. n.mu is held.
 func (n *notFoundGuard) refuteLocked(key nodeKey) {
-	delete(n.deleted, key)
+	n.existsLocked(key)
 	if _, ok := n.pending[key]; ok {
 		delete(n.pending, key)
 		n.rec.NotFoundConfirmation("refuted")
@@ -333,10 +362,16 @@ func (n *notFoundGuard) hold(key nodeKey, created time.Time) (pass, due bool, he
 // forget drops holds and terminations nobody asked about for long, once
 // there are many. n.mu is held.
 func (n *notFoundGuard) forget() {
-	if len(n.pending)+len(n.deleted) <= guardPendingLimit {
+	if len(n.pending)+len(n.deleted)+len(n.lastExists) <= guardPendingLimit {
 		return
 	}
 	cut := n.clock.Now().Add(-10 * (n.confirmAfter + n.grace + time.Minute))
+	for k, e := range n.lastExists {
+		if e.at.Before(cut) {
+			delete(n.lastExists, k)
+			n.forgotBelow = max(n.forgotBelow, e.seq+1)
+		}
+	}
 	for k, p := range n.pending {
 		if p.last.Before(cut) {
 			delete(n.pending, k)

@@ -532,3 +532,31 @@ func TestNotFoundGuard(t *testing.T) {
 		})
 	}
 }
+
+// A "terminated" answer counts only if no "exists" answer for its key came
+// after the call it answers was sent: a stale one (a batch sent before an
+// instance was re-created under the same name-based provider ID, answered
+// after the new instance was described as existing) must not let the next
+// "does not exist" through at once; it is held as any other. A
+// "terminated" answer to a call sent after the "exists" one still counts.
+func TestStaleTerminatedDoesNotPassNotFound(t *testing.T) {
+	clk := newFakeClock()
+	cfg := DefaultConfig().NotFoundGuard
+	nf := newNotFoundGuard(cfg, clk, nil)
+	key := nodeKey{byProviderID: true, id: "gce://p/z/vm-1"}
+	never := func() (bool, error) { t.Fatal("re-read at the first answer"); return false, nil }
+
+	sent := nf.mark() // a batch is sent
+	nf.refute(key)    // the re-created instance is described as existing
+	nf.markDeleted(key, sent)
+	if ex, err := nf.check(key, time.Time{}, false, nil, never); answerKind(t, ex, err) != "retry" {
+		t.Fatalf("after a stale terminated answer: %v, %v; want the first \"does not exist\" held", ex, err)
+	}
+
+	key2 := nodeKey{byProviderID: true, id: "gce://p/z/vm-2"}
+	nf.refute(key2)
+	nf.markDeleted(key2, nf.mark()) // sent after the exists answer
+	if ex, err := nf.check(key2, time.Time{}, false, nil, never); answerKind(t, ex, err) != "missing" {
+		t.Fatalf("after a current terminated answer: %v, %v; want \"does not exist\" passed at once", ex, err)
+	}
+}

@@ -153,7 +153,11 @@ func (g *enforcer) prefetch(ctx context.Context, maxFresh time.Duration) (quotaS
 	m := g.m.listInstances
 	token := ""
 	live := map[string]bool{} // provider IDs listed live in this pass
-	var terminated []nodeKey  // Deleted records, marked for the guard at the end
+	type deletedAt struct {
+		key   nodeKey
+		since uint64 // its page's guard mark
+	}
+	var terminated []deletedAt // Deleted records, marked for the guard at the end
 	for {
 		marks := g.fillMarks() // before the call: see fill
 		marks.maxFresh, marks.listed = maxFresh, true
@@ -184,7 +188,7 @@ func (g *enforcer) prefetch(ctx context.Context, maxFresh time.Duration) (quotaS
 					key := nodeKey{byProviderID: true, id: pid}
 					g.fill(key, st, marks)
 					if deleted {
-						terminated = append(terminated, key)
+						terminated = append(terminated, deletedAt{key, marks.guard})
 					} else {
 						live[pid] = true
 					}
@@ -197,9 +201,9 @@ func (g *enforcer) prefetch(ctx context.Context, maxFresh time.Duration) (quotaS
 			}
 		}
 		if p.next == "" {
-			for _, key := range terminated {
-				if !live[key.id] {
-					g.nf.markDeleted(key)
+			for _, d := range terminated {
+				if !live[d.key.id] {
+					g.nf.markDeleted(d.key, d.since)
 				}
 			}
 			return false, nil
