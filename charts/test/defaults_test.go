@@ -173,6 +173,21 @@ func TestMonitoringObjects(t *testing.T) {
 		t.Errorf("labels: ServiceMonitor %v, PrometheusRule %v", sm.GetLabels(), pr.GetLabels())
 	}
 	ep := sm.Object["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
+	// The job the ServiceMonitor scrapes cloudgate as is the one the alerts select: they tell
+	// cloudgate's leader_election_master_status from the stock CCM's by it.
+	job := ""
+	for _, r := range ep["relabelings"].([]any) {
+		if r := r.(map[string]any); r["targetLabel"] == "job" && r["action"] == "replace" {
+			job, _ = r["replacement"].(string)
+		}
+	}
+	alerts, err := os.ReadFile("../../dashboards/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job == "" || !strings.Contains(string(alerts), `leader_election_master_status{job="`+job+`"`) {
+		t.Errorf("ServiceMonitor relabels job to %q, which dashboards/alerts.yaml does not select (relabelings %v)", job, ep["relabelings"])
+	}
 	if _, ok := ep["bearerTokenFile"]; ok {
 		t.Error("the ServiceMonitor uses the deprecated bearerTokenFile")
 	}
