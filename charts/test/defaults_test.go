@@ -147,6 +147,7 @@ func TestSchemaRejectsUnknownKeys(t *testing.T) {
 		{map[string]any{"redis": map[string]any{"tls": map[string]any{"enable": true}}}, "enable"},
 		{map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"label": map[string]any{"release": "x"}}}}, "label"},
 		{map[string]any{"serviceAccount": map[string]any{"create": true}}, "create"},
+		{map[string]any{"metrics": map[string]any{"dashboard": map[string]any{"labels": map[string]any{"grafana_dashboard": "1"}}}}, "labels"},
 		{map[string]any{"cloudgate": map[string]any{"cache": map[string]any{"ttl": "30s"}}}, "ttl"},
 	} {
 		if _, err := Render(chartDir, tc.vals, nil); err == nil || !strings.Contains(err.Error(), tc.key) {
