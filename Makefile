@@ -228,9 +228,11 @@ release-dist:
 	cd charts/test && $(GO) run ./cmd/release -version $(VERSION) -out $(RELEASE_DIR) \
 	  -source-date-epoch $(SOURCE_DATE_EPOCH) $(if $(RELEASE_IMAGES),-images $(RELEASE_IMAGES))
 
-# The chart can only read files inside it: refresh its copy of the alerts (a test checks it).
+# The chart can only read files inside it: refresh its copies of the alerts and the
+# dashboard (a test checks them).
+CHART_FILES = alerts.yaml cloudgate.json
 chart-sync:
-	cp dashboards/alerts.yaml charts/cloudgate/files/alerts.yaml
+	cp $(addprefix dashboards/,$(CHART_FILES)) charts/cloudgate/files/
 
 # Checks that the tree released as vX.Y.Z, providers/aws/vX.Y.Z and providers/gce/vX.Y.Z builds for a user outside
 # the repo, from a local file:// module proxy (docs/releasing: CHANGELOG.md).

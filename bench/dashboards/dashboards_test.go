@@ -353,6 +353,39 @@ var externalAlertMetrics = map[string]bool{
 	"kube_pod_status_phase":         true,
 }
 
+// sharedSeries are the series cloudgate exports under the same name and labels as the
+// stock CCM (client-go's, component-base's): a rule must say whose it reads, by the scrape
+// job (cloudgate's is "cloudgate"), or a standby would read the stock CCM's leader as its own.
+var sharedSeries = map[string]bool{"leader_election_master_status": true}
+
+// unscopedSharedSelectors returns the selectors of expr that read a shared series without
+// a matcher on job="cloudgate" (= for cloudgate's, != for another CCM's).
+func unscopedSharedSelectors(expr string) ([]string, error) {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok || !sharedSeries[vs.Name] {
+			return nil
+		}
+		for _, m := range vs.LabelMatchers {
+			if m.Name == "job" && m.Value == "cloudgate" && (m.Type == labels.MatchEqual || m.Type == labels.MatchNotEqual) {
+				return nil
+			}
+		}
+		bad = append(bad, vs.String())
+		return nil
+	})
+	return bad, nil
+}
+
+// recordingRuleName is Prometheus' naming convention for recorded series,
+// level:metric:operations, which keeps them apart from scraped ones.
+var recordingRuleName = regexp.MustCompile(`^[a-z_]+:[a-z_]+:[a-z_]+$`)
+
 func TestAlertRules(t *testing.T) {
 	exported, _ := exportedMetrics(t)
 	f := loadRules(t)
@@ -360,11 +393,30 @@ func TestAlertRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Recording rules name what several alerts read (who leads, the Lease's age, another
+	// CCM's Pods): a rule may read only the ones recorded before it in its group, which
+	// Prometheus evaluates in order, so every alert sees this evaluation's values.
+	recorded := map[string]bool{}
 	alerts := map[string]rule{}
 	for _, g := range f.Groups {
 		for _, r := range g.Rules {
+			if bad, _ := unscopedSharedSelectors(r.Expr); len(bad) > 0 {
+				t.Errorf("rule %s%s reads %v without job=\"cloudgate\" or job!=\"cloudgate\": the stock CCM exports it too", r.Alert, r.Record, bad)
+			}
 			if r.Alert == "" {
-				t.Errorf("group %s: rule without alert name (record %q)", g.Name, r.Record)
+				names, err := metricNames(r.Expr)
+				if err != nil {
+					t.Errorf("record %s: %v\n%s", r.Record, err, r.Expr)
+				}
+				for _, n := range names {
+					if !exported[n] && !externalAlertMetrics[n] && !recorded[n] {
+						t.Errorf("record %s names %s, which neither cloudgate nor an earlier rule exports", r.Record, n)
+					}
+				}
+				if !recordingRuleName.MatchString(r.Record) || recorded[r.Record] {
+					t.Errorf("group %s: record %q: want a new level:metric:operations name", g.Name, r.Record)
+				}
+				recorded[r.Record] = true
 				continue
 			}
 			if _, dup := alerts[r.Alert]; dup {
@@ -376,8 +428,8 @@ func TestAlertRules(t *testing.T) {
 				t.Errorf("alert %s: %v\n%s", r.Alert, err, r.Expr)
 			}
 			for _, n := range names {
-				if !exported[n] && !externalAlertMetrics[n] {
-					t.Errorf("alert %s names %s, which cloudgate does not export", r.Alert, n)
+				if !exported[n] && !externalAlertMetrics[n] && !recorded[n] {
+					t.Errorf("alert %s names %s, which neither cloudgate nor an earlier recording rule exports", r.Alert, n)
 				}
 			}
 			if r.Labels["severity"] == "" {
@@ -485,6 +537,15 @@ func TestMetricCheckCatchesMistakes(t *testing.T) {
 	}
 	if _, err := metricNames(`sum(rate(cloudgate_upstream_calls_total[5m])`); err == nil {
 		t.Error("a syntax error was accepted")
+	}
+	for expr, want := range map[string]int{
+		`max(leader_election_master_status{name="cloud-controller-manager"})`:                                                  1,
+		`max(leader_election_master_status{job=~"cloud.*", name="cloud-controller-manager"})`:                                  1,
+		`max(leader_election_master_status{job="cloudgate"}) unless max(leader_election_master_status{job!="cloudgate"}) == 1`: 0,
+	} {
+		if bad, err := unscopedSharedSelectors(expr); err != nil || len(bad) != want {
+			t.Errorf("unscopedSharedSelectors(%s) = %v, %v; want %d", expr, bad, err, want)
+		}
 	}
 	names, err := metricNames(`sum({__name__="cloudgate_throttled_total"}) / sum(rate(cloudgate_requests_total[1m]))`)
 	if err != nil || strings.Join(names, ",") != "cloudgate_throttled_total,cloudgate_requests_total" {

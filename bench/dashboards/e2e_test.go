@@ -182,7 +182,7 @@ func TestE2EDashboardWithPrometheus(t *testing.T) {
 		}
 	}
 
-	// Prometheus loaded alerts.yaml and evaluates every alert without error
+	// Prometheus loaded alerts.yaml and evaluates every rule without error
 	// (their thresholds need minutes, so firing is left to promtool test rules).
 	health, err := prom.ruleHealth()
 	if err != nil {
@@ -190,11 +190,12 @@ func TestE2EDashboardWithPrometheus(t *testing.T) {
 	}
 	for _, g := range loadRules(t).Groups {
 		for _, r := range g.Rules {
-			if h := health[r.Alert]; h != "ok" {
-				t.Errorf("alert %s: Prometheus reports health %q", r.Alert, h)
+			name := r.Alert + r.Record // a rule has one of them
+			if h := health[name]; h != "ok" {
+				t.Errorf("rule %s: Prometheus reports health %q", name, h)
 			}
 			if _, err := prom.query(r.Expr); err != nil {
-				t.Errorf("alert %s: %v", r.Alert, err)
+				t.Errorf("rule %s: %v", name, err)
 			}
 		}
 	}

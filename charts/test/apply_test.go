@@ -62,7 +62,11 @@ func TestServerSideApply(t *testing.T) {
 			if c.monitoring != monitoring || (c.upstream != "aws-batch" && c.upstream != "gce-batch") {
 				continue
 			}
-			objs := render(t, c.values(), caps)
+			// The opt-in dashboard ConfigMap too: its label and the 64 KiB of JSON must pass
+			// the apiserver's validation.
+			vals := c.values()
+			vals["metrics"] = map[string]any{"dashboard": map[string]any{"enabled": true}}
+			objs := render(t, vals, caps)
 			kinds := map[string]bool{}
 			for _, o := range objs {
 				kinds[o.GetKind()] = true
@@ -78,6 +82,9 @@ func TestServerSideApply(t *testing.T) {
 				if err != nil {
 					t.Errorf("%v: server-side apply %s %s/%s: %v", c, o.GetKind(), o.GetNamespace(), o.GetName(), err)
 				}
+			}
+			if !kinds["ConfigMap"] || find(objs, "ConfigMap", workloadName+"-dashboard") == nil {
+				t.Errorf("%v: no dashboard ConfigMap applied", c)
 			}
 			for _, k := range []string{"ServiceMonitor", "PrometheusRule"} {
 				if kinds[k] != monitoring {

@@ -355,19 +355,29 @@ func TestTagging(t *testing.T) {
 	}
 }
 
-// TestAlertsCopy: the PrometheusRule's alerts are dashboards/alerts.yaml's (the chart can
-// only read files inside it, so it holds a copy: `make chart-sync` refreshes it).
-func TestAlertsCopy(t *testing.T) {
+// chartFiles are the files the chart ships from dashboards/ (`make chart-sync` copies them:
+// a chart can only read files inside it).
+var chartFiles = []string{"alerts.yaml", "cloudgate.json"}
+
+// TestFilesCopy: the chart's copies of dashboards/ are identical to the originals, and the
+// PrometheusRule's alerts are dashboards/alerts.yaml's.
+func TestFilesCopy(t *testing.T) {
+	for _, f := range chartFiles {
+		orig, err := os.ReadFile(filepath.Join("../../dashboards", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := os.ReadFile(filepath.Join(chartDir, "files", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(orig, cp) {
+			t.Errorf("charts/cloudgate/files/%s differs from dashboards/%s: run `make chart-sync`", f, f)
+		}
+	}
 	orig, err := os.ReadFile("../../dashboards/alerts.yaml")
 	if err != nil {
 		t.Fatal(err)
-	}
-	cp, err := os.ReadFile(filepath.Join(chartDir, "files/alerts.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(orig, cp) {
-		t.Fatal("charts/cloudgate/files/alerts.yaml differs from dashboards/alerts.yaml: run `make chart-sync`")
 	}
 	objs := render(t, nil, capabilities(true))
 	rule := find(objs, "PrometheusRule", "")
@@ -382,5 +392,56 @@ func TestAlertsCopy(t *testing.T) {
 	}
 	if !strings.Contains(string(got), "{{ $labels.") {
 		t.Error("the alerts' {{ $labels }} templates were consumed by Helm")
+	}
+}
+
+// TestDashboardConfigMap: metrics.dashboard.enabled ships dashboards/cloudgate.json byte for
+// byte in a ConfigMap labelled as Grafana's dashboard sidecar selects (kube-prometheus-stack's
+// grafana_dashboard: "1" by default, or the label and value set), whether or not the
+// cluster serves the Prometheus Operator's CRDs; nothing by default.
+func TestDashboardConfigMap(t *testing.T) {
+	orig, err := os.ReadFile("../../dashboards/cloudgate.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := workloadName + "-dashboard"
+	for _, mon := range []bool{false, true} {
+		if cm := find(render(t, nil, capabilities(mon)), "ConfigMap", name); cm != nil {
+			t.Errorf("monitoring=%v: dashboard ConfigMap rendered by default", mon)
+		}
+	}
+	for _, tc := range []struct {
+		dashboard        map[string]any
+		label, value, ns string
+		annotations      map[string]string
+	}{
+		{map[string]any{"enabled": true}, "grafana_dashboard", "1", "kube-system", nil},
+		{map[string]any{"enabled": true, "label": "grafana.example.com/dashboard", "labelValue": "cloud",
+			"namespace": "monitoring", "annotations": map[string]any{"grafana_folder": "Kubernetes"}},
+			"grafana.example.com/dashboard", "cloud", "monitoring", map[string]string{"grafana_folder": "Kubernetes"}},
+	} {
+		for _, mon := range []bool{false, true} {
+			objs := render(t, map[string]any{"metrics": map[string]any{"dashboard": tc.dashboard}}, capabilities(mon))
+			cm := find(objs, "ConfigMap", name)
+			if cm == nil {
+				t.Fatalf("%v, monitoring=%v: no ConfigMap %s", tc.dashboard, mon, name)
+			}
+			if got := cm.GetLabels()[tc.label]; got != tc.value {
+				t.Errorf("%v: label %s = %q, want %q (labels %v)", tc.dashboard, tc.label, got, tc.value, cm.GetLabels())
+			}
+			if cm.GetNamespace() != tc.ns {
+				t.Errorf("%v: namespace %q, want %q", tc.dashboard, cm.GetNamespace(), tc.ns)
+			}
+			if fmt.Sprint(cm.GetAnnotations()) != fmt.Sprint(tc.annotations) {
+				t.Errorf("%v: annotations %v, want %v", tc.dashboard, cm.GetAnnotations(), tc.annotations)
+			}
+			data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+			if len(data) != 1 || data["cloudgate.json"] != string(orig) {
+				t.Errorf("%v: data is not dashboards/cloudgate.json (keys %d, %d bytes of %d)", tc.dashboard, len(data), len(data["cloudgate.json"]), len(orig))
+			}
+		}
+	}
+	if _, err := Render(chartDir, map[string]any{"metrics": map[string]any{"dashboard": map[string]any{"enabled": true, "labelValue": "not a label value"}}}, nil); err == nil {
+		t.Error("a labelValue Kubernetes refuses rendered")
 	}
 }

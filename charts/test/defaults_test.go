@@ -147,6 +147,7 @@ func TestSchemaRejectsUnknownKeys(t *testing.T) {
 		{map[string]any{"redis": map[string]any{"tls": map[string]any{"enable": true}}}, "enable"},
 		{map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"label": map[string]any{"release": "x"}}}}, "label"},
 		{map[string]any{"serviceAccount": map[string]any{"create": true}}, "create"},
+		{map[string]any{"metrics": map[string]any{"dashboard": map[string]any{"labels": map[string]any{"grafana_dashboard": "1"}}}}, "labels"},
 		{map[string]any{"cloudgate": map[string]any{"cache": map[string]any{"ttl": "30s"}}}, "ttl"},
 	} {
 		if _, err := Render(chartDir, tc.vals, nil); err == nil || !strings.Contains(err.Error(), tc.key) {
@@ -173,6 +174,21 @@ func TestMonitoringObjects(t *testing.T) {
 		t.Errorf("labels: ServiceMonitor %v, PrometheusRule %v", sm.GetLabels(), pr.GetLabels())
 	}
 	ep := sm.Object["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
+	// The job the ServiceMonitor scrapes cloudgate as is the one the alerts select: they tell
+	// cloudgate's leader_election_master_status from the stock CCM's by it.
+	job := ""
+	for _, r := range ep["relabelings"].([]any) {
+		if r := r.(map[string]any); r["targetLabel"] == "job" && r["action"] == "replace" {
+			job, _ = r["replacement"].(string)
+		}
+	}
+	alerts, err := os.ReadFile("../../dashboards/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job == "" || !strings.Contains(string(alerts), `leader_election_master_status{job="`+job+`"`) {
+		t.Errorf("ServiceMonitor relabels job to %q, which dashboards/alerts.yaml does not select (relabelings %v)", job, ep["relabelings"])
+	}
 	if _, ok := ep["bearerTokenFile"]; ok {
 		t.Error("the ServiceMonitor uses the deprecated bearerTokenFile")
 	}
