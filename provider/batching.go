@@ -169,6 +169,9 @@ func shutdownOf(st InstanceStatus) (bool, error) { return st.Shutdown, st.Err }
 
 // metadataOf does not copy: the cache does (see nodeFetch).
 func metadataOf(st InstanceStatus) (*cloudprovider.InstanceMetadata, error) {
+	if st.Err == nil && st.MetadataErr != nil {
+		return nil, st.MetadataErr
+	}
 	return st.Metadata, st.Err
 }
 

@@ -103,6 +103,11 @@ type InstanceStatus struct {
 	// Err is this node's own error: cloudprovider.InstanceNotFound when the
 	// instance does not exist, or any other per-node failure.
 	Err error
+	// MetadataErr, with Err nil and Metadata nil, is an instance that exists
+	// but whose InstanceMetadata fails with it, while the upstream's
+	// InstanceExists and InstanceShutdown answer (the GCE provider's, for an
+	// instance without a network interface).
+	MetadataErr error
 }
 
 // InstanceLister is an optional interface an upstream's InstancesV2

@@ -95,9 +95,12 @@ func TestDifferential(t *testing.T) {
 		t.Run(fmt.Sprintf("multizone=%t", multizone), func(t *testing.T) {
 			sim, c := start(t, gcesim.Config{}, multizone)
 			fleet(sim)
+			// An instance without a network interface: the provider's InstanceMetadata fails
+			// for it, its InstanceExists answers true.
+			sim.Put(gcesim.Instance{Name: "nonic", Zone: sim.Zones()[0], MachineType: "e2-standard-4", NoNetworkInterface: true})
 			ctx := context.Background()
 			up, _ := c.Unwrap().InstancesV2()
-			ns := nodes(sim)
+			ns := append(nodes(sim), node("nonic", sim.ProviderID(sim.Zones()[0], "nonic")), node("nonic", ""))
 			before := sim.Calls()["compute.instances.list"]
 			got, err := c.BatchInstances().BatchInstanceStatus(ctx, ns)
 			if err != nil {
@@ -114,8 +117,12 @@ func TestDifferential(t *testing.T) {
 				ex, eErr := up.InstanceExists(ctx, n)
 				sh, sErr := up.InstanceShutdown(ctx, n)
 				what := fmt.Sprintf("node %s (providerID %q)", n.Name, n.Spec.ProviderID)
-				if (mErr == nil) != (st.Err == nil) {
-					t.Errorf("%s: metadata error: provider %v, batch %v", what, mErr, st.Err)
+				stMdErr := st.Err // InstanceMetadata's error as cloudgate answers it (metadataOf)
+				if stMdErr == nil {
+					stMdErr = st.MetadataErr
+				}
+				if (mErr == nil) != (stMdErr == nil) {
+					t.Errorf("%s: metadata error: provider %v, batch %v", what, mErr, stMdErr)
 					continue
 				}
 				if mErr == nil && !reflect.DeepEqual(md, st.Metadata) {

@@ -135,8 +135,10 @@ func (i *Instances) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) (
 		case l.inst == nil:
 			out[k].Err = cloudprovider.InstanceNotFound
 		default:
+			// An instance whose metadata the provider cannot answer (no network interface)
+			// still exists for its InstanceExists.
 			md, err := metadata(l.providerID, l.zone, l.inst)
-			out[k] = provider.InstanceStatus{Metadata: md, Err: err}
+			out[k] = provider.InstanceStatus{Metadata: md, MetadataErr: err}
 		}
 	}
 	return out, nil
@@ -210,7 +212,9 @@ func (i *Instances) ListInstances(ctx context.Context, pageToken string) ([]prov
 			zone := path.Base(in.Zone)
 			md, err := metadata(gce.ProviderName+"://"+i.g.ProjectID()+"/"+zone+"/"+in.Name, zone, in)
 			if err != nil {
-				continue // no network interface: the provider's reads fail for it too
+				// No network interface: the provider's InstanceMetadata fails for it while its
+				// InstanceExists answers, which a record cannot say; a batch answers it.
+				continue
 			}
 			rec := provider.InstanceRecord{Metadata: *md}
 			if r, ok := rank[zone]; ok {
