@@ -109,12 +109,13 @@ func TestListNameAnswersLowestRank(t *testing.T) {
 
 // Two live records with one NodeName and one rank (the AWS provider fails
 // "multiple instances found" for such a name): the list answers nothing by
-// that name, and the upstream's own lookup answers.
+// that name, and the upstream's own lookup answers. One instance listed on
+// two pages is no tie.
 func TestListNameTiedAnswersNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		up, _, g := listRig(t,
 			[]InstanceRecord{record("vm", "fake://1", "zone-a", 0, false), record("one", "fake://one", "zone-a", 0, false)},
-			[]InstanceRecord{record("vm", "fake://2", "zone-b", 0, false)})
+			[]InstanceRecord{record("vm", "fake://2", "zone-b", 0, false), record("one", "fake://one", "zone-a", 0, false)})
 		close(up.release)
 		synctest.Wait()
 		if z := cachedZone(g, nodeKey{id: "vm"}); z != "" {

@@ -246,7 +246,8 @@ func (p *listPass) named(name string, rank int, f listedFill) {
 		p.names = append(p.names, n)
 	case rank < n.rank:
 		*n = namedFill{listedFill: f, rank: rank}
-	case rank == n.rank:
+	case rank == n.rank && f.st.Metadata.ProviderID != n.st.Metadata.ProviderID:
+		// One instance listed twice (a page boundary that moved) is no tie.
 		n.tied = true
 	}
 }
