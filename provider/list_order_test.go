@@ -3,8 +3,10 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
@@ -191,5 +193,38 @@ func TestListDeletedRecordNeverAnswersForLive(t *testing.T) {
 				t.Fatalf("InstanceExists = %v, %v; want false at once (terminated)", ok, err)
 			}
 		})
+	})
+}
+
+// Answers by node name wait for the list's end, but their age still counts
+// from their own page: over a list of 12 pages taking 55 s, a by-name answer
+// is never served more than negativeTTL (30 s, by-name answers' bound) after
+// its page was fetched; stored at the list's end with a fresh TTL, the first
+// pages' were served 55 s old and more.
+func TestListedByNameAgeFromItsPage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up, c, g, stop := newSlowListRig(t)
+		defer closeRig(c, stop)
+		bound := DefaultConfig().Cache.NegativeTTL.Duration
+		fresh := 0
+		for s := 0; s < 12*60; s++ {
+			synctest.Wait()
+			now := up.clk.Now()
+			for i := range up.pages {
+				md, _, ok := g.inst.metadata.c.Fresh(nodeKey{id: fmt.Sprint("n", i)})
+				if !ok {
+					continue
+				}
+				fresh++
+				at, _ := strconv.ParseInt(md.Zone, 10, 64)
+				if age := now.Sub(time.Unix(0, at)); age > bound {
+					t.Fatalf("t=%ds: node n%d's listed answer by name served %v after its page was fetched; want at most %v", s, i, age, bound)
+				}
+			}
+			up.clk.Step(time.Second)
+		}
+		if fresh == 0 {
+			t.Fatal("no answer by name was ever served from a list")
+		}
 	})
 }

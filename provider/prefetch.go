@@ -257,29 +257,24 @@ func (p *listPass) named(name string, rank int, f listedFill) {
 // lets its "does not exist" pass at once), and each node name's best-ranked
 // live record unless tied.
 func (p *listPass) end(g *enforcer) {
-	now := g.clock.Now()
 	for _, f := range p.deleted {
 		if p.listedLive[f.key.id] {
 			continue
 		}
-		f.fillLate(g, now)
+		f.fillLate(g)
 		g.nf.markDeleted(f.key)
 	}
 	for _, n := range p.names {
 		if !n.tied {
-			n.fillLate(g, now)
+			n.fillLate(g)
 		}
 	}
 }
 
-// fillLate fills an answer held since its page arrived, its freshness still
-// counted from then: an answer already past it is not stored.
-func (f *listedFill) fillLate(g *enforcer, now time.Time) {
-	left := f.marks.maxFresh - now.Sub(f.arrived)
-	if left <= 0 {
-		return
-	}
-	f.marks.maxFresh = left
+// fillLate fills an answer held since its page arrived, its age and
+// freshness (TTL, maxFresh) still counted from then.
+func (f *listedFill) fillLate(g *enforcer) {
+	f.marks.at = f.arrived
 	g.fill(f.key, f.st, f.marks)
 }
 
