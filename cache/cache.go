@@ -354,10 +354,21 @@ func (c *Cache[K, V]) PutSince(key K, value V, m Mark) {
 // long): a caller that replaces its answers on a schedule of its own (a list
 // refresh) bounds their age by it. maxFresh <= 0 is PutSince.
 func (c *Cache[K, V]) PutSinceFor(key K, value V, m Mark, maxFresh time.Duration) {
-	now := c.now()
-	e := c.newEntry(key, c.clone(value), nil, now)
+	c.PutSinceForAt(key, value, m, maxFresh, time.Time{})
+}
+
+// PutSinceForAt is PutSinceFor for an answer read at `at` and stored only
+// now (zero: now): its TTL and maxFresh count from `at`, as if it had been
+// stored then, and it does not replace an entry stored after `at`. A caller
+// that holds an answer back until it knows more (a list's last page) does not
+// serve it any older than one stored when it came.
+func (c *Cache[K, V]) PutSinceForAt(key K, value V, m Mark, maxFresh time.Duration, at time.Time) {
+	if at.IsZero() {
+		at = c.now()
+	}
+	e := c.newEntry(key, c.clone(value), nil, at)
 	if e != nil && maxFresh > 0 {
-		if cut := now.Add(maxFresh); cut.Before(e.fresh) {
+		if cut := at.Add(maxFresh); cut.Before(e.fresh) {
 			e.keep = e.keep.Add(-e.fresh.Sub(cut))
 			e.fresh = cut
 		}
@@ -368,17 +379,28 @@ func (c *Cache[K, V]) PutSinceFor(key K, value V, m Mark, maxFresh time.Duration
 // PutNegativeSince is PutNegative for an answer read after m (see
 // PutSince).
 func (c *Cache[K, V]) PutNegativeSince(key K, err error, m Mark) {
+	c.PutNegativeSinceAt(key, err, m, time.Time{})
+}
+
+// PutNegativeSinceAt is PutNegativeSince for an answer read at `at` (see
+// PutSinceForAt).
+func (c *Cache[K, V]) PutNegativeSinceAt(key K, err error, m Mark, at time.Time) {
 	if err == nil {
 		return
 	}
-	c.putSince(key, c.newEntry(key, *new(V), err, c.now()), m)
+	if at.IsZero() {
+		at = c.now()
+	}
+	c.putSince(key, c.newEntry(key, *new(V), err, at), m)
 }
 
 func (c *Cache[K, V]) putSince(key K, e *entry[V], m Mark) {
 	c.mu.Lock()
 	evicted := false
 	if c.epochs[c.slot(key)].invalidated <= m.invalidations {
-		evicted = c.addLocked(key, e)
+		if old, ok := c.entries.Peek(key); !ok || e == nil || !old.stored.After(e.stored) {
+			evicted = c.addLocked(key, e)
+		}
 	}
 	c.mu.Unlock()
 	c.evicted(evicted)

@@ -64,3 +64,37 @@ func TestPutSinceFor(t *testing.T) {
 		t.Error("long: not kept for Stale within TTL + StaleIfError")
 	}
 }
+
+// TestPutSinceForAt: an answer read earlier and stored only now is as old as
+// when it was read: its TTL, maxFresh and negative TTL count from then; and it
+// does not replace an entry stored after it was read.
+func TestPutSinceForAt(t *testing.T) {
+	c, clk, _ := newTestCache(t, nil) // TTL 1 m, NegativeTTL 10 s
+	read := clk.Now()
+	m := c.Mark()
+	clk.Step(40 * time.Second)
+	c.PutSinceForAt("ttl", []string{"x"}, m, 0, read)
+	c.PutSinceForAt("cut", []string{"x"}, m, 50*time.Second, read)
+	c.PutNegativeSinceAt("neg", errNotFound, m, read)
+	c.PutSince("newer", []string{"new"}, m)
+	c.PutSinceForAt("newer", []string{"old"}, m, 0, read)
+	if _, _, ok := c.Fresh("neg"); ok {
+		t.Error("neg: fresh 40 s after it was read (NegativeTTL 10 s)")
+	}
+	if v, _, ok := c.Fresh("newer"); !ok || v[0] != "new" {
+		t.Errorf("newer: %v %v, want the entry stored after the old answer was read", v, ok)
+	}
+	for _, k := range []string{"ttl", "cut"} {
+		if _, _, ok := c.Fresh(k); !ok {
+			t.Errorf("%s: not fresh 40 s after it was read", k)
+		}
+	}
+	clk.Step(10 * time.Second) // 50 s after the read
+	if _, _, ok := c.Fresh("cut"); ok {
+		t.Error("cut: fresh 50 s after it was read (maxFresh 50 s)")
+	}
+	clk.Step(10 * time.Second) // 60 s
+	if _, _, ok := c.Fresh("ttl"); ok {
+		t.Error("ttl: fresh 60 s after it was read (TTL 1 m)")
+	}
+}

@@ -170,6 +170,9 @@ func shutdownOf(st InstanceStatus) (bool, error) { return st.Shutdown, st.Err }
 
 // metadataOf does not copy: the cache does (see nodeFetch).
 func metadataOf(st InstanceStatus) (*cloudprovider.InstanceMetadata, error) {
+	if st.Err == nil && st.MetadataErr != nil {
+		return nil, st.MetadataErr
+	}
 	return st.Metadata, st.Err
 }
 
@@ -369,6 +372,9 @@ type fillMarks struct {
 	// listed: the answers are a list page's, whose "terminated" records
 	// the list marks for the guard once it has ended (see prefetch).
 	listed bool
+	// at is when the answers were read, if they are stored later (a list's
+	// answers held until its end); zero: now.
+	at time.Time
 }
 
 func (g *enforcer) fillMarks() fillMarks {
@@ -384,15 +390,15 @@ func mark[K comparable, V any](c *cache.Cache[K, V]) cache.Mark {
 	return c.Mark()
 }
 
-func putSince[K comparable, V any](c *cache.Cache[K, V], key K, v V, m cache.Mark, maxFresh time.Duration) {
+func putSince[K comparable, V any](c *cache.Cache[K, V], key K, v V, m cache.Mark, maxFresh time.Duration, at time.Time) {
 	if c != nil {
-		c.PutSinceFor(key, v, m, maxFresh)
+		c.PutSinceForAt(key, v, m, maxFresh, at)
 	}
 }
 
-func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err error, m cache.Mark) {
+func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err error, m cache.Mark, at time.Time) {
 	if c != nil {
-		c.PutNegativeSince(key, err, m)
+		c.PutNegativeSinceAt(key, err, m, at)
 	}
 }
 
@@ -410,24 +416,24 @@ func putNegativeSince[K comparable, V any](c *cache.Cache[K, V], key K, err erro
 func (g *enforcer) fill(key nodeKey, st InstanceStatus, marks fillMarks) {
 	switch {
 	case errors.Is(st.Err, cloudprovider.InstanceNotFound):
-		putNegativeSince(g.inst.metadata.c, key, cloudprovider.InstanceNotFound, marks.metadata)
-		putNegativeSince(g.inst.shutdown.c, key, cloudprovider.InstanceNotFound, marks.shutdown)
-		putSince(g.inst.exists.c, key, false, marks.exists, 0) // a negative value
+		putNegativeSince(g.inst.metadata.c, key, cloudprovider.InstanceNotFound, marks.metadata, marks.at)
+		putNegativeSince(g.inst.shutdown.c, key, cloudprovider.InstanceNotFound, marks.shutdown, marks.at)
+		putSince(g.inst.exists.c, key, false, marks.exists, 0, marks.at) // a negative value
 	case st.Err != nil:
 		// A per-node failure is not an answer: nothing to remember.
 	default:
 		if st.Metadata != nil {
-			putSince(g.inst.metadata.c, key, st.Metadata, marks.metadata, marks.maxFresh)
+			putSince(g.inst.metadata.c, key, st.Metadata, marks.metadata, marks.maxFresh, marks.at)
 		}
-		putSince(g.inst.shutdown.c, key, st.Shutdown, marks.shutdown, marks.maxFresh)
+		putSince(g.inst.shutdown.c, key, st.Shutdown, marks.shutdown, marks.maxFresh, marks.at)
 		switch {
 		case st.Deleted:
-			putSince(g.inst.exists.c, key, false, marks.exists, 0)
+			putSince(g.inst.exists.c, key, false, marks.exists, 0, marks.at)
 			if !marks.listed {
 				g.nf.markDeleted(key, marks.guard)
 			}
 		case g.nf.markExists(key, marks.guard):
-			putSince(g.inst.exists.c, key, true, marks.exists, marks.maxFresh)
+			putSince(g.inst.exists.c, key, true, marks.exists, marks.maxFresh, marks.at)
 		}
 	}
 }

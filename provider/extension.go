@@ -143,6 +143,11 @@ type InstanceStatus struct {
 	// Err is this node's own error: cloudprovider.InstanceNotFound when the
 	// instance does not exist, or any other per-node failure.
 	Err error
+	// MetadataErr, with Err nil and Metadata nil, is an instance that exists
+	// but whose InstanceMetadata fails with it, while the upstream's
+	// InstanceExists and InstanceShutdown answer (the GCE provider's, for an
+	// instance without a network interface).
+	MetadataErr error
 }
 
 // InstanceLister is an optional interface an upstream's InstancesV2
@@ -161,6 +166,15 @@ type InstanceRecord struct {
 	// NodeName is the name the instance's Node has (or will have) in the
 	// cluster; used to answer nodes that do not have a provider ID yet.
 	NodeName string
+	// NameRank orders the live records of one list that carry one NodeName,
+	// for clouds whose names are unique only within a scope (GCE: a zone):
+	// the lowest answers by that name, as the upstream's own lookup by name
+	// would find it (the GCE provider searches its managed zones in order),
+	// whatever the records' order across pages. Two live records sharing the
+	// lowest rank answer nothing by name (the upstream's own lookup answers
+	// for that name: the AWS provider fails "multiple instances found").
+	// Zero for a lister whose names are unique.
+	NameRank int
 	// Metadata carries the instance's metadata; Metadata.ProviderID must be set.
 	Metadata cloudprovider.InstanceMetadata
 	// Shutdown reports whether the instance is shut down.

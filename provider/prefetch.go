@@ -142,22 +142,19 @@ func listMaxFresh(interval time.Duration) time.Duration {
 // because the cloud throttled a page, or a page's token did not come in
 // time (not because the breaker was open).
 //
-// A live record and a Deleted one under one provider ID (an instance
-// re-created under a name-based ID) answer as the live one, whatever their
-// order: a Deleted record listed after a live one of its ID is skipped, and
-// the guard learns that an instance is terminated (which lets its "does not
-// exist" pass at once) only once the list has ended without a live record of
-// that ID. Until then a Deleted record's "does not exist" is held as any
-// other.
+// A live record's answer by provider ID is filled as its page arrives: no
+// other record can overrule it. The answers a later page may still overrule
+// wait for the list's end (listPass): a Deleted record's, which a live
+// record of its provider ID on any page overrules (an instance re-created
+// under a name-based ID), and every answer by node name, which a record of
+// a lower NameRank on any page overrules (a name unique per zone only). So
+// no answer is ever served that the whole list contradicts, whatever the
+// records' order. A list that fails drops them: the lookups they would have
+// answered go to the upstream.
 func (g *enforcer) prefetch(ctx context.Context, maxFresh time.Duration) (quotaShort bool, err error) {
 	m := g.m.listInstances
 	token := ""
-	live := map[string]bool{} // provider IDs listed live in this pass
-	type deletedAt struct {
-		key   nodeKey
-		since uint64 // its page's guard mark
-	}
-	var terminated []deletedAt // Deleted records, marked for the guard at the end
+	var pass listPass
 	for {
 		marks := g.fillMarks() // before the call: see fill
 		marks.maxFresh, marks.listed = maxFresh, true
@@ -177,39 +174,108 @@ func (g *enforcer) prefetch(ctx context.Context, maxFresh time.Duration) (quotaS
 			throttled, _ := g.throttle.Classify(err)
 			return throttled || (!called && !limiter.IsOpen(err)), err
 		}
-		for _, deleted := range []bool{false, true} { // live records first
-			for i := range p.page {
-				rec := &p.page[i]
-				if rec.Deleted != deleted {
-					continue
-				}
-				st := InstanceStatus{Metadata: &rec.Metadata, Shutdown: rec.Shutdown, Deleted: rec.Deleted}
-				if pid := rec.Metadata.ProviderID; pid != "" && !(deleted && live[pid]) {
-					key := nodeKey{byProviderID: true, id: pid}
-					g.fill(key, st, marks)
-					if deleted {
-						terminated = append(terminated, deletedAt{key, marks.guard})
-					} else {
-						live[pid] = true
-					}
-				}
+		arrived := g.clock.Now()
+		for i := range p.page {
+			rec := &p.page[i]
+			st := InstanceStatus{Metadata: &rec.Metadata, Shutdown: rec.Shutdown, Deleted: rec.Deleted}
+			pid := rec.Metadata.ProviderID
+			switch {
+			case rec.Deleted:
 				// A Deleted record does not answer by name: its name may
 				// already belong to a re-created instance (see InstanceRecord).
-				if rec.NodeName != "" && !deleted {
-					g.fill(nodeKey{id: rec.NodeName}, st, marks)
+				if pid != "" {
+					pass.deleted = append(pass.deleted, listedFill{nodeKey{byProviderID: true, id: pid}, st, marks, arrived})
+				}
+			default:
+				if pid != "" {
+					g.fill(nodeKey{byProviderID: true, id: pid}, st, marks)
+					pass.live(pid)
+				}
+				if rec.NodeName != "" {
+					pass.named(rec.NodeName, rec.NameRank, listedFill{nodeKey{id: rec.NodeName}, st, marks, arrived})
 				}
 			}
 		}
 		if p.next == "" {
-			for _, d := range terminated {
-				if !live[d.key.id] {
-					g.nf.markDeleted(d.key, d.since)
-				}
-			}
+			pass.end(g)
 			return false, nil
 		}
 		token = p.next
 	}
+}
+
+// listPass keeps, through one list, the answers a later page may overrule.
+type listPass struct {
+	listedLive map[string]bool // provider IDs listed live
+	deleted    []listedFill    // Deleted records' answers by provider ID
+	names      []*namedFill    // the best answer for each node name, in order first listed
+	byName     map[string]*namedFill
+}
+
+// listedFill is an answer held until the list ends, with its page's marks
+// and arrival.
+type listedFill struct {
+	key     nodeKey
+	st      InstanceStatus
+	marks   fillMarks
+	arrived time.Time
+}
+
+type namedFill struct {
+	listedFill
+	rank int
+	tied bool // another live record has that name and rank: no answer by name
+}
+
+func (p *listPass) live(pid string) {
+	if p.listedLive == nil {
+		p.listedLive = map[string]bool{}
+	}
+	p.listedLive[pid] = true
+}
+
+func (p *listPass) named(name string, rank int, f listedFill) {
+	n := p.byName[name]
+	switch {
+	case n == nil:
+		if p.byName == nil {
+			p.byName = map[string]*namedFill{}
+		}
+		n = &namedFill{listedFill: f, rank: rank}
+		p.byName[name] = n
+		p.names = append(p.names, n)
+	case rank < n.rank:
+		*n = namedFill{listedFill: f, rank: rank}
+	case rank == n.rank && f.st.Metadata.ProviderID != n.st.Metadata.ProviderID:
+		// One instance listed twice (a page boundary that moved) is no tie.
+		n.tied = true
+	}
+}
+
+// end fills what the whole list confirms: each Deleted record of a provider
+// ID no live record had (and the guard learns that it is terminated, which
+// lets its "does not exist" pass at once), and each node name's best-ranked
+// live record unless tied.
+func (p *listPass) end(g *enforcer) {
+	for _, f := range p.deleted {
+		if p.listedLive[f.key.id] {
+			continue
+		}
+		f.fillLate(g)
+		g.nf.markDeleted(f.key, f.marks.guard)
+	}
+	for _, n := range p.names {
+		if !n.tied {
+			n.fillLate(g)
+		}
+	}
+}
+
+// fillLate fills an answer held since its page arrived, its age and
+// freshness (TTL, maxFresh) still counted from then.
+func (f *listedFill) fillLate(g *enforcer) {
+	f.marks.at = f.arrived
+	g.fill(f.key, f.st, f.marks)
 }
 
 // firstList is the first list refresh, which lookups that miss wait for.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cloudgate/cloudgate/provider"
 	"github.com/cloudgate/cloudgate/providers/aws/awsbatch"
@@ -396,5 +398,109 @@ func TestListInstancesPages(t *testing.T) {
 	}
 	if _, _, err := c.BatchInstances().ListInstances(context.Background(), "not-a-token"); err == nil {
 		t.Fatal("a foreign page token was accepted")
+	}
+}
+
+// TestListedByNameMatchesProvider: cloudgate over the adapter, answering from its list,
+// equals the provider for private DNS names that several instances of the cluster have: a
+// terminated and a live one, on different pages in either order (the cluster tag's page,
+// then the legacy tag's), which the provider answers by name as the live one; and two live
+// ones, for which the provider fails ("multiple instances found") and so does cloudgate (it
+// leaves that name to the provider's own lookup). Every instance answers by its provider ID
+// as the provider does, the terminated ones included. The list, not a per-node call,
+// answers every name but the shared one.
+func TestListedByNameMatchesProvider(t *testing.T) {
+	setAWSEnv(t)
+	sim, err := ec2sim.Start(ec2sim.Config{
+		Region: "us-east-1", Unthrottled: true,
+		Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}, {Name: "us-east-1b", ID: "use1-az2"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	legacy := map[string]string{"KubernetesCluster": cluster}
+	put := func(n int, zone, state, dnsName string, tags map[string]string) {
+		sim.Put(ec2sim.Instance{ID: iid(n), Type: "m5.large", Zone: zone, State: state, PrivateDNSName: dnsName,
+			PrivateIP: fmt.Sprintf("10.0.9.%d", n), Tags: tags,
+			Interfaces: []ec2sim.NetworkInterface{{Status: "in-use", PrivateIPs: []string{fmt.Sprintf("10.0.9.%d", n)}}}})
+	}
+	put(1, "us-east-1a", ec2sim.StateTerminated, dns(1), tagged) // page 1, then its name's live instance on page 2
+	put(2, "us-east-1b", "", dns(1), legacy)
+	put(3, "us-east-1a", "", dns(3), tagged) // page 1, then its name's terminated instance on page 2
+	put(4, "us-east-1b", ec2sim.StateTerminated, dns(3), legacy)
+	put(5, "us-east-1a", "", dns(5), tagged) // two live instances, one name
+	put(6, "us-east-1b", ec2sim.StateStopped, dns(5), tagged)
+
+	c, err := awsbatch.New([]byte(CloudConfig(sim.URL, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := provider.DefaultConfig()
+	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = 1e6, 1e6
+	cfg.Batch.ListPrefetch = true
+	// The not-found guard holds a first "does not exist" back by design; a fake clock: one
+	// list, and no answer expires.
+	off := false
+	cfg.NotFoundGuard.Enabled = &off
+	cfg.Clock = clocktesting.NewFakeClock(time.Unix(10000, 0))
+	gated, err := provider.New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() {
+		close(stop)
+		_ = gated.(interface{ Close() error }).Close()
+	})
+	gated.Initialize(fakeBuilder{fake.NewClientset()}, stop)
+	up, _ := c.Unwrap().InstancesV2()
+	through, _ := gated.InstancesV2()
+	ctx := context.Background()
+
+	pid := func(zone string, n int) string { return "aws:///" + zone + "/" + iid(n) }
+	listedNodes := []*v1.Node{
+		node(dns(1), "", nil), node(dns(3), "", nil),
+		node("p1", pid("us-east-1a", 1), nil), node("p2", pid("us-east-1b", 2), nil),
+		node("p3", pid("us-east-1a", 3), nil), node("p4", pid("us-east-1b", 4), nil),
+		node("p5", pid("us-east-1a", 5), nil), node("p6", pid("us-east-1b", 6), nil),
+	}
+	shared := node(dns(5), "", nil)
+
+	if _, err := through.InstanceExists(ctx, listedNodes[0]); err != nil { // waits for the first list
+		t.Fatal(err)
+	}
+	before := sim.Stats("DescribeInstances").Requests
+	got := make([]answer, len(listedNodes))
+	for i, n := range listedNodes {
+		got[i] = upstreamAnswer(ctx, through, n)
+	}
+	if n := sim.Stats("DescribeInstances").Requests - before; n != 0 {
+		t.Errorf("cloudgate made %d DescribeInstances calls for listed instances, want every answer from the list", n)
+	}
+	gotShared := upstreamAnswer(ctx, through, shared)
+	for i, n := range append(listedNodes, shared) {
+		g := gotShared
+		if i < len(got) {
+			g = got[i]
+		}
+		want := upstreamAnswer(ctx, up, n)
+		what := fmt.Sprintf("node %s (providerID %q)", n.Name, n.Spec.ProviderID)
+		if !reflect.DeepEqual(want.md, g.md) || (want.mdErr == nil) != (g.mdErr == nil) {
+			t.Errorf("%s: metadata: provider %+v, %v; cloudgate over the list %+v, %v", what, want.md, want.mdErr, g.md, g.mdErr)
+		}
+		if want.exists != g.exists || (want.exErr == nil) != (g.exErr == nil) {
+			t.Errorf("%s: exists: provider %v, %v; cloudgate over the list %v, %v", what, want.exists, want.exErr, g.exists, g.exErr)
+		}
+		if want.shutdown != g.shutdown || (want.shErr == nil) != (g.shErr == nil) {
+			t.Errorf("%s: shutdown: provider %v, %v; cloudgate over the list %v, %v", what, want.shutdown, want.shErr, g.shutdown, g.shErr)
+		}
+	}
+	// Expected shapes, so that both sides cannot agree vacuously.
+	if got[0].md == nil || got[0].md.ProviderID != pid("us-east-1b", 2) || got[1].md == nil || got[1].md.ProviderID != pid("us-east-1a", 3) {
+		t.Errorf("by name: %+v and %+v, want the live instances 2 and 3", got[0].md, got[1].md)
+	}
+	if gotShared.mdErr == nil {
+		t.Errorf("a name two live instances have: %+v, want the provider's error", gotShared.md)
 	}
 }

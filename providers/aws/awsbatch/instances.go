@@ -385,6 +385,9 @@ func (a *Instances) zoneID(ctx context.Context, zone string) (string, error) {
 // listed after the others, as the provider recognises both. NodeName is the
 // private DNS name, the name the provider looks nodes up by, and is left
 // empty for a terminated instance, which the provider's name lookups skip.
+// Every record's NameRank is 0: a name two live instances share answers
+// nothing from the list, and the provider's own lookup fails it ("multiple
+// instances found").
 // The additional labels are those of a node that has none yet.
 func (a *Instances) ListInstances(ctx context.Context, pageToken string) ([]provider.InstanceRecord, string, error) {
 	phase, token, err := decodeToken(pageToken)

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/provider"
@@ -77,6 +80,10 @@ func nodes(sim *gcesim.Server) []*v1.Node {
 		node("gone", sim.ProviderID(zs[0], "gone")),
 		node("gone", ""),
 		node("bad", "gce://only-two/parts"),
+		// Zones that do not exist: the provider's instances.get there is a 404, "does not
+		// exist", as is the batch's list there.
+		node("node-1", sim.ProviderID(sim.Region()+"-z", "node-1")),
+		node("node-1", sim.ProviderID("nozone", "node-1")),
 	)
 }
 
@@ -88,17 +95,20 @@ func TestDifferential(t *testing.T) {
 		t.Run(fmt.Sprintf("multizone=%t", multizone), func(t *testing.T) {
 			sim, c := start(t, gcesim.Config{}, multizone)
 			fleet(sim)
+			// An instance without a network interface: the provider's InstanceMetadata fails
+			// for it, its InstanceExists answers true.
+			sim.Put(gcesim.Instance{Name: "nonic", Zone: sim.Zones()[0], MachineType: "e2-standard-4", NoNetworkInterface: true})
 			ctx := context.Background()
 			up, _ := c.Unwrap().InstancesV2()
-			ns := nodes(sim)
+			ns := append(nodes(sim), node("nonic", sim.ProviderID(sim.Zones()[0], "nonic")), node("nonic", ""))
 			before := sim.Calls()["compute.instances.list"]
 			got, err := c.BatchInstances().BatchInstanceStatus(ctx, ns)
 			if err != nil {
 				t.Fatal(err)
 			}
 			lists := sim.Calls()["compute.instances.list"] - before
-			if lists > 3 {
-				t.Errorf("one batch of %d nodes made %d instances.list calls, want at most one per zone (3)", len(ns), lists)
+			if lists > 5 {
+				t.Errorf("one batch of %d nodes made %d instances.list calls, want at most one per zone (3 and 2 that do not exist)", len(ns), lists)
 			}
 			checked := 0
 			for k, n := range ns {
@@ -107,8 +117,12 @@ func TestDifferential(t *testing.T) {
 				ex, eErr := up.InstanceExists(ctx, n)
 				sh, sErr := up.InstanceShutdown(ctx, n)
 				what := fmt.Sprintf("node %s (providerID %q)", n.Name, n.Spec.ProviderID)
-				if (mErr == nil) != (st.Err == nil) {
-					t.Errorf("%s: metadata error: provider %v, batch %v", what, mErr, st.Err)
+				stMdErr := st.Err // InstanceMetadata's error as cloudgate answers it (metadataOf)
+				if stMdErr == nil {
+					stMdErr = st.MetadataErr
+				}
+				if (mErr == nil) != (stMdErr == nil) {
+					t.Errorf("%s: metadata error: provider %v, batch %v", what, mErr, stMdErr)
 					continue
 				}
 				if mErr == nil && !reflect.DeepEqual(md, st.Metadata) {
@@ -261,5 +275,106 @@ func TestThrottleAsProviderReturnsIt(t *testing.T) {
 		if _, err := up2.InstanceMetadata(ctx, node("gone", "")); err != cloudprovider.InstanceNotFound {
 			t.Errorf("metadata of a missing instance by name: %v, want InstanceNotFound", err)
 		}
+	}
+}
+
+// noInit is the adapter without its provider's Initialize, which needs a kube client: what
+// these tests read is the list prefetch cloudgate starts in its own Initialize.
+type noInit struct{ cloudprovider.Interface }
+
+func (noInit) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// listedThrough is cloudgate over the adapter after its first list: list prefetch on, every
+// page answered at once (no token wait), the not-found guard off (it holds a first "does not
+// exist" back by design), a fake clock (no second list, no answer expires).
+func listedThrough(t *testing.T, c *Cloud) cloudprovider.InstancesV2 {
+	t.Helper()
+	cfg := provider.DefaultConfig()
+	cfg.Limits.Read.QPS, cfg.Limits.Read.Burst = 1e6, 1e6
+	cfg.Batch.ListPrefetch = true
+	off := false
+	cfg.NotFoundGuard.Enabled = &off
+	cfg.Clock = clocktesting.NewFakeClock(time.Unix(10000, 0))
+	gated, err := provider.New(noInit{c}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() {
+		close(stop)
+		_ = gated.(interface{ Close() error }).Close()
+	})
+	gated.Initialize(nil, stop)
+	v2, _ := gated.InstancesV2()
+	return v2
+}
+
+// TestListedDuplicateNamesMatchProvider: instance names are unique per zone only. For a Node
+// named like instances in several managed zones (one of them stopped), cloudgate over the
+// adapter answers from its list exactly as the provider does by name — the first managed
+// zone's instance — whatever order the list's pages give the zones in (managed zones in
+// aggregatedList's order, and not), each record on a page of its own; and every instance by
+// its provider ID. The list, not a per-node call, answers.
+func TestListedDuplicateNamesMatchProvider(t *testing.T) {
+	for _, order := range [][]string{
+		{"us-central1-a", "us-central1-b", "us-central1-c"}, // the provider's zone order is the list's
+		{"us-central1-c", "us-central1-a", "us-central1-b"}, // it is not
+	} {
+		t.Run(strings.Join(order, ","), func(t *testing.T) {
+			sim, c := start(t, gcesim.Config{Zones: order, PageSize: 1}, true)
+			var byID []*v1.Node // every instance by its provider ID
+			put := func(name, zone, ip, status string) {
+				sim.Put(gcesim.Instance{Name: name, Zone: zone, MachineType: "e2-" + zone[len(zone)-1:], InternalIP: ip, Status: status})
+				byID = append(byID, node(name, sim.ProviderID(zone, name)))
+			}
+			put("dup", "us-central1-a", "10.0.1.1", "")
+			put("dup", "us-central1-b", "10.0.1.2", "")
+			put("dup", "us-central1-c", "10.0.1.3", "")
+			put("ab", "us-central1-a", "10.0.2.1", gcesim.StatusTerminated)
+			put("ab", "us-central1-b", "10.0.2.2", "")
+			put("bc", "us-central1-b", "10.0.3.2", "")
+			put("bc", "us-central1-c", "10.0.3.3", gcesim.StatusTerminated)
+			put("solo", "us-central1-c", "10.0.4.3", "")
+			ctx := context.Background()
+			up, _ := c.Unwrap().InstancesV2()
+			gated := listedThrough(t, c)
+			ns := append([]*v1.Node{node("dup", ""), node("ab", ""), node("bc", ""), node("solo", "")}, byID...)
+			ns = append(ns, node("none", "")) // last: the only one the list does not answer
+			type answer struct {
+				md     *cloudprovider.InstanceMetadata
+				mdErr  error
+				exists bool
+				exErr  error
+			}
+			ask := func(v2 cloudprovider.InstancesV2, n *v1.Node) (a answer) {
+				a.md, a.mdErr = v2.InstanceMetadata(ctx, n)
+				a.exists, a.exErr = v2.InstanceExists(ctx, n)
+				return a
+			}
+			got := make([]answer, len(ns))
+			var listed map[string]int // calls once every listed Node was answered
+			for k, n := range ns {
+				if k == len(ns)-1 {
+					listed = sim.Calls()
+				}
+				got[k] = ask(gated, n)
+			}
+			if listed["compute.instances.aggregatedList"] != 8 {
+				t.Errorf("%d aggregatedList pages, want 8 (one record each)", listed["compute.instances.aggregatedList"])
+			}
+			if n := listed["compute.instances.get"] + listed["compute.instances.list"]; n != 0 {
+				t.Errorf("cloudgate made %d instances.get/list calls for listed instances, want every answer from the list", n)
+			}
+			for k, n := range ns {
+				want := ask(up, n)
+				what := fmt.Sprintf("node %s (providerID %q)", n.Name, n.Spec.ProviderID)
+				if !reflect.DeepEqual(want.md, got[k].md) || (want.mdErr == nil) != (got[k].mdErr == nil) {
+					t.Errorf("%s: metadata: provider %+v, %v; cloudgate over the list %+v, %v", what, want.md, want.mdErr, got[k].md, got[k].mdErr)
+				}
+				if want.exists != got[k].exists || want.exErr != got[k].exErr {
+					t.Errorf("%s: exists: provider %v, %v; cloudgate over the list %v, %v", what, want.exists, want.exErr, got[k].exists, got[k].exErr)
+				}
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path"
 	"regexp"
 	"sort"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/GoogleCloudPlatform/k8s-cloud-provider/pkg/cloud/filter"
 	compute "google.golang.org/api/compute/v1"
+	"google.golang.org/api/googleapi"
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider-gcp/providers/gce"
@@ -133,8 +135,10 @@ func (i *Instances) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) (
 		case l.inst == nil:
 			out[k].Err = cloudprovider.InstanceNotFound
 		default:
+			// An instance whose metadata the provider cannot answer (no network interface)
+			// still exists for its InstanceExists.
 			md, err := metadata(l.providerID, l.zone, l.inst)
-			out[k] = provider.InstanceStatus{Metadata: md, Err: err}
+			out[k] = provider.InstanceStatus{Metadata: md, MetadataErr: err}
 		}
 	}
 	return out, nil
@@ -153,6 +157,12 @@ func (i *Instances) listZone(ctx context.Context, zone string, ls []*lookup) err
 	}
 	sort.Strings(names)
 	found, err := i.g.Compute().Instances().List(ctx, zone, filter.Regexp("name", "("+strings.Join(names, "|")+")"))
+	if isNotFound(err) {
+		// A zone that does not exist (a provider ID naming it): the provider's instances.get
+		// in it is a 404 too, which it answers as "does not exist" (and its search by name
+		// goes on to the next zone).
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("instances.list in zone %s for %d nodes: %w", zone, len(ls), err)
 	}
@@ -164,10 +174,18 @@ func (i *Instances) listZone(ctx context.Context, zone string, ls []*lookup) err
 	return nil
 }
 
+// isNotFound is the provider's isHTTPErrorCode(err, http.StatusNotFound).
+func isNotFound(err error) bool {
+	var e *googleapi.Error
+	return errors.As(err, &e) && e.Code == http.StatusNotFound
+}
+
 // ListInstances implements provider.InstanceLister: one page of instances.aggregatedList.
 // Instances of the managed zones carry their name as NodeName (a Node named so without a
-// provider ID is that instance, as the provider finds it); the others answer by provider ID
-// only.
+// provider ID is that instance, as the provider finds it) and their zone's place in the
+// provider's order as NameRank: names are unique per zone only, and the provider answers a
+// name with the instance of the first managed zone that has one, wherever the pages put it.
+// The others answer by provider ID only.
 func (i *Instances) ListInstances(ctx context.Context, pageToken string) ([]provider.InstanceRecord, string, error) {
 	call := i.g.ComputeServices().GA.Instances.AggregatedList(i.g.ProjectID()).MaxResults(pageSize).Context(ctx)
 	if pageToken != "" {
@@ -177,9 +195,11 @@ func (i *Instances) ListInstances(ctx context.Context, pageToken string) ([]prov
 	if err != nil {
 		return nil, "", fmt.Errorf("instances.aggregatedList: %w", err)
 	}
-	managed := map[string]bool{}
-	for _, z := range i.zones {
-		managed[z] = true
+	rank := make(map[string]int, len(i.zones))
+	for k, z := range i.zones {
+		if _, ok := rank[z]; !ok {
+			rank[z] = k
+		}
 	}
 	scopes := make([]string, 0, len(res.Items))
 	for s := range res.Items {
@@ -192,11 +212,13 @@ func (i *Instances) ListInstances(ctx context.Context, pageToken string) ([]prov
 			zone := path.Base(in.Zone)
 			md, err := metadata(gce.ProviderName+"://"+i.g.ProjectID()+"/"+zone+"/"+in.Name, zone, in)
 			if err != nil {
-				continue // no network interface: the provider's reads fail for it too
+				// No network interface: the provider's InstanceMetadata fails for it while its
+				// InstanceExists answers, which a record cannot say; a batch answers it.
+				continue
 			}
 			rec := provider.InstanceRecord{Metadata: *md}
-			if managed[zone] {
-				rec.NodeName = in.Name
+			if r, ok := rank[zone]; ok {
+				rec.NodeName, rec.NameRank = in.Name, r
 			}
 			page = append(page, rec)
 		}

@@ -51,6 +51,9 @@ type Instance struct {
 	ExternalIP  string // "" for none
 	IPv6        string // internal IPv6, "" for none
 	ID          uint64 // 0: assigned
+	// NoNetworkInterface lists the instance without its network interface, which the
+	// provider's InstanceMetadata fails on while its InstanceExists answers.
+	NoNetworkInterface bool
 }
 
 // Group is a Compute Engine rate-quota group.

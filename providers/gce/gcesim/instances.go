@@ -18,12 +18,16 @@ func (s *Server) instanceJSON(in *Instance) *compute.Instance {
 	if in.ExternalIP != "" {
 		nic.AccessConfigs = []*compute.AccessConfig{{Kind: "compute#accessConfig", Name: "External NAT", Type: "ONE_TO_ONE_NAT", NatIP: in.ExternalIP}}
 	}
+	nics := []*compute.NetworkInterface{nic}
+	if in.NoNetworkInterface {
+		nics = nil
+	}
 	return &compute.Instance{
 		Kind: "compute#instance", Id: in.ID, Name: in.Name, Status: in.Status,
 		Zone:              s.selfLink("zones/" + in.Zone),
 		MachineType:       s.selfLink("zones/" + in.Zone + "/machineTypes/" + in.MachineType),
 		SelfLink:          s.selfLink("zones/" + in.Zone + "/instances/" + in.Name),
-		NetworkInterfaces: []*compute.NetworkInterface{nic},
+		NetworkInterfaces: nics,
 	}
 }
 
