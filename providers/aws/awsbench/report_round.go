@@ -18,22 +18,26 @@ import (
 // window's DescribeInstances over its status rounds (status lookups / N).
 
 // configures is what a user sets for the column, and staleness what its
-// answers may be behind EC2 (each field's age bound).
+// answers may be behind EC2 (each field's age bound). While EC2 fails (the
+// breaker open) a positive answer may be served cache.staleIfError past its
+// bound: InstanceMetadata until TTL + staleIfError after EC2 gave it.
 func configures(col string) (configures, staleness string) {
 	ttl := provider.DefaultTTLs()
+	stale := provider.DefaultConfig().Cache.StaleIfError.Duration
+	failing := fmt.Sprintf("; while EC2 fails a positive answer up to %v (staleIfError) past its bound, InstanceMetadata ≤ %v", stale, ttl["InstanceMetadata"]+stale)
 	switch col {
 	case ColAWS:
 		return "nothing: the stock AWS CCM (`--cloud-provider=aws`)",
 			"none: every status round and every lifecycle check asks EC2"
 	case ColCloudgate:
 		return "`upstream.name: aws` (cloudgate's defaults; the provider has no batch or list interface)",
-			fmt.Sprintf("addresses, type, zone (InstanceMetadata) ≤ %v (TTL); exists ≤ %v, shutdown ≤ %v; \"does not exist\" ≤ %v",
-				ttl["InstanceMetadata"], ttl["InstanceExists"], ttl["InstanceShutdown"], provider.DefaultConfig().Cache.NegativeTTL.Duration)
+			fmt.Sprintf("addresses, type, zone (InstanceMetadata) ≤ %v (TTL); exists ≤ %v, shutdown ≤ %v; \"does not exist\" ≤ %v%s",
+				ttl["InstanceMetadata"], ttl["InstanceExists"], ttl["InstanceShutdown"], provider.DefaultConfig().Cache.NegativeTTL.Duration, failing)
 	case ColAdapter:
 		return "`upstream.name: aws-batch`: **the default install** (the chart's default; `batch.listPrefetch` is on by default)",
-			fmt.Sprintf("InstanceMetadata ≤ %v while list refreshes succeed (every %v + up to 10 %% jitter), ≤ %v (TTL) always; exists ≤ %v, shutdown ≤ %v; \"does not exist\" ≤ %v",
+			fmt.Sprintf("InstanceMetadata ≤ %v while list refreshes succeed (every %v + up to 10 %% jitter), ≤ %v (TTL) while EC2 answers; exists ≤ %v, shutdown ≤ %v; \"does not exist\" ≤ %v%s (a listed one ≤ %v)",
 				time.Duration(float64(listInterval())*1.1), listInterval(), ttl["InstanceMetadata"], ttl["InstanceExists"], ttl["InstanceShutdown"],
-				provider.DefaultConfig().Cache.NegativeTTL.Duration)
+				provider.DefaultConfig().Cache.NegativeTTL.Duration, failing, time.Duration(float64(listInterval())*1.1)+stale)
 	}
 	return "", ""
 }

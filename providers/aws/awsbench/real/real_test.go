@@ -385,7 +385,11 @@ func p99(before, after []e2e.Sample, name string) float64 {
 }
 
 // staleness is how old an answer the column's CCM may give the
-// controllers, from the configuration it runs with.
+// controllers, from the configuration it runs with. While EC2 fails (the
+// family's breaker open) a positive answer may be served until
+// TTL+cache.staleIfError after the upstream gave it; a listed answer's TTL
+// is cut to the list's freshness (listInterval × 1.1), so it lasts that
+// plus staleIfError (provider.read, cache.PutSinceFor).
 func staleness(t *testing.T, col column) string {
 	if !col.cloudgate {
 		return "none: every lookup asks EC2 (the provider's own batcher merges concurrent ones)"
@@ -398,12 +402,16 @@ func staleness(t *testing.T, col column) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ttl := r.TTLs()["InstanceMetadata"]
+	ttl, stale := r.TTLs()["InstanceMetadata"], r.Cache.StaleIfError.Duration
 	s := fmt.Sprintf("InstanceMetadata up to %v old", ttl)
+	failing := ""
 	if r.Batch.ListPrefetch {
-		s = fmt.Sprintf("node answers from a list refreshed every %v (at most %v old while refreshes succeed)", r.Batch.ListInterval.Duration, time.Duration(float64(r.Batch.ListInterval.Duration)*1.1))
+		listed := time.Duration(float64(r.Batch.ListInterval.Duration) * 1.1)
+		s = fmt.Sprintf("node answers from a list refreshed every %v (at most %v old while refreshes succeed)", r.Batch.ListInterval.Duration, listed)
+		failing = fmt.Sprintf(", a listed one up to %v", listed+stale)
 	}
-	return s + fmt.Sprintf("; \"does not exist\" never from the cache; up to %v old while EC2 fails", r.Cache.StaleIfError.Duration)
+	return s + fmt.Sprintf("; \"does not exist\" never from the cache; up to %v old while EC2 fails (InstanceMetadata TTL %v + cache.staleIfError %v%s)",
+		ttl+stale, ttl, stale, failing)
 }
 
 // runAll runs every column at every size, the columns of a size side by
