@@ -198,7 +198,11 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
-func differential(t *testing.T, families string) {
+// startFleet starts ec2sim in three zones with topology and fleet's
+// instances, and aws-batch over it (families: the NodeIPFamilies lines),
+// initialised.
+func startFleet(t *testing.T, families string) (*ec2sim.Server, *awsbatch.Cloud) {
+	t.Helper()
 	setAWSEnv(t)
 	sim, err := ec2sim.Start(ec2sim.Config{
 		Region: "us-east-1", Unthrottled: true, Topology: true,
@@ -209,7 +213,6 @@ func differential(t *testing.T, families string) {
 	}
 	t.Cleanup(func() { sim.Close() })
 	sim.Put(fleet()...)
-
 	c, err := awsbatch.New([]byte(CloudConfig(sim.URL, families)))
 	if err != nil {
 		t.Fatal(err)
@@ -217,6 +220,11 @@ func differential(t *testing.T, families string) {
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	c.Initialize(fakeBuilder{fake.NewClientset()}, stop)
+	return sim, c
+}
+
+func differential(t *testing.T, families string) {
+	sim, c := startFleet(t, families)
 	v2, ok := c.Unwrap().InstancesV2()
 	if !ok {
 		t.Fatal("the AWS provider has no InstancesV2")

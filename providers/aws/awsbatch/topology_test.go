@@ -4,11 +4,6 @@ import (
 	"context"
 	"reflect"
 	"testing"
-
-	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/cloudgate/cloudgate/providers/aws/awsbatch"
-	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
 )
 
 // The list describes every instance on every refresh; the network-node
@@ -17,23 +12,7 @@ import (
 // listed GPU instance per refresh, outside cloudgate's token bucket. The
 // second walk answers the same labels with no topology call.
 func TestListAsksTopologyOncePerInstance(t *testing.T) {
-	setAWSEnv(t)
-	sim, err := ec2sim.Start(ec2sim.Config{
-		Region: "us-east-1", Unthrottled: true, Topology: true,
-		Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}, {Name: "us-east-1b", ID: "use1-az2"}, {Name: "us-east-1c", ID: "use1-az4"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sim.Close() })
-	sim.Put(fleet()...)
-	c, err := awsbatch.New([]byte(CloudConfig(sim.URL, "")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	c.Initialize(fakeBuilder{fake.NewClientset()}, stop)
+	sim, c := startFleet(t, "")
 	ad := c.BatchInstances()
 	ctx := context.Background()
 	walk := func() map[string]map[string]string {
