@@ -477,12 +477,12 @@ type emulator struct {
 	images   map[string]string // image reference -> binary
 	stockBin string
 
-	pods      []*emPod               // cloudgate's Deployment's Pods
-	podsTmpl  corev1.PodTemplateSpec // the template they run
+	pods     []*emPod               // cloudgate's Deployment's Pods
+	podsTmpl corev1.PodTemplateSpec // the template they run
 	// pending are surge Pods of a newer template that were not ready when a rollout
 	// stalled (rollDeploymentStalls) and still run: the rollout goes on with them first.
 	pending   []*emPod
-	stock     []*ccmProc             // the stock DaemonSet's Pod (0 or 1)
+	stock     []*ccmProc // the stock DaemonSet's Pod (0 or 1)
 	stockTmpl corev1.PodTemplateSpec
 	all       []*ccmProc // every process ever started
 }
