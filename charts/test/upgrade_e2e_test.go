@@ -60,6 +60,13 @@ var emulatedControlPlaneNode = map[string]string{
 //     upstream's cloudConfig): the surge Pod never becomes ready, maxUnavailable 0 keeps
 //     both old Pods running and leading, Nodes keep initialising; `helm rollback` to the
 //     last good revision ends the stalled rollout without restarting the old Pods;
+//     then `helm upgrade` with an upstream.name no image registers (aws-bach): the schema
+//     refuses it naming /upstream/name, nothing rolls; then limits.shared with a real
+//     redis-server, killed: failureMode open rolls (its Pods are Ready, the leader serves
+//     its floor: a new Node initialised), failureMode closed stalls (the surge Pod runs but
+//     its /readyz answers 503 naming the setting and the Redis; the old Pods keep running and
+//     leading), and once Redis is restarted that Pod turns Ready and the rollout completes
+//     with the leader in the fleet;
 //  4. `helm rollback cloudgate 1`: the first revision's template (image and config) again;
 //  5. back to the stock CCM the same way: the stock release's saved values restored (its
 //     Pod starts and waits), then cloudgate upgraded to `replicas: 0`; the stock CCM leads.
