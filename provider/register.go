@@ -88,6 +88,9 @@ type lazyCloud struct {
 	// informers: the CCM's, for the not-found guard's node lookups
 	// (gate.useNodeInformer), handed to the gate when it is built.
 	informers informers.SharedInformerFactory
+
+	// ready is Ready's Redis probe (ready.go), made at its first call.
+	ready readiness
 }
 
 var (
@@ -202,6 +205,7 @@ func (l *lazyCloud) Close() error {
 	l.closed = true
 	c := l.cloud
 	l.mu.Unlock()
+	l.ready.close()
 	if c != nil {
 		return c.Close()
 	}

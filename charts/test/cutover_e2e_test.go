@@ -391,6 +391,41 @@ func podSecurePort(t *testing.T, args []string) int {
 	return port
 }
 
+// readyzFlag is the CCM's flag for its /readyz listener (cmd/ccm).
+const readyzFlag = "--readyz-bind-address="
+
+// podReadyzPort is the port of the last --readyz-bind-address in args, 0 without one.
+func podReadyzPort(t *testing.T, args []string) int {
+	t.Helper()
+	port := 0
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, readyzFlag); ok {
+			_, p, err := net.SplitHostPort(v)
+			if err != nil {
+				t.Fatalf("%s%q: %v", readyzFlag, v, err)
+			}
+			if port, err = strconv.Atoi(p); err != nil {
+				t.Fatalf("%s%q: %v", readyzFlag, v, err)
+			}
+		}
+	}
+	return port
+}
+
+// localReadyz gives a process /readyz on a free port of 127.0.0.1 when its template serves
+// one (each Pod has its own network namespace; here they share the host's): the flag to
+// append, and the template's port mapped to the local one.
+func localReadyz(t *testing.T, args []string) (flags []string, ports map[int]int) {
+	t.Helper()
+	ports = map[int]int{}
+	if p := podReadyzPort(t, args); p != 0 {
+		local := e2e.FreePort(t)
+		ports[p] = local
+		flags = append(flags, readyzFlag+"127.0.0.1:"+strconv.Itoa(local))
+	}
+	return flags, ports
+}
+
 // run starts the Pods of kind/name (a Deployment's replicas; one for a DaemonSet: one
 // control-plane node) with bin as the container's image, and waits until each serves
 // /healthz.
@@ -432,7 +467,9 @@ func (k *kubelet) run(ctx context.Context, t *testing.T, kind, name, bin string)
 				l.Close()
 			}
 		}
+		readyz, _ := localReadyz(t, args)
 		args = append(args, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--webhook-secure-port=0")
+		args = append(args, readyz...)
 		t.Logf("%s: %s %s", pname, filepath.Base(bin), strings.Join(args, " "))
 		p := e2e.StartProcess(t, k.dir, pname, bin, args...)
 		p.WaitServing(ctx, t, port, k.cp.AdminToken, 3*time.Minute)

@@ -13,6 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cloudgate/cloudgate/cmd/ccm/upstreams"
 )
 
 // stockChartDir returns the stock AWS chart (charts/aws-cloud-controller-manager of
@@ -156,6 +158,49 @@ func TestSchemaRejectsUnknownKeys(t *testing.T) {
 	}
 	if _, err := Render(chartDir, map[string]any{"dnsPolicy": "ClusterFirstWithHostNet", "cloudgate": map[string]any{"cache": map[string]any{"negativeTTL": "30s"}}}, nil); err != nil {
 		t.Errorf("known keys: %v", err)
+	}
+}
+
+// TestSchemaRefusesUnregisteredUpstream: upstream.name is one of the providers cloudgate's
+// images register — the schema's enum is upstreams.Known, which each CCM binary's tests
+// hold to what that binary registers — so a misspelt name (aws-bach, which rendered and
+// then ended the CCM at start, exit 255) fails `helm install`/`upgrade` (the same schema
+// validation Render runs) with an error naming the field and the names it takes; every
+// registered name renders.
+func TestSchemaRefusesUnregisteredUpstream(t *testing.T) {
+	for _, bad := range []string{"aws-bach", "AWS", "cloudgate", ""} {
+		_, err := Render(chartDir, map[string]any{"upstream": map[string]any{"name": bad}}, nil)
+		if err == nil || !strings.Contains(err.Error(), "/upstream/name") || !strings.Contains(err.Error(), "aws-batch") {
+			t.Errorf("upstream.name %q: error %v, want a schema error naming /upstream/name and the names it takes", bad, err)
+			continue
+		}
+		t.Logf("upstream.name %q: %v", bad, err)
+	}
+	for _, name := range upstreams.Known {
+		if _, err := Render(chartDir, map[string]any{"upstream": map[string]any{"name": name}}, nil); err != nil {
+			t.Errorf("upstream.name %q (registered): %v", name, err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Properties struct {
+			Upstream struct {
+				Properties struct {
+					Name struct {
+						Enum []string `json:"enum"`
+					} `json:"name"`
+				} `json:"properties"`
+			} `json:"upstream"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := doc.Properties.Upstream.Properties.Name.Enum; !slices.Equal(got, upstreams.Known) {
+		t.Errorf("values.schema.json upstream.name enum %q, want upstreams.Known %q (the providers the images register)", got, upstreams.Known)
 	}
 }
 

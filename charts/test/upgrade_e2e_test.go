@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/cloudgate/cloudgate/limiter/fleet/fleettest"
 	"github.com/cloudgate/cloudgate/testkit/e2e"
 )
 
@@ -58,6 +60,13 @@ var emulatedControlPlaneNode = map[string]string{
 //     upstream's cloudConfig): the surge Pod never becomes ready, maxUnavailable 0 keeps
 //     both old Pods running and leading, Nodes keep initialising; `helm rollback` to the
 //     last good revision ends the stalled rollout without restarting the old Pods;
+//     then `helm upgrade` with an upstream.name no image registers (aws-bach): the schema
+//     refuses it naming /upstream/name, nothing rolls; then limits.shared with a real
+//     redis-server, killed: failureMode open rolls (its Pods are Ready, the leader serves
+//     its floor: a new Node initialised), failureMode closed stalls (the surge Pod runs but
+//     its /readyz answers 503 naming the setting and the Redis; the old Pods keep running and
+//     leading), and once Redis is restarted that Pod turns Ready and the rollout completes
+//     with the leader in the fleet;
 //  4. `helm rollback cloudgate 1`: the first revision's template (image and config) again;
 //  5. back to the stock CCM the same way: the stock release's saved values restored (its
 //     Pod starts and waits), then cloudgate upgraded to `replicas: 0`; the stock CCM leads.
@@ -118,7 +127,7 @@ func TestE2EUpgrade(t *testing.T) {
 	helm := newHelm(t, adminKubeconfig)
 	phase("control plane")
 
-	_, nodeNames, awsConf := startAWSCloud(ctx, t, cp, 0x300, 6)
+	_, nodeNames, awsConf := startAWSCloud(ctx, t, cp, 0x300, 8)
 	for _, b := range builds {
 		if err := <-b; err != nil {
 			t.Fatal(err)
@@ -239,7 +248,7 @@ func TestE2EUpgrade(t *testing.T) {
 	badValues["upstream"] = map[string]any{"name": "aws-batch", "cloudConfig": badConf}
 	rev4 := helm.upgrade(t, cloudgateRelease, rel.chart, badValues)
 	old = em.pods
-	failed := em.rollDeploymentStalls(ctx, t, workloadName, 90*time.Second)
+	failed, _ := em.rollDeploymentStalls(ctx, t, workloadName, 90*time.Second, true)
 	for _, p := range old {
 		if done, err := p.proc.Exited(); done {
 			t.Errorf("%s (revision %d) exited during the rollout to a bad config: %v", p.name, rev3.Version, err)
@@ -266,6 +275,82 @@ func TestE2EUpgrade(t *testing.T) {
 		t.Errorf("the Lease went from %q to %q at the rollback of the bad config", leader, h)
 	}
 	phase(fmt.Sprintf("helm upgrade to a bad config (revision %d) stalled, old Pods served; rolled back; node 6", rev4.Version))
+
+	// An upstream.name no image registers: the schema refuses it at `helm upgrade`, naming
+	// the field, and the release stays at its revision (nothing to roll).
+	misspelt := maps.Clone(imgValues)
+	misspelt["upstream"] = map[string]any{"name": "aws-bach", "cloudConfig": awsConf}
+	if _, err := helm.tryUpgrade(cloudgateRelease, rel.chart, misspelt); err == nil || !strings.Contains(err.Error(), "/upstream/name") {
+		t.Errorf("helm upgrade with upstream.name aws-bach: %v, want the schema's error naming /upstream/name", err)
+	} else {
+		t.Logf("helm upgrade with upstream.name aws-bach refused: %v", err)
+	}
+	if cur := em.template(ctx, t, workloadName); !equality.Semantic.DeepEqual(cur, em.podsTmpl) {
+		t.Error("the refused upgrade changed the Deployment's Pod template")
+	}
+
+	// Readiness with limits.shared (a real redis-server, killed: unreachable at its address).
+	// failureMode open: the new Pods are Ready and roll, and the leader serves its floor (a
+	// new Node initialised); failureMode closed: the surge Pod stays unready, /readyz naming
+	// the cause, the old Pods keep running and leading; Redis back, it turns Ready and the
+	// rollout completes onto members in the fleet.
+	rds := fleettest.Start(t)
+	rds.Kill()
+	shared := func(mode string) map[string]any {
+		v := maps.Clone(imgValues)
+		v["redis"] = map[string]any{"address": rds.Addr, "account": "e2e-upgrade", "password": rds.Password}
+		v["cloudgate"] = map[string]any{"cache": map[string]any{"negativeTTL": "45s"}, "limits": map[string]any{"shared": map[string]any{"failureMode": mode}}}
+		return v
+	}
+	mark = time.Now()
+	revOpen := helm.upgrade(t, cloudgateRelease, rel.chart, shared("open"))
+	old = em.pods
+	em.rollDeployment(ctx, t, workloadName)
+	em.checkRolled(t, old, "failureMode open with Redis down")
+	em.waitLeader(ctx, t, lw)
+	windows = append(windows, lw.leaderless(t, "failureMode open rollout", mark))
+	nodes.add(ctx, t, nodeNames[6])
+	nodes.waitInitialized(ctx, t, nodeNames[6], em.procs())
+	untouched.add(ctx, t, cp, nodeNames[6])
+	if p := em.podOf(t, lw.holder()); p == nil || len(grep(t, p.ccmProc, `fleet "e2e-upgrade": Redis at .* unavailable`)) == 0 {
+		t.Errorf("the leader after the failureMode open rollout logged no fallback to its local share (Redis is down)")
+	}
+	phase(fmt.Sprintf("failureMode open, Redis down (revision %d): Ready, rolled; node 7", revOpen.Version))
+
+	leader = lw.holder()
+	revClosed := helm.upgrade(t, cloudgateRelease, rel.chart, shared("closed"))
+	old = em.pods
+	_, errs := em.rollDeploymentStalls(ctx, t, workloadName, 30*time.Second, false)
+	for _, err := range errs {
+		for _, want := range []string{"HTTP 503", "limits.shared.failureMode is closed", "Redis at " + rds.Addr} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the unready surge Pod's /readyz: %v; want it to name %q", err, want)
+			}
+		}
+	}
+	for _, p := range old {
+		if done, err := p.proc.Exited(); done {
+			t.Errorf("%s (revision %d) exited while the rollout to failureMode closed stalled: %v", p.name, revOpen.Version, err)
+		}
+	}
+	if h := lw.holder(); h != leader || em.podOf(t, h) == nil {
+		t.Errorf("the Lease went from %q to %q while the surge Pod was unready, want it kept by the old Pod", leader, h)
+	}
+	phase(fmt.Sprintf("failureMode closed, Redis down (revision %d): the surge Pod unready, rollout stalled", revClosed.Version))
+	mark = time.Now()
+	rds.Restart()
+	em.rollDeployment(ctx, t, workloadName) // the pending surge Pod first, once Ready
+	em.checkRolled(t, old, "failureMode closed once Redis is back")
+	em.waitLeader(ctx, t, lw)
+	windows = append(windows, lw.leaderless(t, "failureMode closed rollout", mark))
+	nodes.add(ctx, t, nodeNames[7])
+	nodes.waitInitialized(ctx, t, nodeNames[7], em.procs())
+	untouched.add(ctx, t, cp, nodeNames[7])
+	if m, err := rds.Admin().HKeys(ctx, "cloudgate:{e2e-upgrade}:weights").Result(); err != nil || len(m) != 1 {
+		t.Errorf("fleet members in Redis after the failureMode closed rollout: %q, %v; want the leader, one", m, err)
+	}
+	untouched.check(ctx, t, cp, "after the failureMode rollouts")
+	phase(fmt.Sprintf("Redis back: revision %d Ready and rolled onto the fleet; node 8", revClosed.Version))
 
 	// 4. helm rollback to the first revision: its image and config again.
 	mark = time.Now()
@@ -343,22 +428,31 @@ func goBuildRaceVersion(ctx context.Context, t *testing.T, dir, out, pkg, versio
 // GitOps repository holds them: not --reuse-values).
 func (h *helmClient) upgrade(t *testing.T, name, chartPath string, vals map[string]any) *release.Release {
 	t.Helper()
-	ch, err := loader.Load(chartPath)
+	rel, err := h.tryUpgrade(name, chartPath, vals)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return rel
+}
+
+// tryUpgrade is upgrade returning its error (the schema's, for values it refuses).
+func (h *helmClient) tryUpgrade(name, chartPath string, vals map[string]any) (*release.Release, error) {
+	ch, err := loader.Load(chartPath)
+	if err != nil {
+		return nil, err
 	}
 	u := action.NewUpgrade(h.cfg)
 	u.Namespace = "kube-system"
 	u.WaitStrategy, u.Timeout = kube.HookOnlyStrategy, 2*time.Minute
 	r, err := u.Run(name, ch, vals)
 	if err != nil {
-		t.Fatalf("helm upgrade %s %s: %v", name, chartPath, err)
+		return nil, fmt.Errorf("helm upgrade %s %s: %w", name, chartPath, err)
 	}
 	rel, ok := r.(*release.Release)
 	if !ok {
-		t.Fatalf("helm upgrade %s: release of type %T", name, r)
+		return nil, fmt.Errorf("helm upgrade %s: release of type %T", name, r)
 	}
-	return rel
+	return rel, nil
 }
 
 // rollback is `helm rollback NAME REVISION -n kube-system`.
@@ -377,6 +471,10 @@ type emPod struct {
 	*ccmProc
 	image   string
 	started time.Time
+	// securePort is its --secure-port; ports maps each port of its template that it serves
+	// (the secure port, /readyz's) to the local one it listens on.
+	securePort int
+	ports      map[int]int
 }
 
 // emulator stands in for the Deployment and DaemonSet controllers and the kubelet (see
@@ -386,9 +484,12 @@ type emulator struct {
 	images   map[string]string // image reference -> binary
 	stockBin string
 
-	pods      []*emPod               // cloudgate's Deployment's Pods
-	podsTmpl  corev1.PodTemplateSpec // the template they run
-	stock     []*ccmProc             // the stock DaemonSet's Pod (0 or 1)
+	pods     []*emPod               // cloudgate's Deployment's Pods
+	podsTmpl corev1.PodTemplateSpec // the template they run
+	// pending are surge Pods of a newer template that were not ready when a rollout
+	// stalled (rollDeploymentStalls) and still run: the rollout goes on with them first.
+	pending   []*emPod
+	stock     []*ccmProc // the stock DaemonSet's Pod (0 or 1)
 	stockTmpl corev1.PodTemplateSpec
 	all       []*ccmProc // every process ever started
 }
@@ -545,14 +646,19 @@ func rollingParams(t *testing.T, d *appsv1.Deployment, replicas int) (int, int) 
 	return surge, unavailable
 }
 
-// startPod starts one Pod of the Deployment from its current template and returns once it
-// is available: /healthz served, the readinessProbe (if any) answered without credentials
+// startPod starts one Pod of the Deployment from its current template (or takes the first
+// pending one) and returns once it is available: /healthz served, the readinessProbe (if any) answered without credentials
 // as the kubelet probes, and minReadySeconds passed.
 func (em *emulator) startPod(ctx context.Context, t *testing.T, name string, d *appsv1.Deployment) *emPod {
 	t.Helper()
-	p, port := em.launchPod(ctx, t, name, d)
-	p.proc.WaitServing(ctx, t, port, em.k.cp.AdminToken, 3*time.Minute)
-	if err := readiness(ctx, p, port, d, 2*time.Minute); err != nil {
+	var p *emPod
+	if len(em.pending) > 0 {
+		p, em.pending = em.pending[0], em.pending[1:]
+	} else {
+		p = em.launchPod(ctx, t, name, d)
+	}
+	p.proc.WaitServing(ctx, t, p.securePort, em.k.cp.AdminToken, 3*time.Minute)
+	if err := readiness(ctx, p, d, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if d.Spec.MinReadySeconds > 0 {
@@ -563,8 +669,8 @@ func (em *emulator) startPod(ctx context.Context, t *testing.T, name string, d *
 }
 
 // launchPod starts one Pod's process from the Deployment's current template, on a free
-// secure port, and returns it with that port.
-func (em *emulator) launchPod(ctx context.Context, t *testing.T, name string, d *appsv1.Deployment) (*emPod, int) {
+// secure port (and a free /readyz port when the template serves one).
+func (em *emulator) launchPod(ctx context.Context, t *testing.T, name string, d *appsv1.Deployment) *emPod {
 	t.Helper()
 	spec := d.Spec.Template.Spec
 	img := spec.Containers[0].Image
@@ -577,20 +683,28 @@ func (em *emulator) launchPod(ctx context.Context, t *testing.T, name string, d 
 	pname := fmt.Sprintf("%s-%d", name, k.n)
 	port := e2e.FreePort(t)
 	args := k.podArgs(ctx, t, pname, spec)
+	readyz, ports := localReadyz(t, args)
+	ports[podSecurePort(t, args)] = port
 	args = append(args, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--webhook-secure-port=0")
+	args = append(args, readyz...)
 	t.Logf("%s (%s): %s", pname, img, strings.Join(args, " "))
 	proc := e2e.StartProcess(t, k.dir, pname, bin, args...)
-	p := &emPod{ccmProc: &ccmProc{name: pname, proc: proc}, image: img, started: time.Now()}
+	p := &emPod{ccmProc: &ccmProc{name: pname, proc: proc}, image: img, started: time.Now(), securePort: port, ports: ports}
 	em.all = append(em.all, p.ccmProc)
-	return p, port
+	return p
 }
 
 // readiness polls the template's readinessProbe (if any) as the kubelet does, without
-// credentials, until it answers 2xx/3xx; it fails at once when the process has exited.
-func readiness(ctx context.Context, p *emPod, port int, d *appsv1.Deployment, timeout time.Duration) error {
+// credentials, on the port of the Pod it names, until it answers 2xx/3xx; it fails at once
+// when the process has exited. Its error holds the last answer's status and body.
+func readiness(ctx context.Context, p *emPod, d *appsv1.Deployment, timeout time.Duration) error {
 	rp := d.Spec.Template.Spec.Containers[0].ReadinessProbe
 	if rp == nil || rp.HTTPGet == nil {
 		return nil
+	}
+	port, ok := p.ports[rp.HTTPGet.Port.IntValue()]
+	if !ok {
+		return fmt.Errorf("%s: the readinessProbe's port %s is none the container serves (%v: template port -> local)", p.name, rp.HTTPGet.Port.String(), p.ports)
 	}
 	url := fmt.Sprintf("%s://127.0.0.1:%d%s", strings.ToLower(string(rp.HTTPGet.Scheme)), port, rp.HTTPGet.Path)
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
@@ -606,8 +720,9 @@ func readiness(ctx context.Context, p *emPod, port int, d *appsv1.Deployment, ti
 		if err != nil {
 			return false, err
 		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		return resp.StatusCode >= 200 && resp.StatusCode < 400, fmt.Errorf("HTTP %d", resp.StatusCode)
+		return resp.StatusCode >= 200 && resp.StatusCode < 400, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 	})
 }
 
@@ -617,9 +732,12 @@ var errExited = errors.New("the Pod's process ended")
 // rollDeploymentStalls is rollDeployment for a template whose Pods never become ready:
 // it starts the surge Pods the Deployment allows and waits up to within for each; as the
 // Deployment controller does, it stops an old Pod only within maxUnavailable, which must
-// be 0 (else a bad config would take old Pods down before any new one is ready). It
-// returns the Pods that failed, and keeps em.pods and their template as they were.
-func (em *emulator) rollDeploymentStalls(ctx context.Context, t *testing.T, name string, within time.Duration) []*emPod {
+// be 0 (else a bad config would take old Pods down before any new one is ready). A Pod
+// must have exited (a config the CCM refuses) when exits is set, else still run unready
+// (one that could not serve); those stay pending, and the next rollDeployment of that
+// template goes on with them. It returns the Pods and why each is not ready, and keeps
+// em.pods and their template as they were.
+func (em *emulator) rollDeploymentStalls(ctx context.Context, t *testing.T, name string, within time.Duration, exits bool) ([]*emPod, []error) {
 	t.Helper()
 	d, replicas, surge, unavailable := em.deployment(ctx, t, name)
 	if unavailable != 0 {
@@ -629,19 +747,25 @@ func (em *emulator) rollDeploymentStalls(ctx context.Context, t *testing.T, name
 		t.Fatalf("%s: maxSurge 0 and maxUnavailable 0: the rollout cannot start", name)
 	}
 	var failed []*emPod
+	var errs []error
 	for range surge {
-		p, port := em.launchPod(ctx, t, name, d)
-		err := readiness(ctx, p, port, d, within)
+		p := em.launchPod(ctx, t, name, d)
+		err := readiness(ctx, p, d, within)
 		if err == nil {
-			t.Fatalf("%s became ready on a config the CCM refuses", p.name)
+			t.Fatalf("%s became ready on a config it cannot serve", p.name)
 		}
 		t.Logf("%s never became ready (the rollout stalls, old Pods kept): %v", p.name, err)
-		if !errors.Is(err, errExited) {
+		switch {
+		case exits && !errors.Is(err, errExited):
 			t.Errorf("%s: not ready within %v but still running; want the CCM to refuse the config and exit", p.name, within)
+		case !exits && errors.Is(err, errExited):
+			t.Errorf("%s exited; want it running, not ready", p.name)
+		case !exits:
+			em.pending = append(em.pending, p)
 		}
-		failed = append(failed, p)
+		failed, errs = append(failed, p), append(errs, err)
 	}
-	return failed
+	return failed, errs
 }
 
 // stopPod is the kubelet deleting a Pod: SIGTERM, and a wait for its exit, which must be

@@ -85,7 +85,14 @@ func New(stopCh <-chan struct{}, o Options) (*cobra.Command, error) {
 			app.ControllersDisabledByDefault.Insert(c.Name)
 		}
 	}
-	cmd := app.NewCloudControllerManagerCommand(opts, o.cloudInitializer,
+	rz := &readyz{}
+	rz.addFlags(o.Flags.FlagSet("readiness"))
+	initCloud := func(c *config.CompletedConfig) cloudprovider.Interface {
+		cloud := o.cloudInitializer(c)
+		rz.serve(cloud) // once the cloud is built: its config loaded
+		return cloud
+	}
+	cmd := app.NewCloudControllerManagerCommand(opts, initCloud,
 		constructors, aliases, o.Flags, stopCh)
 	printVersion(cmd)
 	return cmd, nil

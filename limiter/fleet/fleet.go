@@ -104,18 +104,6 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	pw, err := cfg.password()
-	if err != nil {
-		return nil, err
-	}
-	spw, err := cfg.sentinelPassword()
-	if err != nil {
-		return nil, err
-	}
-	tlsCfg, err := cfg.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = cfg.Heartbeat.Duration
 	}
@@ -142,11 +130,16 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	client, err := newClient(cfg, cfg.RedisTimeout.Duration)
+	if err != nil {
+		return nil, err
+	}
 	f := &Fleet{
 		cfg:     cfg,
 		opts:    opts,
 		clock:   opts.Clock,
 		obs:     opts.Observer,
+		client:  client,
 		prefix:  "cloudgate:{" + cfg.Account + "}:",
 		timeout: cfg.RedisTimeout.Duration,
 		stop:    make(chan struct{}),
@@ -155,7 +148,28 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 	if f.obs == nil {
 		f.obs = nopObserver{}
 	}
-	t := f.timeout
+	if err := f.heartbeat(); err != nil {
+		f.setFallback(true, err)
+	}
+	go f.loop()
+	return f, nil
+}
+
+// newClient connects to cfg's Redis (cfg validated, with its defaults) with
+// every call bounded by t: the client a member uses, and the probe's.
+func newClient(cfg Config, t time.Duration) (redis.UniversalClient, error) {
+	pw, err := cfg.password()
+	if err != nil {
+		return nil, err
+	}
+	spw, err := cfg.sentinelPassword()
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
 	addrs := cfg.Redis.Addresses
 	if cfg.Redis.Address != "" {
 		addrs = []string{cfg.Redis.Address}
@@ -163,7 +177,7 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 	// One address: a single Redis; with MasterName: Sentinel (the master is
 	// looked up at dial, a failover re-dials the new master); several: a
 	// Cluster (every key of the account in one slot, see the hash tag).
-	f.client = redis.NewUniversalClient(&redis.UniversalOptions{
+	return redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs:            addrs,
 		MasterName:       cfg.Redis.MasterName,
 		IsClusterMode:    cfg.Redis.MasterName == "" && len(cfg.Redis.Addresses) > 0,
@@ -185,12 +199,7 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 		MaintNotificationsConfig: &maintnotifications.Config{
 			Mode: maintnotifications.ModeDisabled,
 		},
-	})
-	if err := f.heartbeat(); err != nil {
-		f.setFallback(true, err)
-	}
-	go f.loop()
-	return f, nil
+	}), nil
 }
 
 // Member returns this member's id in Redis.

@@ -258,7 +258,11 @@ func (w *world) startCCM(ctx context.Context) {
 	kubeconfig := filepath.Join(w.dir, "ccm.kubeconfig")
 	w.cp.Kubeconfig(t, kubeconfig, w.cp.AdminToken)
 	port := e2e.FreePort(t)
-	args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, "--secure-port=") })
+	// The columns' CCMs run side by side on 127.0.0.1: each on a free secure port, and no
+	// /readyz listener (the chart's fixed port would clash; nothing probes it here).
+	args = slices.DeleteFunc(args, func(a string) bool {
+		return strings.HasPrefix(a, "--secure-port=") || strings.HasPrefix(a, "--readyz-bind-address=")
+	})
 	args = append(args, "--kubeconfig="+kubeconfig,
 		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port))

@@ -116,12 +116,13 @@ limits:
 	}
 	port := e2e.FreePort(t)
 	// The chart's flags, then what differs outside a Pod (the last value of a flag wins):
-	// files, the loopback port, and faster node monitoring.
+	// files, the loopback ports, and faster node monitoring.
 	args := append(slices.Clone(chartArgs),
 		"--cloud-config="+cloudConfig,
 		"--kubeconfig="+kubeconfig,
 		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
+		"--readyz-bind-address=127.0.0.1:"+strconv.Itoa(e2e.FreePort(t)),
 		"--node-status-update-frequency=5s",
 		"--node-monitor-period="+monitorEvery.String(),
 	)
