@@ -171,13 +171,13 @@ image:
 	  echo "image: linux/$$arch: three binaries in $$(( $$(date +%s) - start )) s"; \
 	done
 	cd deploy/image && $(GO) run . $(foreach a,$(IMAGE_ARCHS),-binary $(a)=$(ABS_OUT)/linux_$(a)/cloudgate-ccm) \
-	  -out $(ABS_OUT)/cloudgate-ccm.oci.tar -ref cloudgate-cloud-controller-manager:$(VERSION) -title cloudgate-cloud-controller-manager \
+	  -out $(ABS_OUT)/cloudgate-ccm.oci.tar -ref cloudgate-ccm:$(VERSION) -title cloudgate-ccm \
 	  -version $(VERSION) -revision $(GIT_COMMIT) -created $(BUILD_DATE)
 	cd deploy/image && $(GO) run . $(foreach a,$(IMAGE_ARCHS),-binary $(a)=$(ABS_OUT)/linux_$(a)/cloudgate-aws-ccm) \
-	  -out $(ABS_OUT)/cloudgate-aws-ccm.oci.tar -ref cloudgate-aws-cloud-controller-manager:$(VERSION) -title cloudgate-aws-cloud-controller-manager \
+	  -out $(ABS_OUT)/cloudgate-aws-ccm.oci.tar -ref cloudgate-aws-ccm:$(VERSION) -title cloudgate-aws-ccm \
 	  -version $(VERSION) -revision $(GIT_COMMIT) -created $(BUILD_DATE)
 	cd deploy/image && $(GO) run . $(foreach a,$(IMAGE_ARCHS),-binary $(a)=$(ABS_OUT)/linux_$(a)/cloudgate-gce-ccm) \
-	  -out $(ABS_OUT)/cloudgate-gce-ccm.oci.tar -ref cloudgate-gce-cloud-controller-manager:$(VERSION) -title cloudgate-gce-cloud-controller-manager \
+	  -out $(ABS_OUT)/cloudgate-gce-ccm.oci.tar -ref cloudgate-gce-ccm:$(VERSION) -title cloudgate-gce-ccm \
 	  -version $(VERSION) -revision $(GIT_COMMIT) -created $(BUILD_DATE)
 
 # Checks the tarballs make image wrote: the index (one image per IMAGE_ARCHS), user,

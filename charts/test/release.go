@@ -85,6 +85,9 @@ func PackageRelease(o ReleaseOptions) ([]string, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w (make image VERSION=%s writes it)", err, o.Version)
 			}
+			if img.Name != name {
+				return nil, fmt.Errorf("%s names its image %q, not %q (the name the docs push): rebuild it with make image", src, img.Name, name)
+			}
 			if img.Tag != o.Version || img.Version != o.Version {
 				return nil, fmt.Errorf("%s is tagged %q (version label %q), not %s: run make image VERSION=%s first",
 					src, img.Tag, img.Version, o.Version, o.Version)
@@ -150,7 +153,9 @@ func ChangelogSection(file, version string) (string, error) {
 
 // OCIImage is what a release check reads from an OCI layout tarball of a multi-arch image.
 type OCIImage struct {
+	Name      string   // the name of the index's org.opencontainers.image.ref.name (before ":TAG")
 	Tag       string   // the tag of the index's org.opencontainers.image.ref.name
+	Digest    string   // the image index's digest, sha256:HEX: what a pull by digest names
 	Version   string   // the index's org.opencontainers.image.version
 	Platforms []string // os/arch[/variant] of each image in the index
 }
@@ -202,7 +207,7 @@ func ReadOCIImage(file string) (OCIImage, error) {
 		return OCIImage{}, fmt.Errorf("%s: index.json: want one image index (err %v, %d entries)", file, err, len(top.Manifests))
 	}
 	ref := top.Manifests[0].Annotations["org.opencontainers.image.ref.name"]
-	_, tag, ok := strings.Cut(ref, ":")
+	name, tag, ok := strings.Cut(ref, ":")
 	if !ok {
 		return OCIImage{}, fmt.Errorf("%s: reference %q has no tag", file, ref)
 	}
@@ -211,7 +216,7 @@ func ReadOCIImage(file string) (OCIImage, error) {
 	if err := json.Unmarshal(blobs[path.Join("blobs", alg, hexDigest)], &idx); err != nil {
 		return OCIImage{}, fmt.Errorf("%s: image index %s: %w", file, top.Manifests[0].Digest, err)
 	}
-	img := OCIImage{Tag: tag, Version: idx.Annotations["org.opencontainers.image.version"]}
+	img := OCIImage{Name: name, Tag: tag, Digest: top.Manifests[0].Digest, Version: idx.Annotations["org.opencontainers.image.version"]}
 	for _, m := range idx.Manifests {
 		if m.Platform == nil {
 			return OCIImage{}, fmt.Errorf("%s: index entry %s has no platform", file, m.Digest)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -156,6 +157,9 @@ func TestRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if img.Name != name {
+			t.Errorf("%s: the image inside is named %q, the docs push it as %q", file, img.Name, name)
+		}
 		if img.Tag != version || img.Version != version {
 			t.Errorf("%s: tag %q, version %q; the chart's appVersion is %s", file, img.Tag, img.Version, version)
 		}
@@ -235,14 +239,54 @@ func TestReadOCIImage(t *testing.T) {
 		f.Close()
 		return file
 	}
-	img, err := ReadOCIImage(write("cloudgate-aws-cloud-controller-manager:v0.2.0"))
+	img, err := ReadOCIImage(write("cloudgate-aws-ccm:v0.2.0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if img.Tag != "v0.2.0" || img.Version != "v0.2.0" || !slices.Equal(img.Platforms, []string{"linux/amd64", "linux/arm64/v8"}) {
+	if img.Name != "cloudgate-aws-ccm" || !strings.HasPrefix(img.Digest, "sha256:") || img.Tag != "v0.2.0" || img.Version != "v0.2.0" || !slices.Equal(img.Platforms, []string{"linux/amd64", "linux/arm64/v8"}) {
 		t.Errorf("read %+v", img)
 	}
-	if _, err := ReadOCIImage(write("cloudgate-aws-cloud-controller-manager")); err == nil {
+	if _, err := ReadOCIImage(write("cloudgate-aws-ccm")); err == nil {
 		t.Error("a reference without a tag: no error")
+	}
+}
+
+// TestImageNamesAgree: the name make image writes inside each tarball (its -ref NAME:TAG and
+// -title) is the tarball's own name, one of ReleaseImages, and every `skopeo copy` in the docs
+// pushes a tarball under that same name. TestRelease and deploy/image's TestImages read the
+// name inside the built tarballs.
+func TestImageNamesAgree(t *testing.T) {
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := regexp.MustCompile(`-out \$\(ABS_OUT\)/([a-z0-9-]+)\.oci\.tar -ref ([a-z0-9-]+):\$\(VERSION\) -title ([a-z0-9-]+)`)
+	var names []string
+	for _, m := range built.FindAllStringSubmatch(string(mk), -1) {
+		if m[1] != m[2] || m[1] != m[3] {
+			t.Errorf("make image writes %s.oci.tar holding %s (title %s): one name, please", m[1], m[2], m[3])
+		}
+		names = append(names, m[1])
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, ReleaseImages) {
+		t.Errorf("make image writes %v, a release holds %v", names, ReleaseImages)
+	}
+	pushed := regexp.MustCompile(`oci-archive:(?:\S*/)?([a-z0-9-]+?)(?:-v[^ /]*|-\$VERSION)?\.oci\.tar\s+docker://\S*?/([a-z0-9-]+):`)
+	pushes := 0
+	for _, doc := range []string{"../../README.md", "../../docs/versions.md", "../../docs/install-aws.md", "../../docs/gce.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range pushed.FindAllStringSubmatch(string(b), -1) {
+			pushes++
+			if m[1] != m[2] || !slices.Contains(ReleaseImages, m[1]) {
+				t.Errorf("%s pushes %s.oci.tar as %s: want the name inside the tarball, one of %v", doc, m[1], m[2], ReleaseImages)
+			}
+		}
+	}
+	if pushes < 4 {
+		t.Errorf("found %d skopeo copy commands in the docs, want one in each of README, versions.md, install-aws.md and gce.md", pushes)
 	}
 }
