@@ -120,8 +120,30 @@ func TestRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(notes) != want || !strings.HasPrefix(want, "## ") {
-		t.Errorf("%s is not CHANGELOG.md's section for %s", ReleaseNotesFile, version)
+	if !strings.HasPrefix(string(notes), want) || !strings.HasPrefix(want, "## ") {
+		t.Errorf("%s does not start with CHANGELOG.md's section for %s", ReleaseNotesFile, version)
+	}
+	if strings.Count(string(notes), "\n## ")+1 > strings.Count(want, "\n## ")+2 {
+		t.Errorf("%s holds more than the version's section and its images:\n%s", ReleaseNotesFile, notes)
+	}
+
+	// The alerts' runbook links point at the release's tag, not at main.
+	runbooks := 0
+	for _, f := range ch.Files {
+		for _, m := range regexp.MustCompile(`(?m)runbook_url:\s*"?(\S+?)"?\s*$`).FindAllSubmatch(f.Data, -1) {
+			runbooks++
+			if url := string(m[1]); strings.Contains(url, "/main/") || !strings.Contains(url, "/blob/"+version+"/") {
+				t.Errorf("the packaged chart's %s links runbook %s, want the tag %s", f.Name, url, version)
+			}
+		}
+	}
+	for _, tpl := range ch.Templates {
+		if strings.Contains(string(tpl.Data), "/main/") {
+			t.Errorf("the packaged chart's %s links into main", tpl.Name)
+		}
+	}
+	if runbooks == 0 {
+		t.Error("the packaged chart has no runbook_url (files/alerts.yaml)")
 	}
 
 	// A release (no pre-release suffix) has its row in docs/versions.md, with the range of
@@ -156,6 +178,10 @@ func TestRelease(t *testing.T) {
 		img, err := ReadOCIImage(file)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// ReadOCIImage checked the digest against the index blob; the notes give that digest.
+		if !strings.Contains(string(notes), "| `"+name+":"+version+"` | `"+filepath.Base(file)+"` | `"+img.Digest+"` |") {
+			t.Errorf("%s does not give %s's index digest %s", ReleaseNotesFile, name, img.Digest)
 		}
 		if img.Name != name {
 			t.Errorf("%s: the image inside is named %q, the docs push it as %q", file, img.Name, name)
