@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test deps-bench bench bench-results bench-results-aws bench-results-gce bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release release-dist release-check test-skew bench-real bench-real-aws bench-real-aws-sim bench-plan
+.PHONY: all build test deps-bench bench bench-results bench-results-aws bench-results-gce bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release release-dist release-push release-check test-skew bench-real bench-real-aws bench-real-aws-sim bench-plan
 
 all: lint build test
 
@@ -219,6 +219,13 @@ RELEASE_DIR ?= $(ABS_OUT)/release/$(VERSION)
 release:
 	$(MAKE) image
 	$(MAKE) release-dist RELEASE_IMAGES=$(ABS_OUT)
+
+# Publishes $(RELEASE_DIR) (make release) to REGISTRY (HOST[:PORT][/PATH]; docker login or
+# helm registry login first): each image index to REGISTRY/NAME:VERSION, with the digest the
+# release notes give, and the chart to oci://REGISTRY/charts/cloudgate --version X.Y.Z.
+release-push:
+	@test -n "$(REGISTRY)" || { echo "release-push: set REGISTRY=HOST[/PATH]"; exit 2; }
+	cd charts/test && $(GO) run ./cmd/release -version $(VERSION) -out $(RELEASE_DIR) -push $(REGISTRY)
 
 # The release directory from what exists: the chart, notes and checksums, plus the images
 # make image wrote to RELEASE_IMAGES (refused unless tagged VERSION); no RELEASE_IMAGES:
