@@ -202,7 +202,8 @@ test-skew: deps setup
 # the cut-over from the stock AWS chart and back (TestE2ECutover: it builds both AWS CCM
 # binaries with -race, linking what providers/aws's race tests compiled just before), the same
 # from a stock GCE CCM with values-gce.yaml (TestE2ECutoverGCE, providers/gce's binaries), and the
-# release (make release-dist first): TestRelease checks its files, TestE2EUpgrade installs
+# release (make release-dist first): TestRelease checks its files, TestPublishRelease pushes
+# one to a registry on 127.0.0.1 and pulls it back, TestE2EUpgrade installs
 # its packaged chart, upgrades and rolls it back, and cuts over by scaling the stock chart
 # to zero. make test passes RELEASE_IMAGES (make test-image's tarballs, not built again).
 test-chart: control-plane release-dist
@@ -212,9 +213,11 @@ test-chart: control-plane release-dist
 # make release VERSION=vX.Y.Z: what a user pulls, in $(RELEASE_DIR): the three multi-arch images
 # (make image, OCI layout tarballs tagged VERSION), the chart packaged with Helm's SDK
 # (cloudgate-X.Y.Z.tgz: version X.Y.Z, appVersion VERSION, so it installs the image tagged
-# VERSION by default), RELEASE-NOTES.md (CHANGELOG.md's "## VERSION" section; a pre-release
-# without one gets "## Unreleased") and SHA256SUMS (sha256sum -c checks it). Publishing
-# (skopeo copy, helm push, the tags) is docs/versions.md's "Releasing".
+# VERSION by default; its alerts' runbook URLs at the tag VERSION, not main), RELEASE-NOTES.md
+# (CHANGELOG.md's "## VERSION" section, a pre-release without one gets "## Unreleased"; then
+# each image index's digest and the install by digest) and SHA256SUMS (sha256sum -c checks
+# it). make release-push publishes it to a registry; the tags are docs/versions.md's
+# "Releasing".
 RELEASE_DIR ?= $(ABS_OUT)/release/$(VERSION)
 release:
 	$(MAKE) image
