@@ -110,7 +110,7 @@ func PackageRelease(o ReleaseOptions) ([]string, error) {
 				return nil, err
 			}
 			files = append(files, dst)
-			images = append(images, releasedImage{name: name, file: dst, digest: img.Digest})
+			images = append(images, releasedImage{name: name, file: dst, digest: img.Digest, platforms: img.Platforms})
 		}
 	}
 	notes += imagesNotes(o.Version, images)
@@ -155,7 +155,10 @@ func PinRunbookURLs(dir, version string) error {
 }
 
 // releasedImage is an image tarball of a release and its image index's digest.
-type releasedImage struct{ name, file, digest string }
+type releasedImage struct {
+	name, file, digest string
+	platforms          []string
+}
 
 // imagesNotes is the part of the release notes after the CHANGELOG section: each image's
 // index digest and how to install by it. No images (a chart-only release directory): none.
@@ -164,10 +167,10 @@ func imagesNotes(version string, images []releasedImage) string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Images\n\nEach is a multi-arch image index (linux/amd64, linux/arm64); its digest is the same\nwherever it is copied to (`skopeo copy --all oci-archive:FILE docker://REGISTRY/NAME:%s`).\n\n", version)
-	b.WriteString("| Image | File | Index digest |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "\n## Images\n\nEach is a multi-arch image index; its digest is the same wherever it is copied to\n(`skopeo copy --all oci-archive:FILE docker://REGISTRY/NAME:%s`).\n\n", version)
+	b.WriteString("| Image | File | Index digest | Platforms |\n|---|---|---|---|\n")
 	for _, img := range images {
-		fmt.Fprintf(&b, "| `%s:%s` | `%s` | `%s` |\n", img.name, version, img.file, img.digest)
+		fmt.Fprintf(&b, "| `%s:%s` | `%s` | `%s` | %s |\n", img.name, version, img.file, img.digest, strings.Join(img.platforms, ", "))
 	}
 	chart := strings.TrimPrefix(version, "v")
 	for _, img := range images {
