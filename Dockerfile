@@ -6,8 +6,10 @@
 #
 #   docker build --build-arg VERSION=$(git describe --tags --always --dirty --match 'v*') \
 #     --build-arg GIT_COMMIT=$(git rev-parse HEAD) -t cloudgate-aws-ccm .
-#   # the GCE build (cloudgate in front of the GCE provider): --build-arg MODULE=providers/gce -t cloudgate-gce-ccm
-#   # the simulated-cloud build (cloudgate with simcloud, in the bench module): add --build-arg MODULE=bench
+#   # the GCE build (cloudgate in front of the GCE provider):
+#   #   --build-arg MODULE=providers/gce --build-arg IMAGE_NAME=cloudgate-gce-ccm -t cloudgate-gce-ccm
+#   # the simulated-cloud build (cloudgate with simcloud, in the bench module):
+#   #   --build-arg MODULE=bench --build-arg IMAGE_NAME=cloudgate-ccm
 #
 # VERSION must be a semantic version (vX.Y.Z[-...]): the CCM parses it.
 ARG GOLANG_IMAGE=golang:1.26
@@ -35,7 +37,10 @@ FROM ${BASE_IMAGE}
 ARG VERSION=v0.0.0-dev
 ARG GIT_COMMIT=unknown
 ARG BUILD_DATE=1970-01-01T00:00:00Z
-LABEL org.opencontainers.image.title="cloudgate-cloud-controller-manager" \
+# IMAGE_NAME: the title label, the name make image gives the same image (cloudgate-aws-ccm,
+# cloudgate-gce-ccm, cloudgate-ccm).
+ARG IMAGE_NAME=cloudgate-aws-ccm
+LABEL org.opencontainers.image.title="${IMAGE_NAME}" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${GIT_COMMIT}" \
       org.opencontainers.image.created="${BUILD_DATE}" \

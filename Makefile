@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test deps-bench bench bench-results bench-results-aws bench-results-gce bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release release-dist release-check test-skew bench-real bench-real-aws bench-real-aws-sim bench-plan
+.PHONY: all build test deps-bench bench bench-results bench-results-aws bench-results-gce bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release release-dist release-push release-check test-skew bench-real bench-real-aws bench-real-aws-sim bench-plan
 
 all: lint build test
 
@@ -171,13 +171,13 @@ image:
 	  echo "image: linux/$$arch: three binaries in $$(( $$(date +%s) - start )) s"; \
 	done
 	cd deploy/image && $(GO) run . $(foreach a,$(IMAGE_ARCHS),-binary $(a)=$(ABS_OUT)/linux_$(a)/cloudgate-ccm) \
-	  -out $(ABS_OUT)/cloudgate-ccm.oci.tar -ref cloudgate-cloud-controller-manager:$(VERSION) -title cloudgate-cloud-controller-manager \
+	  -out $(ABS_OUT)/cloudgate-ccm.oci.tar -ref cloudgate-ccm:$(VERSION) -title cloudgate-ccm \
 	  -version $(VERSION) -revision $(GIT_COMMIT) -created $(BUILD_DATE)
 	cd deploy/image && $(GO) run . $(foreach a,$(IMAGE_ARCHS),-binary $(a)=$(ABS_OUT)/linux_$(a)/cloudgate-aws-ccm) \
-	  -out $(ABS_OUT)/cloudgate-aws-ccm.oci.tar -ref cloudgate-aws-cloud-controller-manager:$(VERSION) -title cloudgate-aws-cloud-controller-manager \
+	  -out $(ABS_OUT)/cloudgate-aws-ccm.oci.tar -ref cloudgate-aws-ccm:$(VERSION) -title cloudgate-aws-ccm \
 	  -version $(VERSION) -revision $(GIT_COMMIT) -created $(BUILD_DATE)
 	cd deploy/image && $(GO) run . $(foreach a,$(IMAGE_ARCHS),-binary $(a)=$(ABS_OUT)/linux_$(a)/cloudgate-gce-ccm) \
-	  -out $(ABS_OUT)/cloudgate-gce-ccm.oci.tar -ref cloudgate-gce-cloud-controller-manager:$(VERSION) -title cloudgate-gce-cloud-controller-manager \
+	  -out $(ABS_OUT)/cloudgate-gce-ccm.oci.tar -ref cloudgate-gce-ccm:$(VERSION) -title cloudgate-gce-ccm \
 	  -version $(VERSION) -revision $(GIT_COMMIT) -created $(BUILD_DATE)
 
 # Checks the tarballs make image wrote: the index (one image per IMAGE_ARCHS), user,
@@ -202,7 +202,8 @@ test-skew: deps setup
 # the cut-over from the stock AWS chart and back (TestE2ECutover: it builds both AWS CCM
 # binaries with -race, linking what providers/aws's race tests compiled just before), the same
 # from a stock GCE CCM with values-gce.yaml (TestE2ECutoverGCE, providers/gce's binaries), and the
-# release (make release-dist first): TestRelease checks its files, TestE2EUpgrade installs
+# release (make release-dist first): TestRelease checks its files, TestPublishRelease pushes
+# one to a registry on 127.0.0.1 and pulls it back, TestE2EUpgrade installs
 # its packaged chart, upgrades and rolls it back, and cuts over by scaling the stock chart
 # to zero. make test passes RELEASE_IMAGES (make test-image's tarballs, not built again).
 test-chart: control-plane release-dist
@@ -212,13 +213,22 @@ test-chart: control-plane release-dist
 # make release VERSION=vX.Y.Z: what a user pulls, in $(RELEASE_DIR): the three multi-arch images
 # (make image, OCI layout tarballs tagged VERSION), the chart packaged with Helm's SDK
 # (cloudgate-X.Y.Z.tgz: version X.Y.Z, appVersion VERSION, so it installs the image tagged
-# VERSION by default), RELEASE-NOTES.md (CHANGELOG.md's "## VERSION" section; a pre-release
-# without one gets "## Unreleased") and SHA256SUMS (sha256sum -c checks it). Publishing
-# (skopeo copy, helm push, the tags) is docs/versions.md's "Releasing".
+# VERSION by default; its alerts' runbook URLs at the tag VERSION, not main), RELEASE-NOTES.md
+# (CHANGELOG.md's "## VERSION" section, a pre-release without one gets "## Unreleased"; then
+# each image index's digest and the install by digest) and SHA256SUMS (sha256sum -c checks
+# it). make release-push publishes it to a registry; the tags are docs/versions.md's
+# "Releasing".
 RELEASE_DIR ?= $(ABS_OUT)/release/$(VERSION)
 release:
 	$(MAKE) image
 	$(MAKE) release-dist RELEASE_IMAGES=$(ABS_OUT)
+
+# Publishes $(RELEASE_DIR) (make release) to REGISTRY (HOST[:PORT][/PATH]; docker login or
+# helm registry login first): each image index to REGISTRY/NAME:VERSION, with the digest the
+# release notes give, and the chart to oci://REGISTRY/charts/cloudgate --version X.Y.Z.
+release-push:
+	@test -n "$(REGISTRY)" || { echo "release-push: set REGISTRY=HOST[/PATH]"; exit 2; }
+	cd charts/test && $(GO) run ./cmd/release -version $(VERSION) -out $(RELEASE_DIR) -push $(REGISTRY)
 
 # The release directory from what exists: the chart, notes and checksums, plus the images
 # make image wrote to RELEASE_IMAGES (refused unless tagged VERSION); no RELEASE_IMAGES:

@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -113,7 +114,7 @@ func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Un
 // strict: a warning fails too.
 func TestLint(t *testing.T) {
 	for _, c := range []combo{{kind: "Deployment", saCreds: true, upstream: "aws-batch"}, {kind: "DaemonSet", redis: "existing-tls", upstream: "aws"}} {
-		l := lint.RunAll(chartDir, c.values(), "kube-system")
+		l := lint.RunAll(chartDir, WithTestImage(c.values()), "kube-system")
 		for _, m := range l.Messages {
 			if m.Severity >= support.WarningSev {
 				t.Errorf("%v: lint: %s", c, m)
@@ -240,7 +241,8 @@ func gceValues(t *testing.T, vals map[string]any) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return mergeValues(v.AsMap(), vals)
+	// As a user's --set image.repository=REGISTRY/cloudgate-gce-ccm.
+	return mergeValues(mergeValues(v.AsMap(), map[string]any{"image": map[string]any{"repository": "registry.test/cloudgate-gce-ccm"}}), vals)
 }
 
 // mergeValues merges src over dst as a later -f file does (maps merge key by key, anything
@@ -443,5 +445,58 @@ func TestDashboardConfigMap(t *testing.T) {
 	}
 	if _, err := Render(chartDir, map[string]any{"metrics": map[string]any{"dashboard": map[string]any{"enabled": true, "labelValue": "not a label value"}}}, nil); err == nil {
 		t.Error("a labelValue Kubernetes refuses rendered")
+	}
+}
+
+// TestImageReference: the workload's image is repository:tag (the tag defaulting to the
+// appVersion) or, with image.digest, repository@digest whatever the tag; the schema refuses
+// a digest that is not sha256:<64 hex>; without image.repository the chart refuses to render,
+// naming the key (cloudgate publishes to no registry, so there is no default to fall back on).
+func TestImageReference(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
+	image := func(vals map[string]any) string {
+		t.Helper()
+		objs := render(t, vals, nil)
+		for _, kind := range []string{"Deployment", "DaemonSet"} {
+			if w := find(objs, kind, workloadName); w != nil {
+				ctrs, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "containers")
+				return fmt.Sprint(ctrs[0].(map[string]any)["image"])
+			}
+		}
+		t.Fatal("no workload rendered")
+		return ""
+	}
+	for _, tc := range []struct {
+		img  map[string]any
+		want string
+	}{
+		{map[string]any{"repository": "r.example/cloudgate-aws-ccm", "tag": "v9.9.9"}, "r.example/cloudgate-aws-ccm:v9.9.9"},
+		{map[string]any{"repository": "r.example/cloudgate-aws-ccm", "digest": digest}, "r.example/cloudgate-aws-ccm@" + digest},
+		{map[string]any{"repository": "r.example/cloudgate-aws-ccm", "tag": "v9.9.9", "digest": digest}, "r.example/cloudgate-aws-ccm@" + digest},
+	} {
+		for _, kind := range []string{"Deployment", "DaemonSet"} {
+			if got := image(map[string]any{"kind": kind, "image": tc.img}); got != tc.want {
+				t.Errorf("%s, image %v: %s, want %s", kind, tc.img, got, tc.want)
+			}
+		}
+	}
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := image(map[string]any{}), TestImageRepository+":"+ch.Metadata.AppVersion; got != want {
+		t.Errorf("no tag: %s, want %s (the appVersion)", got, want)
+	}
+	for _, bad := range []string{"sha256:abc", strings.TrimPrefix(digest, "sha256:"), "sha512:" + strings.Repeat("ab", 32), strings.ToUpper(digest), digest + "\n"} {
+		_, err := Render(chartDir, map[string]any{"image": map[string]any{"repository": "r.example/x", "digest": bad}}, nil)
+		if err == nil || !strings.Contains(err.Error(), "digest") {
+			t.Errorf("digest %q: %v, want the schema's refusal naming image.digest", bad, err)
+		}
+	}
+	for _, vals := range []map[string]any{{"image": map[string]any{"repository": ""}}, gceValues(t, map[string]any{"image": map[string]any{"repository": ""}})} {
+		_, err := Render(chartDir, vals, nil)
+		if err == nil || !strings.Contains(err.Error(), "image.repository is required") {
+			t.Errorf("no repository: %v, want the chart's refusal naming image.repository", err)
+		}
 	}
 }

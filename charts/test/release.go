@@ -3,6 +3,7 @@ package test
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -66,24 +67,39 @@ func PackageRelease(o ReleaseOptions) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(o.Out, ReleaseNotesFile), []byte(notes), 0o644); err != nil {
+	// The chart is packaged from a copy whose runbook URLs point at the release's tag: the
+	// runbook an alert links to is then the one written for the running version.
+	staged, err := os.MkdirTemp("", "cloudgate-release-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(staged)
+	chartCopy := filepath.Join(staged, filepath.Base(filepath.Clean(o.ChartDir)))
+	if err := os.CopyFS(chartCopy, os.DirFS(o.ChartDir)); err != nil {
+		return nil, fmt.Errorf("copying the chart %s: %w", o.ChartDir, err)
+	}
+	if err := PinRunbookURLs(chartCopy, o.Version); err != nil {
 		return nil, err
 	}
 	p := action.NewPackage()
 	p.Version, p.AppVersion, p.Destination = strings.TrimPrefix(o.Version, "v"), o.Version, o.Out
 	created := o.Created.UTC()
 	p.SourceDateEpoch = &created
-	chartFile, err := p.Run(o.ChartDir, nil)
+	chartFile, err := p.Run(chartCopy, nil)
 	if err != nil {
 		return nil, fmt.Errorf("helm package %s: %w", o.ChartDir, err)
 	}
 	files := []string{filepath.Base(chartFile), ReleaseNotesFile}
+	var images []releasedImage
 	if o.ImagesDir != "" {
 		for _, name := range ReleaseImages {
 			src := filepath.Join(o.ImagesDir, name+".oci.tar")
 			img, err := ReadOCIImage(src)
 			if err != nil {
 				return nil, fmt.Errorf("%w (make image VERSION=%s writes it)", err, o.Version)
+			}
+			if img.Name != name {
+				return nil, fmt.Errorf("%s names its image %q, not %q (the name the docs push): rebuild it with make image", src, img.Name, name)
 			}
 			if img.Tag != o.Version || img.Version != o.Version {
 				return nil, fmt.Errorf("%s is tagged %q (version label %q), not %s: run make image VERSION=%s first",
@@ -94,7 +110,12 @@ func PackageRelease(o ReleaseOptions) ([]string, error) {
 				return nil, err
 			}
 			files = append(files, dst)
+			images = append(images, releasedImage{name: name, file: dst, digest: img.Digest, platforms: img.Platforms})
 		}
+	}
+	notes += imagesNotes(o.Version, images)
+	if err := os.WriteFile(filepath.Join(o.Out, ReleaseNotesFile), []byte(notes), 0o644); err != nil {
+		return nil, err
 	}
 	slices.Sort(files)
 	var sums strings.Builder
@@ -109,6 +130,59 @@ func PackageRelease(o ReleaseOptions) ([]string, error) {
 		return nil, err
 	}
 	return append(files, ChecksumsFile), nil
+}
+
+// runbookURL matches a link into this repository's default branch; PinRunbookURLs points
+// it at a release's tag instead.
+var runbookURL = regexp.MustCompile(`(https://github\.com/cloudgate/cloudgate/(?:blob|tree)/)main/`)
+
+// PinRunbookURLs rewrites, in every file of the chart directory dir, the links into the
+// repository's main branch (the alerts' runbook_url) to the tag version.
+func PinRunbookURLs(dir, version string) error {
+	return filepath.WalkDir(dir, func(file string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		if pinned := runbookURL.ReplaceAll(b, []byte("${1}"+version+"/")); !bytes.Equal(pinned, b) {
+			return os.WriteFile(file, pinned, 0o644)
+		}
+		return nil
+	})
+}
+
+// releasedImage is an image tarball of a release and its image index's digest.
+type releasedImage struct {
+	name, file, digest string
+	platforms          []string
+}
+
+// imagesNotes is the part of the release notes after the CHANGELOG section: each image's
+// index digest and how to install by it. No images (a chart-only release directory): none.
+func imagesNotes(version string, images []releasedImage) string {
+	if len(images) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Images\n\nEach is a multi-arch image index; its digest is the same wherever it is copied to\n(`skopeo copy --all oci-archive:FILE docker://REGISTRY/NAME:%s`).\n\n", version)
+	b.WriteString("| Image | File | Index digest | Platforms |\n|---|---|---|---|\n")
+	for _, img := range images {
+		fmt.Fprintf(&b, "| `%s:%s` | `%s` | `%s` | %s |\n", img.name, version, img.file, img.digest, strings.Join(img.platforms, ", "))
+	}
+	chart := strings.TrimPrefix(version, "v")
+	for _, img := range images {
+		if img.name != "cloudgate-aws-ccm" {
+			continue
+		}
+		fmt.Fprintf(&b, "\nInstall by digest (the chart from its OCI registry; the tag is then not used):\n\n"+
+			"```sh\nhelm upgrade --install cloudgate oci://REGISTRY/charts/cloudgate --version %s -n kube-system \\\n"+
+			"  --set image.repository=REGISTRY/%s --set image.digest=%s \\\n"+
+			"  --set-file upstream.cloudConfig=aws.conf\n```\n", chart, img.name, img.digest)
+	}
+	return b.String()
 }
 
 // ChangelogSection returns the section of CHANGELOG.md headed "## vX.Y.Z" (the heading
@@ -150,7 +224,9 @@ func ChangelogSection(file, version string) (string, error) {
 
 // OCIImage is what a release check reads from an OCI layout tarball of a multi-arch image.
 type OCIImage struct {
+	Name      string   // the name of the index's org.opencontainers.image.ref.name (before ":TAG")
 	Tag       string   // the tag of the index's org.opencontainers.image.ref.name
+	Digest    string   // the image index's digest, sha256:HEX: what a pull by digest names
 	Version   string   // the index's org.opencontainers.image.version
 	Platforms []string // os/arch[/variant] of each image in the index
 }
@@ -202,16 +278,22 @@ func ReadOCIImage(file string) (OCIImage, error) {
 		return OCIImage{}, fmt.Errorf("%s: index.json: want one image index (err %v, %d entries)", file, err, len(top.Manifests))
 	}
 	ref := top.Manifests[0].Annotations["org.opencontainers.image.ref.name"]
-	_, tag, ok := strings.Cut(ref, ":")
+	name, tag, ok := strings.Cut(ref, ":")
 	if !ok {
 		return OCIImage{}, fmt.Errorf("%s: reference %q has no tag", file, ref)
 	}
 	alg, hexDigest, _ := strings.Cut(top.Manifests[0].Digest, ":")
+	blob := blobs[path.Join("blobs", alg, hexDigest)]
+	// The digest a pull by digest names is the index blob's own: check it, not only trust
+	// index.json.
+	if sum := sha256.Sum256(blob); alg != "sha256" || hex.EncodeToString(sum[:]) != hexDigest {
+		return OCIImage{}, fmt.Errorf("%s: the image index blob does not have the digest %s that index.json names", file, top.Manifests[0].Digest)
+	}
 	var idx index
-	if err := json.Unmarshal(blobs[path.Join("blobs", alg, hexDigest)], &idx); err != nil {
+	if err := json.Unmarshal(blob, &idx); err != nil {
 		return OCIImage{}, fmt.Errorf("%s: image index %s: %w", file, top.Manifests[0].Digest, err)
 	}
-	img := OCIImage{Tag: tag, Version: idx.Annotations["org.opencontainers.image.version"]}
+	img := OCIImage{Name: name, Tag: tag, Digest: top.Manifests[0].Digest, Version: idx.Annotations["org.opencontainers.image.version"]}
 	for _, m := range idx.Manifests {
 		if m.Platform == nil {
 			return OCIImage{}, fmt.Errorf("%s: index entry %s has no platform", file, m.Digest)

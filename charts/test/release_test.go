@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -119,8 +120,30 @@ func TestRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(notes) != want || !strings.HasPrefix(want, "## ") {
-		t.Errorf("%s is not CHANGELOG.md's section for %s", ReleaseNotesFile, version)
+	if !strings.HasPrefix(string(notes), want) || !strings.HasPrefix(want, "## ") {
+		t.Errorf("%s does not start with CHANGELOG.md's section for %s", ReleaseNotesFile, version)
+	}
+	if strings.Count(string(notes), "\n## ")+1 > strings.Count(want, "\n## ")+2 {
+		t.Errorf("%s holds more than the version's section and its images:\n%s", ReleaseNotesFile, notes)
+	}
+
+	// The alerts' runbook links point at the release's tag, not at main.
+	runbooks := 0
+	for _, f := range ch.Files {
+		for _, m := range regexp.MustCompile(`(?m)runbook_url:\s*"?(\S+?)"?\s*$`).FindAllSubmatch(f.Data, -1) {
+			runbooks++
+			if url := string(m[1]); strings.Contains(url, "/main/") || !strings.Contains(url, "/blob/"+version+"/") {
+				t.Errorf("the packaged chart's %s links runbook %s, want the tag %s", f.Name, url, version)
+			}
+		}
+	}
+	for _, tpl := range ch.Templates {
+		if strings.Contains(string(tpl.Data), "/main/") {
+			t.Errorf("the packaged chart's %s links into main", tpl.Name)
+		}
+	}
+	if runbooks == 0 {
+		t.Error("the packaged chart has no runbook_url (files/alerts.yaml)")
 	}
 
 	// A release (no pre-release suffix) has its row in docs/versions.md, with the range of
@@ -155,6 +178,13 @@ func TestRelease(t *testing.T) {
 		img, err := ReadOCIImage(file)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// ReadOCIImage checked the digest against the index blob; the notes give that digest.
+		if !strings.Contains(string(notes), "| `"+name+":"+version+"` | `"+filepath.Base(file)+"` | `"+img.Digest+"` |") {
+			t.Errorf("%s does not give %s's index digest %s", ReleaseNotesFile, name, img.Digest)
+		}
+		if img.Name != name {
+			t.Errorf("%s: the image inside is named %q, the docs push it as %q", file, img.Name, name)
 		}
 		if img.Tag != version || img.Version != version {
 			t.Errorf("%s: tag %q, version %q; the chart's appVersion is %s", file, img.Tag, img.Version, version)
@@ -235,14 +265,54 @@ func TestReadOCIImage(t *testing.T) {
 		f.Close()
 		return file
 	}
-	img, err := ReadOCIImage(write("cloudgate-aws-cloud-controller-manager:v0.2.0"))
+	img, err := ReadOCIImage(write("cloudgate-aws-ccm:v0.2.0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if img.Tag != "v0.2.0" || img.Version != "v0.2.0" || !slices.Equal(img.Platforms, []string{"linux/amd64", "linux/arm64/v8"}) {
+	if img.Name != "cloudgate-aws-ccm" || !strings.HasPrefix(img.Digest, "sha256:") || img.Tag != "v0.2.0" || img.Version != "v0.2.0" || !slices.Equal(img.Platforms, []string{"linux/amd64", "linux/arm64/v8"}) {
 		t.Errorf("read %+v", img)
 	}
-	if _, err := ReadOCIImage(write("cloudgate-aws-cloud-controller-manager")); err == nil {
+	if _, err := ReadOCIImage(write("cloudgate-aws-ccm")); err == nil {
 		t.Error("a reference without a tag: no error")
+	}
+}
+
+// TestImageNamesAgree: the name make image writes inside each tarball (its -ref NAME:TAG and
+// -title) is the tarball's own name, one of ReleaseImages, and every `skopeo copy` in the docs
+// pushes a tarball under that same name. TestRelease and deploy/image's TestImages read the
+// name inside the built tarballs.
+func TestImageNamesAgree(t *testing.T) {
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := regexp.MustCompile(`-out \$\(ABS_OUT\)/([a-z0-9-]+)\.oci\.tar -ref ([a-z0-9-]+):\$\(VERSION\) -title ([a-z0-9-]+)`)
+	var names []string
+	for _, m := range built.FindAllStringSubmatch(string(mk), -1) {
+		if m[1] != m[2] || m[1] != m[3] {
+			t.Errorf("make image writes %s.oci.tar holding %s (title %s): one name, please", m[1], m[2], m[3])
+		}
+		names = append(names, m[1])
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, ReleaseImages) {
+		t.Errorf("make image writes %v, a release holds %v", names, ReleaseImages)
+	}
+	pushed := regexp.MustCompile(`oci-archive:(?:\S*/)?([a-z0-9-]+?)(?:-v[^ /]*|-\$VERSION)?\.oci\.tar\s+docker://\S*?/([a-z0-9-]+):`)
+	pushes := 0
+	for _, doc := range []string{"../../README.md", "../../docs/versions.md", "../../docs/install-aws.md", "../../docs/gce.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range pushed.FindAllStringSubmatch(string(b), -1) {
+			pushes++
+			if m[1] != m[2] || !slices.Contains(ReleaseImages, m[1]) {
+				t.Errorf("%s pushes %s.oci.tar as %s: want the name inside the tarball, one of %v", doc, m[1], m[2], ReleaseImages)
+			}
+		}
+	}
+	if pushes < 4 {
+		t.Errorf("found %d skopeo copy commands in the docs, want one in each of README, versions.md, install-aws.md and gce.md", pushes)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"sort"
 	"strings"
 
@@ -15,11 +16,39 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
+// TestImageRepository is the image repository Render gives values that set none.
+const TestImageRepository = "registry.test/cloudgate-aws-ccm"
+
+// WithTestImage returns vals with image.repository set to TestImageRepository when vals does
+// not set the key (a copy: vals is not modified).
+func WithTestImage(vals map[string]any) map[string]any {
+	img, _ := vals["image"].(map[string]any)
+	if _, ok := img["repository"]; ok {
+		return vals
+	}
+	out := maps.Clone(vals)
+	if out == nil {
+		out = map[string]any{}
+	}
+	img = maps.Clone(img)
+	if img == nil {
+		img = map[string]any{}
+	}
+	img["repository"] = TestImageRepository
+	out["image"] = img
+	return out
+}
+
 // Render renders the chart in dir as `helm template --namespace kube-system` does, with the
 // given values and capabilities (nil: Helm's defaults), and returns its objects in template
 // file order. cmd/render-chart prints them for tests in other modules (providers/aws's
 // e2e applies the chart's RBAC with it).
+//
+// The chart requires image.repository (the user's registry): values that do not set the key
+// get TestImageRepository, so that renders about something else need not say it; an explicit
+// "" gets the chart's refusal.
 func Render(dir string, vals map[string]any, caps *common.Capabilities) ([]*unstructured.Unstructured, error) {
+	vals = WithTestImage(vals)
 	if caps == nil {
 		caps = common.DefaultCapabilities
 	}

@@ -101,7 +101,7 @@ func TestE2EUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatalf("loading the packaged chart %s: %v", rel.chart, err)
 	}
-	repo, _ := relChart.Values["image"].(map[string]any)["repository"].(string)
+	repo := TestImageRepository // the chart requires one: the user's registry
 	firstImage := repo + ":" + relChart.Metadata.AppVersion
 	const nextTag = "v0.0.0-e2e-upgrade"
 	nextImage := repo + ":" + nextTag
@@ -156,7 +156,7 @@ func TestE2EUpgrade(t *testing.T) {
 	phase("stock CCM leads; node 1 initialised by it")
 
 	// cloudgate from the packaged chart, beside it: waiting.
-	cgValues := map[string]any{"upstream": map[string]any{"name": "aws-batch", "cloudConfig": awsConf}}
+	cgValues := map[string]any{"image": map[string]any{"repository": repo}, "upstream": map[string]any{"name": "aws-batch", "cloudConfig": awsConf}}
 	rev1 := helm.install(t, cloudgateRelease, rel.chart, cgValues)
 	if rev1.Chart.Metadata.Version != strings.TrimPrefix(relChart.Metadata.AppVersion, "v") {
 		t.Errorf("installed chart version %s, appVersion %s: want the version without its v", rev1.Chart.Metadata.Version, relChart.Metadata.AppVersion)
@@ -223,7 +223,7 @@ func TestE2EUpgrade(t *testing.T) {
 	// 3. An image tag change.
 	mark = time.Now()
 	imgValues := maps.Clone(cfgValues)
-	imgValues["image"] = map[string]any{"tag": nextTag}
+	imgValues["image"] = map[string]any{"repository": repo, "tag": nextTag}
 	rev3 := helm.upgrade(t, cloudgateRelease, rel.chart, imgValues)
 	old = em.pods
 	em.rollDeployment(ctx, t, workloadName)

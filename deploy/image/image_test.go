@@ -47,6 +47,10 @@ func TestImages(t *testing.T) {
 		{"cloudgate-gce-ccm", "../../providers/gce/go.mod", "k8s.io/cloud-provider-gcp/providers"},
 	} {
 		imgs := images(t, filepath.Join(dir, tc.name+".oci.tar"))
+		// The name inside the tarball is the one the docs push (skopeo copy ... REGISTRY/NAME:TAG).
+		if d, _ := loadLayoutTar(t, filepath.Join(dir, tc.name+".oci.tar")); d.Annotations["org.opencontainers.image.ref.name"] != tc.name+":"+version {
+			t.Errorf("%s: ref.name %q, want %s:%s", tc.name, d.Annotations["org.opencontainers.image.ref.name"], tc.name, version)
+		}
 		if len(imgs) != len(archs) {
 			t.Errorf("%s: index has %d images, want %d (%v)", tc.name, len(imgs), len(archs), archs)
 		}
@@ -73,6 +77,9 @@ func TestImages(t *testing.T) {
 					if cf.Config.Labels["org.opencontainers.image."+k] == "" {
 						t.Errorf("label org.opencontainers.image.%s is missing", k)
 					}
+				}
+				if got := cf.Config.Labels["org.opencontainers.image.title"]; got != tc.name {
+					t.Errorf("title label = %q, want %q (the name the docs push)", got, tc.name)
 				}
 				if got := cf.Config.Labels["org.opencontainers.image.version"]; got != version {
 					t.Errorf("version label = %q, want %q", got, version)

@@ -1,9 +1,12 @@
 // Command release assembles a cloudgate release directory (make release): the chart
 // packaged with Helm's Go SDK at the release's version, make image's multi-arch OCI
-// tarballs (checked to be tagged with that version), the CHANGELOG section and SHA256SUMS.
-// Run it in charts/test:
+// tarballs (checked to be tagged with that version), the release notes (the CHANGELOG section
+// and each image index's digest) and SHA256SUMS. Run it in charts/test:
 //
 //	go run ./cmd/release -version v0.2.0 -images ../../_out -out ../../_out/release/v0.2.0
+//
+// With -push REGISTRY it publishes a release directory written before (make release-push):
+// the images to REGISTRY/NAME:vX.Y.Z and the chart to oci://REGISTRY/charts/cloudgate.
 package main
 
 import (
@@ -25,7 +28,23 @@ func main() {
 	flag.StringVar(&o.ImagesDir, "images", "", "the directory make image wrote its OCI tarballs to (empty: chart, notes and checksums only)")
 	flag.StringVar(&o.Out, "out", "", "the release directory to write (must not exist or be empty)")
 	epoch := flag.String("source-date-epoch", "0", "the chart archive's file times, in Unix seconds (make passes the commit's)")
+	push := flag.String("push", "", "publish the release directory -out to this registry, HOST[:PORT][/PATH], instead of writing it")
+	plainHTTP := flag.Bool("plain-http", false, "with -push: the registry talks HTTP, not HTTPS")
 	flag.Parse()
+	if *push != "" {
+		pub, err := test.PublishRelease(test.PublishOptions{Dir: o.Out, Registry: *push, PlainHTTP: *plainHTTP})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "release:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("chart: %s --version %s (manifest %s)\n", pub.Chart, pub.ChartVersion, pub.ChartManifest)
+		for _, name := range test.ReleaseImages {
+			if ref, ok := pub.Images[name]; ok {
+				fmt.Printf("image: %s\n", ref)
+			}
+		}
+		return
+	}
 	sec, err := strconv.ParseInt(*epoch, 10, 64)
 	if err != nil || o.Out == "" {
 		fmt.Fprintln(os.Stderr, "release: want -out DIR and -source-date-epoch SECONDS")
