@@ -390,11 +390,10 @@ func p99(before, after []e2e.Sample, name string) float64 {
 // TTL+cache.staleIfError after the upstream gave it; a listed answer's TTL
 // is cut to the list's freshness (listInterval × 1.1), so it lasts that
 // plus staleIfError (provider.read, cache.PutSinceFor).
-func staleness(t *testing.T, col column) string {
-	if !col.cloudgate {
-		return "none: every lookup asks EC2 (the provider's own batcher merges concurrent ones)"
-	}
-	c, err := provider.LoadConfig(strings.NewReader(col.config))
+// resolved is cloudgate.yaml text as cloudgate resolves it.
+func resolved(t *testing.T, text string) *provider.Config {
+	t.Helper()
+	c, err := provider.LoadConfig(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,6 +401,14 @@ func staleness(t *testing.T, col column) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+func staleness(t *testing.T, col column) string {
+	if !col.cloudgate {
+		return "none: every lookup asks EC2 (the provider's own batcher merges concurrent ones)"
+	}
+	r := resolved(t, col.config)
 	ttl, stale := r.TTLs()["InstanceMetadata"], r.Cache.StaleIfError.Duration
 	s := fmt.Sprintf("InstanceMetadata up to %v old", ttl)
 	failing := ""

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cloudgate/cloudgate/provider"
 )
 
 // TestStalenessWhileFailing: the staleness column states the bound the
@@ -21,14 +19,7 @@ func TestStalenessWhileFailing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := provider.LoadConfig(strings.NewReader(string(cfg)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := c.Resolve(provider.ResolveOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := resolved(t, string(cfg))
 	ttl, stale := r.TTLs()["InstanceMetadata"], r.Cache.StaleIfError.Duration
 	listed := time.Duration(float64(r.Batch.ListInterval.Duration)*1.1) + stale
 	got := staleness(t, column{cloudgate: true, config: string(cfg)})
