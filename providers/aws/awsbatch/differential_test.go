@@ -56,8 +56,8 @@ SigningName = ec2
 }
 
 func setAWSEnv(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDSIMULATED")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "simulated-secret")
+	t.Setenv("AWS_ACCESS_KEY_ID", ec2sim.AccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", ec2sim.SecretAccessKey)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	t.Setenv("AWS_REGION", "")
 	t.Setenv("AWS_PROFILE", "")

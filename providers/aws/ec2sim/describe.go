@@ -158,6 +158,7 @@ func (s *Server) describeInstances(r *http.Request) (any, int, *apiError) {
 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	now := s.cfg.Clock()
 	var candidates []*Instance
 	if len(ids) > 0 {
 		var missing []string
@@ -167,7 +168,7 @@ func (s *Server) describeInstances(r *http.Request) (any, int, *apiError) {
 				return nil, 0, badRequest("InvalidInstanceID.Malformed", "Invalid id: \"%s\"", id)
 			}
 			in, ok := s.instances[id]
-			if !ok {
+			if !ok || !s.visible(id, now) {
 				missing = append(missing, id)
 				continue
 			}
@@ -185,7 +186,9 @@ func (s *Server) describeInstances(r *http.Request) (any, int, *apiError) {
 		sort.Slice(candidates, func(i, j int) bool { return candidates[i].ID < candidates[j].ID })
 	} else {
 		for _, id := range sortedIDs(s.instances) {
-			candidates = append(candidates, s.instances[id])
+			if s.visible(id, now) {
+				candidates = append(candidates, s.instances[id])
+			}
 		}
 	}
 

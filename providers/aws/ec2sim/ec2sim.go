@@ -5,7 +5,9 @@
 // DescribeAvailabilityZones and DescribeInstanceTopology.
 //
 // It throttles as EC2 documents: a token bucket per API action, per account
-// and Region ("Request throttling for the Amazon EC2 API",
+// and Region, which every client of the account draws from: a request's
+// account is the access key ID its SigV4 Authorization header names, mapped
+// by Config.Accounts (an unmapped key is an account of its own) ("Request throttling for the Amazon EC2 API",
 // https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html:
 // each request takes one token from its action's bucket; a non-mutating
 // action such as DescribeHosts has a bucket of 100 tokens refilled at 20 per
@@ -25,7 +27,7 @@
 // network load balancer (elbv2.go) Query APIs the provider's service
 // controller calls; a request's Version tells the three APIs apart. Every
 // other action is out of scope: it gets InvalidAction, which fails the
-// caller.
+// caller. Every request must be signed (SigV4) with a known key: sigv4.go.
 package ec2sim
 
 import (
@@ -38,6 +40,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +144,19 @@ type Config struct {
 	RouteTables []RouteTable
 	// SecurityGroups are the groups the Region starts with.
 	SecurityGroups []SecurityGroup
+	// Credentials are the access keys (key ID → secret) whose SigV4
+	// signatures the simulator accepts (sigv4.go); nil: the fixed test pair
+	// AccessKeyID, SecretAccessKey, and each key Accounts names with that
+	// secret.
+	Credentials map[string]string
+	// Accounts maps an access key ID to its account: the keys of one
+	// account share its buckets, as the IAM users and roles of one AWS
+	// account do. A key not listed is an account of its own; a request
+	// without a SigV4 Authorization header belongs to the account "".
+	Accounts map[string]string
+	// Clock is the time Launch's visibility lag is measured on (nil:
+	// time.Now).
+	Clock func() time.Time
 }
 
 // ActionStats are the exact counters of one action.
@@ -177,12 +193,17 @@ type Server struct {
 	elbSeq    int                     // IDs of load balancers, target groups, listeners
 	tables    []*RouteTable           // Config order; their routes change (routes.go)
 
+	// hidden: instances Launch made invisible to DescribeInstances until
+	// the time given (EC2's eventual consistency after RunInstances).
+	hidden map[string]time.Time
+
 	bucketsMu sync.Mutex
-	buckets   map[string]*rate.Limiter
+	buckets   map[string]*rate.Limiter // by account + "/" + action
 
 	statsMu sync.Mutex
 	stats   map[string]*ActionStats
-	shapes  map[string]DescribeShape // DescribeInstances by shape (describe.go)
+	callers map[string]map[string]*ActionStats // by access key ID, then action
+	shapes  map[string]DescribeShape           // DescribeInstances by shape (describe.go)
 
 	requestSeq atomic.Uint64
 	latency    *latencyModel // nil: no latency
@@ -207,6 +228,14 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Latency.validate(); err != nil {
 		return nil, err
 	}
+	for key, acct := range cfg.Accounts {
+		if key == "" || acct == "" {
+			return nil, fmt.Errorf("ec2sim: Config.Accounts: an access key ID and its account must both be non-empty (got %q: %q)", key, acct)
+		}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -220,8 +249,10 @@ func Start(cfg Config) (*Server, error) {
 		elbs:      map[string]*classicLB{},
 		nlbs:      map[string]*networkLB{},
 		tgs:       map[string]*targetGroup{},
+		hidden:    map[string]time.Time{},
 		buckets:   map[string]*rate.Limiter{},
 		stats:     map[string]*ActionStats{},
+		callers:   map[string]map[string]*ActionStats{},
 		shapes:    map[string]DescribeShape{},
 		latency:   newLatencyModel(cfg.Latency),
 	}
@@ -263,6 +294,30 @@ func (s *Server) Put(insts ...Instance) {
 	}
 }
 
+// Launch adds instances as RunInstances does, with EC2's eventual
+// consistency: DescribeInstances does not know them (a lookup by ID answers
+// InvalidInstanceID.NotFound, a filter or list leaves them out) until lag
+// has passed on Config.Clock. Every other action sees them at once.
+func (s *Server) Launch(lag time.Duration, insts ...Instance) {
+	s.Put(insts...)
+	if lag <= 0 {
+		return
+	}
+	until := s.cfg.Clock().Add(lag)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range insts {
+		s.hidden[in.ID] = until
+	}
+}
+
+// visible says whether DescribeInstances shows the instance at now. The
+// caller holds s.mu (read or write).
+func (s *Server) visible(id string, now time.Time) bool {
+	until, ok := s.hidden[id]
+	return !ok || !now.Before(until)
+}
+
 // SetState changes an instance's state; it reports whether the instance exists.
 func (s *Server) SetState(id, state string) bool {
 	s.mu.Lock()
@@ -280,6 +335,7 @@ func (s *Server) Remove(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.instances, id)
+	delete(s.hidden, id)
 }
 
 // Stats returns a copy of the counters of one action.
@@ -303,15 +359,29 @@ func (s *Server) AllStats() map[string]ActionStats {
 	return out
 }
 
+// CallerStats returns a copy of the counters of the requests signed with
+// one access key ID, by action (AllStats counts every caller together).
+func (s *Server) CallerStats(accessKey string) map[string]ActionStats {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	out := make(map[string]ActionStats, len(s.callers[accessKey]))
+	for k, v := range s.callers[accessKey] {
+		out[k] = *v
+	}
+	return out
+}
+
 // ResetStats zeroes every counter (the buckets keep their tokens).
 func (s *Server) ResetStats() {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	s.stats = map[string]*ActionStats{}
+	s.callers = map[string]map[string]*ActionStats{}
 	s.shapes = map[string]DescribeShape{}
 }
 
-func (s *Server) count(action string, f func(*ActionStats)) {
+// count applies f to the action's counters, overall and the caller's.
+func (s *Server) count(caller, action string, f func(*ActionStats)) {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	st := s.stats[action]
@@ -320,22 +390,55 @@ func (s *Server) count(action string, f func(*ActionStats)) {
 		s.stats[action] = st
 	}
 	f(st)
+	by := s.callers[caller]
+	if by == nil {
+		by = map[string]*ActionStats{}
+		s.callers[caller] = by
+	}
+	st = by[action]
+	if st == nil {
+		st = &ActionStats{}
+		by[action] = st
+	}
+	f(st)
 }
 
-// allow takes one token from the action's bucket.
-func (s *Server) allow(action string) bool {
+// accessKey is the access key ID a SigV4 Authorization header names
+// ("AWS4-HMAC-SHA256 Credential=AKID/date/region/service/aws4_request, ...");
+// "" without one. The signature is not checked: the key only says whose
+// buckets a request draws from.
+func accessKey(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	_, cred, ok := strings.Cut(h, "Credential=")
+	if !ok {
+		return ""
+	}
+	key, _, _ := strings.Cut(cred, "/")
+	return strings.TrimSpace(key)
+}
+
+// account is the account an access key ID belongs to.
+func (s *Server) account(key string) string {
+	if a, ok := s.cfg.Accounts[key]; ok {
+		return a
+	}
+	return key
+}
+
+// allow takes one token from the account's bucket for the action.
+func (s *Server) allow(account, action string) bool {
 	if s.cfg.Unthrottled {
 		return true
 	}
 	s.bucketsMu.Lock()
-	lim := s.buckets[action]
+	lim := s.buckets[account+"/"+action]
 	if lim == nil {
 		b, ok := s.cfg.Buckets[action]
 		if !ok {
 			b = s.cfg.Default
 		}
 		lim = rate.NewLimiter(rate.Limit(b.Refill), b.Size)
-		s.buckets[action] = lim
+		s.buckets[account+"/"+action] = lim
 	}
 	s.bucketsMu.Unlock()
 	return lim.Allow()
@@ -356,6 +459,7 @@ func badRequest(code, format string, args ...any) *apiError {
 
 // ServeHTTP answers one Query API request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	authErr := s.authenticate(r) // sigv4.go; answered once the API is known
 	if err := r.ParseForm(); err != nil {
 		s.writeError(w, badRequest("MalformedQueryString", "%v", err))
 		return
@@ -372,17 +476,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		api = apiOther
 	}
 	key := api.key(action)
-	s.count(key, func(st *ActionStats) { st.Requests++ })
+	caller := accessKey(r)
+	s.count(caller, key, func(st *ActionStats) { st.Requests++ })
+	if authErr != nil {
+		// Refused before the action's bucket, as AWS authenticates first.
+		s.count(caller, key, func(st *ActionStats) { st.Errors++ })
+		if api == apiEC2 {
+			s.writeError(w, authErr.apiError(api))
+		} else {
+			s.writeQueryError(w, authErr.apiError(api))
+		}
+		return
+	}
 	if api == apiOther {
 		// Another Query API sent here by a ServiceOverride: none of it is
 		// simulated, and the error is in the Query APIs' shared format so
 		// that its SDK client reads the code.
-		s.count(key, func(st *ActionStats) { st.Errors++; st.Invalid++ })
+		s.count(caller, key, func(st *ActionStats) { st.Errors++; st.Invalid++ })
 		s.writeQueryError(w, badRequest("InvalidAction", "The action %s is not valid for this web service (API version %s is not simulated).", action, r.Form.Get("Version")))
 		return
 	}
-	if !s.allow(key) {
-		s.count(key, func(st *ActionStats) { st.Throttled++ })
+	if !s.allow(s.account(caller), key) {
+		s.count(caller, key, func(st *ActionStats) { st.Throttled++ })
 		wait(r.Context(), s.latency.draw(key, 0))
 		if api == apiEC2 {
 			s.writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "RequestLimitExceeded", message: "Request limit exceeded."})
@@ -407,7 +522,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, items, err = s.serveEC2(action, r)
 	}
 	if err != nil {
-		s.count(key, func(st *ActionStats) {
+		s.count(caller, key, func(st *ActionStats) {
 			st.Errors++
 			if err.code == "InvalidAction" {
 				st.Invalid++
@@ -421,7 +536,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	s.count(key, func(st *ActionStats) { st.Items += int64(items) })
+	s.count(caller, key, func(st *ActionStats) { st.Items += int64(items) })
 	wait(r.Context(), s.latency.draw(key, items))
 	out, merr := xml.Marshal(body)
 	if merr != nil {

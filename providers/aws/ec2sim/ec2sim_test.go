@@ -24,7 +24,7 @@ func client(t *testing.T, s *Server, attempts int) *ec2.Client {
 	return ec2.New(ec2.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(s.URL),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Credentials:  credentials.NewStaticCredentialsProvider(AccessKeyID, SecretAccessKey, ""),
 		Retryer:      retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = attempts }),
 	})
 }
@@ -203,7 +203,7 @@ func TestSDKRetriesThrottling(t *testing.T) {
 	c := ec2.New(ec2.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(s.URL),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Credentials:  credentials.NewStaticCredentialsProvider(AccessKeyID, SecretAccessKey, ""),
 		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = 10
 			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 300 * time.Millisecond, nil })

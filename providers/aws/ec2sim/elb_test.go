@@ -22,7 +22,7 @@ import (
 func elbClient(s *Server, attempts int) *elb.Client {
 	return elb.New(elb.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(s.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Credentials: credentials.NewStaticCredentialsProvider(AccessKeyID, SecretAccessKey, ""),
 		Retryer:     retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = attempts }),
 	})
 }
@@ -30,7 +30,7 @@ func elbClient(s *Server, attempts int) *elb.Client {
 func elbv2Client(s *Server) *elbv2.Client {
 	return elbv2.New(elbv2.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(s.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Credentials: credentials.NewStaticCredentialsProvider(AccessKeyID, SecretAccessKey, ""),
 		Retryer:     retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = 1 }),
 	})
 }
@@ -189,7 +189,11 @@ func TestLoadBalancingUnknownAndThrottled(t *testing.T) {
 	if st := s.Stats(ELBAction("DescribeLoadBalancerPolicies")); st.Requests != 1 || st.Errors != 1 {
 		t.Errorf("unknown action counted %+v", st)
 	}
-	resp, err := http.PostForm(s.URL, url.Values{"Action": {"ListQueues"}, "Version": {"2012-11-05"}})
+	req, err := SignedForm(ctx, s.URL, "sqs", url.Values{"Action": {"ListQueues"}, "Version": {"2012-11-05"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
