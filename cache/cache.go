@@ -294,6 +294,14 @@ func (c *Cache[K, V]) Fresh(key K) (value V, err error, ok bool) {
 	return c.out(e.value), nil, true
 }
 
+// Holds reports whether key has a fresh entry (positive or negative),
+// without counting a hit or a miss: for a caller deciding whether to ask
+// ahead of a lookup, not answering one.
+func (c *Cache[K, V]) Holds(key K) bool {
+	_, ok := c.lookup(key, c.now())
+	return ok
+}
+
 // Stale returns the positive entry for key if it was stored at most maxAge
 // ago, fresh or not (bounded by TTL+StaleIfError, how long entries are kept).
 // Negative entries — errors, NegativeValues — and ShortLived keys are never

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -293,7 +294,7 @@ func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Prio
 		return nil, err
 	}
 	callCtx, cancel := b.g.withCallTimeout(ctx, batchCallTimeout, errCallTimeout)
-	results, err := b.up.BatchInstanceStatus(callCtx, nodes)
+	results, err := b.up.BatchInstanceStatus(withCall(callCtx, b.g.m.batchInstanceStatus, prio), nodes)
 	cancel()
 	err = c.end(ctx, err)
 	if err == nil && len(results) != len(nodes) {
@@ -306,7 +307,11 @@ func (b batchCall) call(ctx context.Context, nodes []*v1.Node, prio limiter.Prio
 		// it asks about next must hit, not miss and send a batch of its own.
 		for i, node := range nodes {
 			results[i].Err = bareNotFound(results[i].Err)
-			b.g.fill(keyOfNode(node), results[i], marks)
+			key := keyOfNode(node)
+			b.g.fill(key, results[i], marks)
+			if pk, ok := providerIDKey(key, results[i]); ok {
+				b.g.fill(pk, results[i], marks)
+			}
 		}
 		if b.answer != nil {
 			for i := range nodes {
@@ -528,15 +533,140 @@ func (g *gate) peerAge() time.Duration {
 	return min(g.m.instanceExists.ttl, g.m.instanceShutdown.ttl) / 2
 }
 
-// withPeers appends to a batch's nodes the peers due for a refresh, up to
-// size nodes in all.
+// has reports whether key is a peer.
+func (p *lifecyclePeers) has(key nodeKey) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.nodes[key]
+	return ok
+}
+
+// adopt makes node a peer, refreshed now (the caller puts it in the batch
+// being sent), unless it is one already.
+func (p *lifecyclePeers) adopt(key nodeKey, node *v1.Node, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.nodes[key]; ok {
+		return false
+	}
+	if p.nodes == nil {
+		p.nodes = map[nodeKey]*peer{}
+	}
+	p.nodes[key] = &peer{node: node, checked: now, refreshed: now}
+	return true
+}
+
+// withPeers appends to a batch's nodes the peers due for a refresh, then
+// the Nodes of the node informer about to be looked up (informerRiders), up
+// to size nodes in all.
 func (g *enforcer) withPeers(nodes []*v1.Node, size int) []*v1.Node {
-	if size <= len(nodes) || g.peerAge() <= 0 {
+	if size <= len(nodes) {
 		return nodes
 	}
 	in := make(map[nodeKey]bool, len(nodes))
 	for _, n := range nodes {
 		in[keyOfNode(n)] = true
 	}
-	return append(nodes, g.peers.take(in, size-len(nodes), g.peerAge(), g.clock.Now())...)
+	now := g.clock.Now()
+	if g.peerAge() > 0 {
+		due := g.peers.take(in, size-len(nodes), g.peerAge(), now)
+		for _, n := range due {
+			in[keyOfNode(n)] = true
+		}
+		nodes = append(nodes, due...)
+	}
+	if ix := g.nodes.Load(); ix != nil && size > len(nodes) {
+		nodes = g.informerRiders(ix, nodes, in, size, now)
+	}
+	return nodes
+}
+
+// Informer riders. Two kinds of lookup come in bursts, one Node after the
+// other, and each would cost a call of its own:
+//
+//   - Nodes joining together (a node group scaling up): the cloud node
+//     controller initialises them one at a time (one worker by default),
+//     each by InstanceMetadata of a Node without a provider ID (a lookup
+//     by node name). A batch call that carries one such Node also carries
+//     the other Nodes still tainted uninitialized whose metadata is not
+//     cached: the worker's next Node hits.
+//   - Nodes that just went NotReady (instances terminated together): the
+//     lifecycle controller checks them one after the other. A batch call
+//     carries every NotReady Node that is not yet a lifecycle peer, and
+//     makes it one (refreshed now): the next checks hit, and from then on
+//     it is refreshed with the other peers.
+//
+// Their answers fill the caches as any batch answer does (fill: "does not
+// exist" is negative and reaches the lifecycle controller only through the
+// not-found guard); no caller waits on them, and no answer is served older
+// than before (a rider's answer is fresher, not older).
+
+// informerRiders appends to nodes (whose keys are in) the node informer's
+// Nodes about to be looked up, up to size nodes in all.
+func (g *enforcer) informerRiders(ix *nodeIndex, nodes []*v1.Node, in map[nodeKey]bool, size int, now time.Time) []*v1.Node {
+	metadata := g.inst.metadata.c
+	joining := metadata != nil && slices.ContainsFunc(nodes, uninitialised)
+	lifecycle := g.peerAge() > 0
+	if !joining && !lifecycle {
+		return nodes
+	}
+	// The candidates in key order, so that which ones ride when there are
+	// more than the batch holds does not follow the informer's map order.
+	var riders []*v1.Node
+	for _, obj := range ix.informer.GetStore().List() {
+		n, ok := obj.(*v1.Node)
+		if !ok || n.DeletionTimestamp != nil {
+			continue
+		}
+		key := keyOfNode(n)
+		if key.id == "" || in[key] {
+			continue
+		}
+		if (joining && uninitialised(n) && !metadata.Holds(key)) || (lifecycle && !nodeReady(n) && !g.peers.has(key)) {
+			riders = append(riders, n)
+		}
+	}
+	slices.SortFunc(riders, func(a, b *v1.Node) int { return strings.Compare(keyOfNode(a).String(), keyOfNode(b).String()) })
+	for _, n := range riders {
+		if len(nodes) >= size {
+			break
+		}
+		key := keyOfNode(n)
+		if lifecycle && !nodeReady(n) {
+			g.peers.adopt(key, n, now)
+		}
+		in[key] = true
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+// uninitialised: the Node still carries the cloud provider's uninitialized
+// taint (the cloud node controller has not initialised it).
+func uninitialised(n *v1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
+}
+
+// nodeReady: the Node's Ready condition is True (the lifecycle controller
+// checks every other Node).
+func nodeReady(n *v1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// providerIDKey is the provider-ID key a by-name answer also answers: a
+// live instance's metadata names its provider ID, which the cloud node
+// controller then sets on the Node, so the Node's next lookups (by
+// provider ID: the status loop's, the lifecycle controller's) hit instead
+// of waiting for the next list. A terminated or missing instance's answer
+// is kept to its own key.
+func providerIDKey(key nodeKey, st InstanceStatus) (nodeKey, bool) {
+	if key.byProviderID || st.Err != nil || st.Deleted || st.Metadata == nil || st.Metadata.ProviderID == "" {
+		return nodeKey{}, false
+	}
+	return nodeKey{byProviderID: true, id: st.Metadata.ProviderID}, true
 }

@@ -148,6 +148,15 @@ func (c *cloud) ProviderName() string { return c.g.providerName }
 
 func (c *cloud) HasClusterID() bool { return c.g.upstream.HasClusterID() }
 
+// UseNodeInformer hands cloudgate the CCM's node informer, as SetInformers
+// does, for a cloud built by New over an upstream that takes no informers
+// (its wrapper is then no cloudprovider.InformerUser, and the CCM does not
+// call SetInformers): the not-found guard's grace period on the v1 calls,
+// and the Nodes that ride along in batch calls (joining Nodes, Nodes just
+// gone NotReady). Call it before the informers start. The registered
+// cloudgate takes it through SetInformers.
+func (c *cloud) UseNodeInformer(f informers.SharedInformerFactory) { c.r.useNodeInformer(f) }
+
 // informerCloud is the wrapper of an upstream that implements
 // cloudprovider.InformerUser: the CCM type-asserts the top-level cloud and
 // calls SetInformers, which must reach the upstream.

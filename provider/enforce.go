@@ -40,6 +40,9 @@ type enforcer struct {
 	// peers are the Nodes the lifecycle controller checks, refreshed
 	// together by batch calls (batching.go: lifecyclePeers).
 	peers lifecyclePeers
+	// nodes is the CCM's node informer (nil until SetInformers): the
+	// Nodes about to be looked up ride along in batch calls.
+	nodes atomic.Pointer[nodeIndex]
 
 	// The list prefetch loop: one at a time (see start).
 	loopMu        sync.Mutex
@@ -80,7 +83,7 @@ func newEnforcer(upstream cloudprovider.Interface, cfg *Config, member string) (
 		breakers:     map[string]*limiter.Breaker{},
 		listAnswered: make(chan struct{}, 1),
 		listJitter:   newJitterSource(g.clock.Now()),
-		nf:           newNotFoundGuard(g.cfg.NotFoundGuard, g.clock, g.rec),
+		nf:           newNotFoundGuard(g.cfg.NotFoundGuard, g.cfg.Cache.NegativeTTL.Duration, g.clock, g.rec),
 	}
 	cfg = g.cfg
 	if s := cfg.Limits.Shared; s != nil {
@@ -205,9 +208,17 @@ func (e *enforcer) initialize(b cloudprovider.ControllerClientBuilder, stop <-ch
 
 func (e *enforcer) guard() *notFoundGuard { return e.nf }
 
-// useNodeInformer hands the CCM's node informer to the not-found guard,
-// which alone needs it.
-func (e *enforcer) useNodeInformer(f informers.SharedInformerFactory) { e.nf.useNodeInformer(f) }
+// useNodeInformer takes the CCM's node informer: the not-found guard finds
+// a v1 call's Node in it, and a batch call finds the Nodes that ride along
+// (batching.go: informerRiders).
+func (e *enforcer) useNodeInformer(f informers.SharedInformerFactory) {
+	ix := newNodeIndex(f)
+	if ix == nil {
+		return
+	}
+	e.nodes.Store(ix)
+	e.nf.useNodeIndex(ix)
+}
 
 // close ends the prefetch loop and waits for it and for batches in flight.
 func (e *enforcer) close() {

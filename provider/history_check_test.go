@@ -268,11 +268,14 @@ func (h *history) check() (map[string]int, []violation) {
 			}
 			// A revisit's young Node: "does not exist" only for an
 			// instance described as terminated, never inside gracePeriod
-			// on "not found" answers alone.
-			if !h.pastGrace(op) {
+			// on "not found" answers alone. The guard decides when the
+			// upstream's answer is in, so the Node's age counts when the
+			// caller got the answer (op.e): an op begun inside gracePeriod
+			// whose batch answered after it is past it.
+			if !h.pastGraceAtAnswer(op) {
 				counts["info:one-answer-in-grace"]++
 				if !h.terminatedSince(op) {
-					bad(invOneAnswer, op, "\"does not exist\" for a Node %s old; gracePeriod is %s", op.s.Sub(op.created), h.cfg.NotFoundGuard.GracePeriod.Duration)
+					bad(invOneAnswer, op, "\"does not exist\" for a Node %s old when answered; gracePeriod is %s", op.e.Sub(op.created), h.cfg.NotFoundGuard.GracePeriod.Duration)
 				}
 			}
 		}
@@ -541,6 +544,11 @@ func (h *history) pastGrace(op *opRec) bool {
 	return op.created.IsZero() || op.s.Sub(op.created) >= h.cfg.NotFoundGuard.GracePeriod.Duration
 }
 
+// pastGraceAtAnswer: op's Node was past gracePeriod when op answered.
+func (h *history) pastGraceAtAnswer(op *opRec) bool {
+	return op.created.IsZero() || op.e.Sub(op.created) >= h.cfg.NotFoundGuard.GracePeriod.Duration
+}
+
 // removedReadSlack covers answer delivery: the upstream reads its state
 // when called and may deliver the answer up to 1.5 s later (deliver).
 const removedReadSlack = 2 * time.Second
@@ -718,7 +726,7 @@ func (h *history) answerString(op *opRec) string {
 // the same node under its other name), up to op's end: upstream answers,
 // script changes, writes, other calls through cloudgate, breaker changes.
 func (h *history) minimalHistory(op *opRec) string {
-	const keep = 30
+	const keep = 60
 	type line struct {
 		seq int64
 		s   string
@@ -740,7 +748,9 @@ func (h *history) minimalHistory(op *opRec) string {
 		}
 	}
 	for k, fs := range h.up.facts {
-		if !keys[k[1]] || k[0] != op.method {
+		// A guarded op's verdict rests on every guarded method's answers
+		// for its key (a batch or a list says InstanceExists).
+		if !keys[k[1]] || (k[0] != op.method && !(guarded(op.method) && guarded(k[0]))) {
 			continue
 		}
 		for _, f := range fs {
@@ -753,6 +763,9 @@ func (h *history) minimalHistory(op *opRec) string {
 			}
 			if f.version > 0 {
 				ans += fmt.Sprintf(" (v%d)", f.version)
+			}
+			if f.said != f.seq {
+				ans += fmt.Sprintf(" (read at #%d)", f.said)
 			}
 			add(f.seq, f.at, "upstream %s says %s %s: %s", f.via, f.method, f.key, ans)
 		}
@@ -774,7 +787,7 @@ func (h *history) minimalHistory(op *opRec) string {
 		}
 	}
 	for _, o := range h.ops {
-		if keys[o.key] && o.eseq != 0 && (o.method == op.method || o.write || o == op) {
+		if keys[o.key] && o.eseq != 0 && (o.method == op.method || o.write || o == op || (guarded(op.method) && guarded(o.method))) {
 			add(o.sseq, o.s, "op #%d %s(%s) starts", o.id, o.method, o.args)
 			add(o.eseq, o.e, "op #%d %s answers %s", o.id, o.method, h.answerString(o))
 		}

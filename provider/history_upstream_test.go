@@ -478,6 +478,12 @@ func (b *simBatch) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node) ([
 			out[i] = InstanceStatus{Metadata: in.metadata(), Shutdown: in.shutdown || in.terminated, Deleted: in.terminated}
 		}
 		s.statusFacts("BatchInstanceStatus", nodeKeyString(n), out[i])
+		// A live instance's answer by node name is also what the upstream
+		// said about the provider ID it names (cloudgate caches it under
+		// both: batching.go, providerIDKey), as a list record is.
+		if n.Spec.ProviderID == "" && out[i].Err == nil && !out[i].Deleted && out[i].Metadata != nil {
+			s.statusFacts("BatchInstanceStatus", pidKey(out[i].Metadata.ProviderID), out[i])
+		}
 	}
 	return out, nil
 }

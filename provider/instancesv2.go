@@ -151,6 +151,13 @@ type notFoundGuard struct {
 	seq         uint64
 	lastExists  map[nodeKey]seenAt
 	forgotBelow uint64
+	// answerAge is how old a "does not exist" may be when it is answered
+	// (negativeTTL: a cached one). One that begins a hold that soon after
+	// an "exists" answer may have been given before it (by another
+	// method's cache: InstanceID's, after a batch said the instance
+	// exists), so it is no first answer since the instance last existed:
+	// the hold is contested and asks again at once.
+	answerAge time.Duration
 }
 
 type seenAt struct {
@@ -162,6 +169,13 @@ type seenAt struct {
 type heldNotFound struct {
 	first, last time.Time // first and latest hold
 	seq         uint64    // the guard's seq when it began (mark)
+	// contested: an "exists" answer to a call sent before the hold began
+	// came in after it (markExists). Which of the two the cloud gave last
+	// is unknown: if the "exists" was, first is no "does not exist" since
+	// the instance last existed (a re-created one), and confirming on it
+	// would pass the next "does not exist" on one answer. The next check
+	// asks again and holds from that fresh answer (hold, check).
+	contested bool
 }
 
 // mark returns the guard's moment now (0 without a guard): a batch or list
@@ -189,13 +203,14 @@ func (n *notFoundGuard) beginLocked(key nodeKey, now time.Time) *heldNotFound {
 // forgetAfter are dropped (their Nodes were deleted some other way).
 const guardPendingLimit = 10000
 
-func newNotFoundGuard(cfg NotFoundGuardConfig, clk clock.WithTickerAndDelayedExecution, rec *recorder.Recorder) *notFoundGuard {
+// answerAge is cache.negativeTTL: how old a cached "does not exist" may be.
+func newNotFoundGuard(cfg NotFoundGuardConfig, answerAge time.Duration, clk clock.WithTickerAndDelayedExecution, rec *recorder.Recorder) *notFoundGuard {
 	if !*cfg.Enabled {
 		return nil
 	}
 	return &notFoundGuard{
 		grace: cfg.GracePeriod.Duration, confirmAfter: cfg.ConfirmAfter.Duration,
-		clock: clk, rec: rec,
+		answerAge: answerAge, clock: clk, rec: rec,
 		pending: map[nodeKey]*heldNotFound{}, deleted: map[nodeKey]time.Time{},
 		lastExists: map[nodeKey]seenAt{},
 	}
@@ -234,7 +249,9 @@ func (n *notFoundGuard) existsLocked(key nodeKey) {
 // "does not exist" may be the newer answer (a list page read before the
 // instance went and received after), and markExists reports false — the
 // caller must not cache this answer over the held one; the guard's re-read
-// decides.
+// decides. Nor may the hold confirm on its first answer, which may be the
+// older one (the instance re-created in between): the hold is contested,
+// and starts afresh from the next check's re-read.
 func (n *notFoundGuard) markExists(key nodeKey, since uint64) bool {
 	if n == nil {
 		return true
@@ -242,6 +259,7 @@ func (n *notFoundGuard) markExists(key nodeKey, since uint64) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if p, ok := n.pending[key]; ok && p.seq > since {
+		p.contested = true
 		return false
 	}
 	n.existsLocked(key)
@@ -250,6 +268,25 @@ func (n *notFoundGuard) markExists(key nodeKey, since uint64) bool {
 		n.rec.NotFoundConfirmation("refuted")
 	}
 	return true
+}
+
+// contest records an "exists" answer for key that is neither cached nor
+// served (a list's answer by node name that the list may yet overrule, or
+// never fills: a tie, a later page failing). Whether it is newer than a
+// held "does not exist" is unknown, so it refutes nothing; the hold is
+// contested instead (it starts afresh from the next check's re-read), and
+// a "terminated" answer to a call sent before it no longer counts. It can
+// only make the guard hold longer.
+func (n *notFoundGuard) contest(key nodeKey) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.existsLocked(key)
+	if p, ok := n.pending[key]; ok {
+		p.contested = true
+	}
 }
 
 // check passes on an exists answer, or holds a false one (see
@@ -271,7 +308,7 @@ func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err e
 	switch {
 	case pass:
 		return false, nil
-	case !due:
+	case due == nil:
 		return false, held
 	}
 	exists, err = reread()
@@ -284,12 +321,23 @@ func (n *notFoundGuard) check(key nodeKey, created time.Time, exists bool, err e
 		n.refuteLocked(key)
 		return true, nil
 	}
-	if _, ok := n.pending[key]; !ok {
-		// An "exists" answer came in meanwhile (a batch or list fill): the
-		// two answers disagree, so hold this one as a first.
+	p, ok := n.pending[key]
+	switch {
+	case !ok || p.contested:
+		// An "exists" answer came in meanwhile (a batch or list fill), or
+		// one that may be newer than the hold's first answer: the two
+		// answers disagree, so hold this one as a first.
 		n.beginLocked(key, n.clock.Now())
 		return false, cloudproviderapi.NewRetryError(fmt.Sprintf(
 			"cloudgate: instance %q reported missing after it was described as existing; held (notFoundGuard)", key.id), max(n.confirmAfter, time.Second))
+	case p != due:
+		// Another check's re-read began a hold afresh while this one
+		// asked (the due hold was contested, or refuted and held again):
+		// this answer is no second one confirmAfter after that hold's
+		// first, however old the hold this check found due.
+		now := n.clock.Now()
+		p.last = now
+		return false, n.heldError(key, max(n.confirmAfter-now.Sub(p.first), time.Second))
 	}
 	delete(n.pending, key)
 	delete(n.deleted, key)
@@ -320,15 +368,16 @@ func (n *notFoundGuard) refuteLocked(key nodeKey) {
 
 // hold decides about a "does not exist" answer: pass it on (the instance
 // was described as terminated), confirm it with a fresh answer (due: the
-// first hold is confirmAfter old and the Node past its grace period), or
-// hold it (the *api.RetryError to return).
-func (n *notFoundGuard) hold(key nodeKey, created time.Time) (pass, due bool, held error) {
+// hold that the fresh answer may confirm, whose first is confirmAfter old
+// and the Node past its grace period, or that was contested), or hold it
+// (the *api.RetryError to return).
+func (n *notFoundGuard) hold(key nodeKey, created time.Time) (pass bool, due *heldNotFound, held error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if _, ok := n.deleted[key]; ok {
 		delete(n.deleted, key)
 		delete(n.pending, key)
-		return true, false, nil
+		return true, nil, nil
 	}
 	now := n.clock.Now()
 	// A hold is never restarted for age: however long ago the last check
@@ -336,25 +385,39 @@ func (n *notFoundGuard) hold(key nodeKey, created time.Time) (pass, due bool, he
 	// when hundreds are NotReady, as in a zone outage), the next check is
 	// due and its fresh answer decides. Any "exists" answer in between
 	// (InstanceExists*, InstanceID, a batch or list answer) refuted the
-	// hold already, so an old hold means every answer since said "does not
-	// exist", and a confirmation still needs a fresh one that agrees.
+	// hold already, or contested it (markExists: the hold starts afresh),
+	// so an old hold means every answer since said "does not exist", and a
+	// confirmation still needs a fresh one that agrees.
 	p, ok := n.pending[key]
 	if !ok {
 		p = n.beginLocked(key, now)
 		n.forget()
+		if e, seen := n.lastExists[key]; seen && now.Sub(e.at) < n.answerAge {
+			p.contested = true
+		}
+	}
+	if p.contested {
+		// This answer may be a cached one older than the "exists" that
+		// contested the hold: a fresh one is the hold's first (check).
+		p.last = now
+		return false, p, nil
 	}
 	young := !created.IsZero() && now.Sub(created) < n.grace
 	if ok && !young && now.Sub(p.first) >= n.confirmAfter {
 		p.last = now
-		return false, true, nil
+		return false, p, nil
 	}
 	p.last = now
 	wait := n.confirmAfter - now.Sub(p.first)
 	if young {
 		wait = max(wait, n.grace-now.Sub(created))
 	}
-	wait = max(wait, time.Second)
-	return false, false, cloudproviderapi.NewRetryError(fmt.Sprintf(
+	return false, nil, n.heldError(key, max(wait, time.Second))
+}
+
+// heldError is a held "does not exist": retry after wait.
+func (n *notFoundGuard) heldError(key nodeKey, wait time.Duration) error {
+	return cloudproviderapi.NewRetryError(fmt.Sprintf(
 		"cloudgate: instance %q reported missing; held until a second answer at least %s later confirms it (notFoundGuard)",
 		key.id, n.confirmAfter), wait)
 }

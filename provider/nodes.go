@@ -22,11 +22,12 @@ type nodeIndex struct {
 // nodeProviderIDIndex indexes the node informer by spec.providerID.
 const nodeProviderIDIndex = "cloudgate/providerID"
 
-// useNodeInformer takes the CCM's node informer (SetInformers, called after
-// Initialize and before the informers start).
-func (n *notFoundGuard) useNodeInformer(f informers.SharedInformerFactory) {
-	if f == nil || n == nil {
-		return
+// newNodeIndex indexes the CCM's node informer (SetInformers, called after
+// Initialize and before the informers start) by provider ID; nil without
+// one.
+func newNodeIndex(f informers.SharedInformerFactory) *nodeIndex {
+	if f == nil {
+		return nil
 	}
 	inf := f.Core().V1().Nodes().Informer()
 	err := inf.AddIndexers(toolscache.Indexers{nodeProviderIDIndex: func(obj any) ([]string, error) {
@@ -35,11 +36,19 @@ func (n *notFoundGuard) useNodeInformer(f informers.SharedInformerFactory) {
 		}
 		return nil, nil
 	}})
-	if err != nil {
-		// Already started, or added before (a second SetInformers).
+	if err != nil && !hasProviderIDIndex(inf) {
+		// Already started.
 		klog.V(2).InfoS("cloudgate: node informer not indexed by provider ID; the not-found guard's grace period applies to v1 lookups by node name only", "err", err)
 	}
-	n.nodes.Store(&nodeIndex{informer: inf, byProviderID: err == nil || hasProviderIDIndex(inf)})
+	return &nodeIndex{informer: inf, byProviderID: err == nil || hasProviderIDIndex(inf)}
+}
+
+// useNodeIndex hands the guard the node informer.
+func (n *notFoundGuard) useNodeIndex(ix *nodeIndex) {
+	if n == nil || ix == nil {
+		return
+	}
+	n.nodes.Store(ix)
 }
 
 func hasProviderIDIndex(inf toolscache.SharedIndexInformer) bool {

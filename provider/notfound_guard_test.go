@@ -542,7 +542,7 @@ func TestNotFoundGuard(t *testing.T) {
 func TestStaleTerminatedDoesNotPassNotFound(t *testing.T) {
 	clk := newFakeClock()
 	cfg := DefaultConfig().NotFoundGuard
-	nf := newNotFoundGuard(cfg, clk, nil)
+	nf := newNotFoundGuard(cfg, 0, clk, nil)
 	key := nodeKey{byProviderID: true, id: "gce://p/z/vm-1"}
 	never := func() (bool, error) { t.Fatal("re-read at the first answer"); return false, nil }
 
@@ -558,5 +558,143 @@ func TestStaleTerminatedDoesNotPassNotFound(t *testing.T) {
 	nf.markDeleted(key2, nf.mark()) // sent after the exists answer
 	if ex, err := nf.check(key2, time.Time{}, false, nil, never); answerKind(t, ex, err) != "missing" {
 		t.Fatalf("after a current terminated answer: %v, %v; want \"does not exist\" passed at once", ex, err)
+	}
+}
+
+// TestContestedHoldStartsAfresh: a batch or list call sent before a hold
+// began answers "exists" after it (markExists refuses: the held "does not
+// exist" may be the newer answer). The "exists" may be the newer one too —
+// an instance re-created under the node name — so the hold's first answer
+// no longer counts: confirmAfter later, one fresh "does not exist" must
+// not confirm it (TestHistory seed 6: a re-created Node's InstanceID
+// InstanceNotFound passed on two answers 0 s apart). The next check asks
+// again and holds from that answer; a second one confirmAfter later
+// confirms, and an "exists" re-read refutes.
+func TestContestedHoldStartsAfresh(t *testing.T) {
+	for _, refuted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refuted=%v", refuted), func(t *testing.T) {
+			clk := newFakeClock()
+			nf := newNotFoundGuard(DefaultConfig().NotFoundGuard, 0, clk, testConfig(clk).Metrics.Recorders().Recorder("test"))
+			key := nodeKey{id: "node-6"}
+			rereads := 0
+			reread := func(exists bool) func() (bool, error) {
+				return func() (bool, error) { rereads++; return exists, nil }
+			}
+			never := func() (bool, error) { t.Fatal("re-read before the hold is due"); return false, nil }
+			expect := func(step, want string, ex bool, err error) {
+				t.Helper()
+				if got := answerKind(t, ex, err); got != want {
+					t.Fatalf("%s: got %s (%v), want %s", step, got, err, want)
+				}
+			}
+
+			sent := nf.mark() // a batch (or list page) is sent
+			ex, err := nf.check(key, time.Time{}, false, nil, never)
+			expect("the first \"does not exist\"", "retry", ex, err)
+			if nf.markExists(key, sent) {
+				t.Fatal("an \"exists\" to a call sent before the hold refuted it (and may be cached over it)")
+			}
+			clk.Step(20 * time.Second)
+			ex, err = nf.check(key, time.Time{}, false, nil, reread(refuted))
+			if refuted {
+				expect("the contested hold's re-read says exists", "exists", ex, err)
+				return
+			}
+			expect("confirmAfter after a contested hold", "retry", ex, err)
+			if rereads != 1 {
+				t.Fatalf("a contested hold asked again %d times, want 1 (its fresh answer is the new first)", rereads)
+			}
+			clk.Step(19 * time.Second)
+			ex, err = nf.check(key, time.Time{}, false, nil, never)
+			expect("19 s after the fresh first", "retry", ex, err)
+			clk.Step(time.Second)
+			ex, err = nf.check(key, time.Time{}, false, nil, reread(false))
+			expect("confirmAfter after the fresh first", "missing", ex, err)
+		})
+	}
+}
+
+// TestConcurrentRereadsConfirmOnlyTheirHold: two checks find one hold due
+// and ask again at once. The first re-read to answer begins a fresh hold
+// (the due one was contested, or an "exists" refuted it meanwhile and a
+// check held again); the second, answering after it, found the old hold
+// due, but its answer is no second one confirmAfter after the fresh hold's
+// first: it must hold, not confirm on two answers moments apart (TestHistory
+// seed 3: three answers 1.4 s apart).
+func TestConcurrentRereadsConfirmOnlyTheirHold(t *testing.T) {
+	for _, how := range []string{"contested", "refuted"} {
+		t.Run(how, func(t *testing.T) {
+			clk := newFakeClock()
+			nf := newNotFoundGuard(DefaultConfig().NotFoundGuard, 0, clk, testConfig(clk).Metrics.Recorders().Recorder("test"))
+			key := nodeKey{byProviderID: true, id: "sim://node-0-1"}
+			never := func() (bool, error) { t.Fatal("re-read before the hold is due"); return false, nil }
+			missing := func() (bool, error) { return false, nil }
+			sent := nf.mark()
+			if ex, err := nf.check(key, time.Time{}, false, nil, never); answerKind(t, ex, err) != "retry" {
+				t.Fatalf("the first \"does not exist\": %v, %v; want held", ex, err)
+			}
+			if how == "contested" {
+				nf.markExists(key, sent) // a list page read before the hold
+			} else {
+				clk.Step(20 * time.Second) // the hold is due
+			}
+			ex, err := nf.check(key, time.Time{}, false, nil, func() (bool, error) {
+				// While this check asks again, another one's answer begins a
+				// fresh hold.
+				if how == "refuted" {
+					nf.refute(key)
+				}
+				clk.Step(300 * time.Millisecond)
+				ex, err := nf.check(key, time.Time{}, false, nil, missing)
+				if answerKind(t, ex, err) != "retry" {
+					t.Fatalf("the concurrent check: %v, %v; want held (a fresh first)", ex, err)
+				}
+				clk.Step(300 * time.Millisecond)
+				return false, nil
+			})
+			if got := answerKind(t, ex, err); got != "retry" {
+				t.Fatalf("the re-read answering after the fresh hold began: %s (%v), want held", got, err)
+			}
+			clk.Step(20 * time.Second)
+			if ex, err := nf.check(key, time.Time{}, false, nil, missing); answerKind(t, ex, err) != "missing" {
+				t.Fatalf("confirmAfter after the fresh first: %v, %v; want \"does not exist\"", ex, err)
+			}
+		})
+	}
+}
+
+// TestHoldSoonAfterExistsAsksAgain: a "does not exist" that begins a hold
+// within negativeTTL of an "exists" answer may be a cached one given
+// before it (InstanceID's cache, after a batch said the instance exists):
+// it is no first answer since the instance last existed. The guard asks
+// again at once and holds from that fresh answer; otherwise a minute later
+// one fresh "does not exist" and its re-read, moments apart, confirmed it
+// (TestHistory seed 5).
+func TestHoldSoonAfterExistsAsksAgain(t *testing.T) {
+	clk := newFakeClock()
+	nf := newNotFoundGuard(DefaultConfig().NotFoundGuard, 30*time.Second, clk, testConfig(clk).Metrics.Recorders().Recorder("test"))
+	key := nodeKey{id: "node-11"}
+	rereads := 0
+	missing := func() (bool, error) { rereads++; return false, nil }
+	nf.refute(key) // a batch says the instance exists
+	clk.Step(5 * time.Second)
+	ex, err := nf.check(key, time.Time{}, false, nil, missing)
+	if answerKind(t, ex, err) != "retry" || rereads != 1 {
+		t.Fatalf("a \"does not exist\" 5 s after an \"exists\": %v, %v after %d re-reads; want held from a fresh answer (1 re-read)", ex, err, rereads)
+	}
+	clk.Step(19 * time.Second)
+	if ex, err := nf.check(key, time.Time{}, false, nil, missing); answerKind(t, ex, err) != "retry" || rereads != 1 {
+		t.Fatalf("19 s after the fresh first: %v, %v after %d re-reads; want held", ex, err, rereads)
+	}
+	clk.Step(time.Second)
+	if ex, err := nf.check(key, time.Time{}, false, nil, missing); answerKind(t, ex, err) != "missing" {
+		t.Fatalf("confirmAfter after the fresh first: %v, %v; want \"does not exist\"", ex, err)
+	}
+	// Long after an "exists", a hold's first answer is taken as it is.
+	nf.refute(key)
+	clk.Step(time.Minute)
+	rereads = 0
+	if ex, err := nf.check(key, time.Time{}, false, nil, missing); answerKind(t, ex, err) != "retry" || rereads != 0 {
+		t.Fatalf("a minute after an \"exists\": %v, %v after %d re-reads; want held at once", ex, err, rereads)
 	}
 }

@@ -281,7 +281,7 @@ func invoke[T any](ctx context.Context, g *enforcer, m *method, prio limiter.Pri
 		var zero T
 		return zero, err
 	}
-	v, err := fn(ctx)
+	v, err := fn(withCall(ctx, m, prio))
 	return v, c.end(ctx, err)
 }
 

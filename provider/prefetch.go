@@ -150,7 +150,8 @@ func listMaxFresh(interval time.Duration) time.Duration {
 // a lower NameRank on any page overrules (a name unique per zone only). So
 // no answer is ever served that the whole list contradicts, whatever the
 // records' order. A list that fails drops them: the lookups they would have
-// answered go to the upstream.
+// answered go to the upstream. The not-found guard still hears each live
+// record's "exists" by name as its page arrives (notFoundGuard.contest).
 func (g *enforcer) prefetch(ctx context.Context, maxFresh time.Duration) (quotaShort bool, err error) {
 	m := g.m.listInstances
 	token := ""
@@ -192,6 +193,13 @@ func (g *enforcer) prefetch(ctx context.Context, maxFresh time.Duration) (quotaS
 					pass.live(pid)
 				}
 				if rec.NodeName != "" {
+					// Until the list ends, this answer by name is not
+					// filled (a record of a lower rank may overrule it),
+					// and a failed list or a tie never fills it; but the
+					// cloud did say the instance exists: a hold of the
+					// name's "does not exist" must not confirm on answers
+					// older than it.
+					g.nf.contest(nodeKey{id: rec.NodeName})
 					pass.named(rec.NodeName, rec.NameRank, listedFill{nodeKey{id: rec.NodeName}, st, marks, arrived})
 				}
 			}

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -255,13 +256,7 @@ func TestOlderListPageDoesNotRefuteHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := newFakeClock()
 		up := &guardListCloud{batchCloud: &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{}}, release: make(chan struct{})}
-		cfg := testConfig(clk)
-		cfg.Batch.ListPrefetch = true
-		cfg.Batch.ListInterval = dur(5 * time.Minute)
-		c := mustNew(t, up, cfg)
-		stop := make(chan struct{})
-		defer closeRig(c, stop)
-		c.Initialize(nil, stop)
+		c, cfg := listPrefetchRig(t, clk, up)
 		for up.lists.Load() < 2 { // the second list's page is on its way
 			clk.Step(time.Second)
 			synctest.Wait()
@@ -275,11 +270,109 @@ func TestOlderListPageDoesNotRefuteHold(t *testing.T) {
 		}
 		close(up.release) // the page read before the instance went arrives
 		synctest.Wait()
+		// Which answer the cloud gave last is unknown to the guard (the
+		// page may as well be newer, an instance re-created): the hold is
+		// contested, so the check confirmAfter later asks again and holds
+		// from that fresh answer, never answering the page's "exists"; a
+		// second fresh one confirmAfter after it confirms.
 		clk.Step(cfg.NotFoundGuard.ConfirmAfter.Duration)
 		synctest.Wait()
 		ok, err := v2(t, c).InstanceExists(context.Background(), node)
-		if ok || err != nil {
-			t.Fatalf("InstanceExists confirmAfter after the first hold = %v, %v; want false (the fresh re-read agrees)", ok, err)
+		if ok || !heldByGuard(err) {
+			t.Fatalf("InstanceExists confirmAfter after the contested first hold = %v, %v; want held (the fresh re-read is the new first)", ok, err)
 		}
+		confirmedAfterFreshFirst(t, c, clk, cfg, node)
 	})
+}
+
+// namedPageCloud lists in two pages: the first describes instance a live
+// by node name while listA is set, the second fails while failRest is set.
+type namedPageCloud struct {
+	*batchCloud
+	listA, failRest atomic.Bool
+	lists           atomic.Int64
+}
+
+func (l *namedPageCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return l, true }
+
+func (l *namedPageCloud) ListInstances(_ context.Context, token string) ([]InstanceRecord, string, error) {
+	if token == "" {
+		l.lists.Add(1)
+		var page []InstanceRecord
+		if l.listA.Load() {
+			page = append(page, InstanceRecord{NodeName: "a", Metadata: cloudprovider.InstanceMetadata{ProviderID: "fake://a"}})
+		}
+		return page, "2", nil
+	}
+	if l.failRest.Load() {
+		return nil, "", errors.New("HTTP 500 InternalError: the second page")
+	}
+	return nil, "", nil
+}
+
+// A list page that describes an instance live by node name, in a list
+// that then fails, fills nothing by name (its rank among the list's
+// records is unknown), but it is still an answer that the instance
+// exists: a hold of the name's "does not exist" begun before it must not
+// confirm on two answers after it that are less than confirmAfter apart.
+// The page's "exists" contests the hold, which starts afresh.
+func TestFailedListPageExistsContestsHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := newFakeClock()
+		up := &namedPageCloud{batchCloud: &batchCloud{Cloud: &fake.Cloud{Provider: "fake"}, missing: map[string]bool{"a": true}}}
+		c, cfg := listPrefetchRig(t, clk, up)
+		synctest.Wait()
+		node := testNode("a", "") // by node name
+		if ok, err := v2(t, c).InstanceExists(context.Background(), node); ok || !heldByGuard(err) {
+			t.Fatalf("first \"does not exist\" = %v, %v; want held", ok, err)
+		}
+		// The instance is back; the next list's first page says so by
+		// name, and its second page fails.
+		up.mu.Lock()
+		up.missing["a"] = false
+		up.mu.Unlock()
+		up.listA.Store(true)
+		up.failRest.Store(true)
+		for n := up.lists.Load(); up.lists.Load() == n; {
+			clk.Step(10 * time.Second)
+			synctest.Wait()
+		}
+		// It goes again: the next check's answer and its re-read are both
+		// after the page's "exists", and not confirmAfter apart.
+		up.mu.Lock()
+		up.missing["a"] = true
+		up.mu.Unlock()
+		up.listA.Store(false)
+		ok, err := v2(t, c).InstanceExists(context.Background(), node)
+		if ok || !heldByGuard(err) {
+			t.Fatalf("InstanceExists after the failed list's \"exists\" = %v, %v; want held (the hold starts afresh)", ok, err)
+		}
+		confirmedAfterFreshFirst(t, c, clk, cfg, node)
+	})
+}
+
+// confirmedAfterFreshFirst: confirmAfter after a hold's fresh first answer,
+// the guard's re-read agrees and InstanceExists answers false.
+func confirmedAfterFreshFirst(t *testing.T, c cloudprovider.Interface, clk *clocktesting.FakeClock, cfg *Config, node *v1.Node) {
+	t.Helper()
+	clk.Step(cfg.NotFoundGuard.ConfirmAfter.Duration)
+	synctest.Wait()
+	ok, err := v2(t, c).InstanceExists(context.Background(), node)
+	if ok || err != nil {
+		t.Fatalf("InstanceExists confirmAfter after the fresh first = %v, %v; want false (the fresh re-read agrees)", ok, err)
+	}
+}
+
+// listPrefetchRig starts cloudgate over up with list prefetch on (a list
+// every 5 minutes), closed when the test ends.
+func listPrefetchRig(t *testing.T, clk *clocktesting.FakeClock, up cloudprovider.Interface) (cloudprovider.Interface, *Config) {
+	t.Helper()
+	cfg := testConfig(clk)
+	cfg.Batch.ListPrefetch = true
+	cfg.Batch.ListInterval = dur(5 * time.Minute)
+	c := mustNew(t, up, cfg)
+	stop := make(chan struct{})
+	t.Cleanup(func() { closeRig(c, stop) })
+	c.Initialize(nil, stop)
+	return c, cfg
 }

@@ -271,7 +271,9 @@ func (sh *shadow) begin(m *method) (done func(ctx context.Context, err error), n
 // no adaptive cut.
 func live[T any](ctx context.Context, g *gate, m *method, fn func(context.Context) (T, error)) (T, error) {
 	start := g.clock.Now()
-	v, err := fn(ctx)
+	// Shadow: a request-level gate under the upstream records the request
+	// and lets it through as it came, as this mode does with the call.
+	v, err := fn(WithCall(ctx, Call{Method: m.name, Priority: m.priority, Shadow: true}))
 	g.rec.UpstreamCall(m.family, m.name, liveResult(g, err), g.clock.Since(start))
 	return v, err
 }

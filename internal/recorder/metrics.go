@@ -56,8 +56,9 @@ type Metrics struct {
 	notFoundConfirmations *prometheus.CounterVec
 
 	state  *stateCollector
-	fleet  *fleetMetrics  // fleet.go
-	shadow *shadowMetrics // shadow.go
+	fleet  *fleetMetrics        // fleet.go
+	shadow *shadowMetrics       // shadow.go
+	cloud  *cloudRequestMetrics // cloudrequests.go
 }
 
 // New returns a set of collectors, registered nowhere.
@@ -116,6 +117,7 @@ func New() *Metrics {
 		state:  newStateCollector(),
 		fleet:  newFleetMetrics(),
 		shadow: newShadowMetrics(),
+		cloud:  newCloudRequestMetrics(),
 	}
 }
 
@@ -127,7 +129,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 		m.cacheHits, m.cacheNegativeHits, m.cacheMisses, m.cacheDeduplicated, m.cacheStaleServed, m.cacheEvictions,
 		m.breakerTransitions, m.batchSize, m.batchFlushes, m.notFoundConfirmations,
 		m.state,
-	}, append(m.fleet.collectors(), m.shadow.collectors()...)...)
+	}, append(append(m.fleet.collectors(), m.shadow.collectors()...), m.cloud.collectors()...)...)
 }
 
 // Register registers m's collectors with r.
