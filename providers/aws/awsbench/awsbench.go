@@ -284,7 +284,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 // config; the provider reaches ec2sim through its own [ServiceOverride].
 func setAWSEnv() {
 	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": "AKIDSIMULATED", "AWS_SECRET_ACCESS_KEY": "simulated-secret",
+		"AWS_ACCESS_KEY_ID": ec2sim.AccessKeyID, "AWS_SECRET_ACCESS_KEY": ec2sim.SecretAccessKey,
 		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
 	} {
 		os.Setenv(k, v)

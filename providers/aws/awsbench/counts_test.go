@@ -1,6 +1,7 @@
 package awsbench
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"testing"
@@ -25,7 +26,11 @@ func TestEC2CountsExcludeLoadBalancing(t *testing.T) {
 		{ec2sim.ELBv2APIVersion, "DescribeLoadBalancers"}, {ec2sim.ELBv2APIVersion, "DescribeTargetGroups"},
 		{"2011-01-01", "DescribeAutoScalingGroups"},
 	} {
-		resp, err := http.PostForm(sim.URL, url.Values{"Action": {req.action}, "Version": {req.version}})
+		signed, err := ec2sim.SignedForm(context.Background(), sim.URL, "ec2", url.Values{"Action": {req.action}, "Version": {req.version}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(signed)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,24 +48,7 @@ func TestBenchRealAWS(t *testing.T) {
 			*d = x
 		}
 	}
-	if v := os.Getenv("CLOUDGATE_BENCH_REAL_AWS_SCALEUP"); v != "" {
-		k, err := strconv.Atoi(v)
-		if err != nil || k < 0 {
-			t.Fatalf("CLOUDGATE_BENCH_REAL_AWS_SCALEUP: %q is not a node count", v)
-		}
-		o.ScaleupNodes = k
-	}
-	if v := os.Getenv("CLOUDGATE_BENCH_REAL_AWS_COLUMNS"); v != "" {
-		all := o.Columns
-		o.Columns = nil
-		for _, s := range strings.Split(v, ",") {
-			i, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil || i < 0 || i >= len(all) {
-				t.Fatalf("CLOUDGATE_BENCH_REAL_AWS_COLUMNS: %q: want indexes 0-%d of %q", s, len(all)-1, all)
-			}
-			o.Columns = append(o.Columns, all[i])
-		}
-	}
+	envScaleupAndColumns(t, o)
 	o.SizesParallel = os.Getenv("CLOUDGATE_BENCH_REAL_AWS_PARALLEL") != ""
 	setAWSEnv(t)
 	cols := columns(t, o, stockBin, cgBin)
@@ -196,5 +179,29 @@ func TestBenchRealAWSSmall(t *testing.T) {
 	}
 	if s, c := by[colStock], by[colCloudgate]; s != nil && c != nil && c.PerHour[describe] >= s.PerHour[describe] {
 		t.Errorf("cloudgate's DescribeInstances/h %.0f >= the stock CCM's %.0f", c.PerHour[describe], s.PerHour[describe])
+	}
+}
+
+// envScaleupAndColumns reads the knobs both the hour and the scenarios take:
+// CLOUDGATE_BENCH_REAL_AWS_SCALEUP (Nodes joining at once) and
+// CLOUDGATE_BENCH_REAL_AWS_COLUMNS (indexes of o.Columns to run).
+func envScaleupAndColumns(t *testing.T, o *Options) {
+	if v := os.Getenv("CLOUDGATE_BENCH_REAL_AWS_SCALEUP"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 0 {
+			t.Fatalf("CLOUDGATE_BENCH_REAL_AWS_SCALEUP: %q is not a node count", v)
+		}
+		o.ScaleupNodes = k
+	}
+	if v := os.Getenv("CLOUDGATE_BENCH_REAL_AWS_COLUMNS"); v != "" {
+		all := o.Columns
+		o.Columns = nil
+		for _, s := range strings.Split(v, ",") {
+			i, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || i < 0 || i >= len(all) {
+				t.Fatalf("CLOUDGATE_BENCH_REAL_AWS_COLUMNS: %q: want indexes 0-%d of %q", s, len(all)-1, all)
+			}
+			o.Columns = append(o.Columns, all[i])
+		}
 	}
 }

@@ -61,6 +61,9 @@ type Options struct {
 	// Latency + a uniform draw from [0, Jitter) per answer.
 	Latency, Jitter time.Duration
 	Seed            int64
+	// LaunchLag: a Node joining after populate has an instance EC2 does
+	// not describe for this long, and registers NotReady until then.
+	LaunchLag time.Duration
 	// StatusPeriod is --node-status-update-frequency (0: the CCM's 5m
 	// default; only the short test sets it).
 	StatusPeriod time.Duration
@@ -460,7 +463,7 @@ func runAll(t *testing.T, o *Options, cols []column, etcdBin, apiserverBin strin
 // profile, on a cluster) and keeps them off any real AWS configuration.
 func setAWSEnv(t *testing.T) {
 	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": "AKIDSIMULATED", "AWS_SECRET_ACCESS_KEY": "simulated-secret",
+		"AWS_ACCESS_KEY_ID": ccmAccessKey, "AWS_SECRET_ACCESS_KEY": ec2sim.SecretAccessKey,
 		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
 		"AWS_REGION": "", "AWS_PROFILE": "",
 	} {
@@ -510,6 +513,7 @@ func report(o *Options, figs []*Figures) string {
 			init, num(sim.InitSeconds, "%.1f s"), ratio(sim.InitSeconds, f.InitSeconds), secs(f.P99), mib(f.RSSStart), mib(f.RSSEnd), f.Services, o.Services, f.Staleness)
 	}
 	planTable(&b, o, figs)
+	floorTable(&b, o, figs)
 	fmt.Fprintf(&b, "\nEvery action per hour (window %v after a %v warm-up), errors in the window in brackets:\n\n", o.Window, o.Warmup)
 	for _, f := range figs {
 		var parts []string

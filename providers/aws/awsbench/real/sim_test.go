@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -31,15 +32,29 @@ type Prediction struct {
 // simColumn is the simulator's column for a real one: the stock AWS CCM is
 // the provider-typical client (bare+client: a batcher and the SDK's
 // retries), cloudgate's chart default is cloudgate:list (aws-batch
-// batches and lists).
-func simColumn(col string) (name string, workers int) {
+// batches and lists), with the node workers its chart's args set.
+func simColumn(t *testing.T, col string) (name string, workers int) {
 	switch col {
 	case colTuned:
 		return bench.ColBareClient, 10
 	case colCloudgate:
-		return bench.ColList, 1
+		return bench.ColList, nodeSyncs(readArgs(t, "testdata/chart-cloudgate.args"))
 	}
 	return bench.ColBareClient, 1
+}
+
+// nodeSyncs is the cloud-node controller's workers args set
+// (--concurrent-node-syncs; the CCM's default 1).
+func nodeSyncs(args []string) int {
+	n := 1
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--concurrent-node-syncs="); ok {
+			if k, err := strconv.Atoi(v); err == nil && k > 0 {
+				n = k
+			}
+		}
+	}
+	return n
 }
 
 // predict runs the simulator for column col at n Nodes.
@@ -48,7 +63,7 @@ func predict(t *testing.T, o *Options, col string, n int) Prediction {
 	if _, err := bench.ApplyCloud(so, "aws"); err != nil {
 		t.Fatal(err)
 	}
-	simCol, workers := simColumn(col)
+	simCol, workers := simColumn(t, col)
 	so.Scenarios = []string{bench.ScenarioSteady, bench.ScenarioScaleup}
 	so.Columns = []string{simCol}
 	so.Nodes, so.Services, so.NotReadyPct, so.ScaleupNodes = n, o.Services, o.NotReadyPct, o.ScaleupNodes

@@ -35,6 +35,11 @@ const (
 	vpcID       = "vpc-0bench"
 	nodeGroup   = "sg-0nodes"
 	describe    = "DescribeInstances"
+	// The CCM's access key (setAWSEnv) and the neighbour tenant's, both of
+	// one account.
+	ccmAccessKey       = ec2sim.AccessKeyID
+	neighbourAccessKey = "AKIDNEIGHBOUR"
+	account            = "123456789012"
 	// sampleEvery is how often the sampler reads ec2sim's counters (the
 	// peak share is the busiest minute of these samples).
 	sampleEvery = 5 * time.Second
@@ -61,8 +66,14 @@ type world struct {
 	next     int      // the next instance number
 	live     []string // Ready nodes that may leave (churn), oldest first
 	ids      map[string]string
+	inst     map[string]ec2sim.Instance // by Node name, as last Put
+	gone     map[string]bool            // Nodes whose instance was terminated
+	joined   map[string]time.Time       // Nodes registered after populate, when
 	samples  []sample
 	churnErr error
+	// onChurn, when set, is told of each churn event (the scenarios time
+	// load balancer convergence from it).
+	onChurn func(at time.Time)
 }
 
 // sample is ec2sim's counters at one instant.
@@ -72,7 +83,8 @@ type sample struct {
 }
 
 func newWorld(ctx context.Context, t *testing.T, o *Options, col column, etcdBin, apiserverBin string) *world {
-	w := &world{t: t, o: o, col: col, dir: t.TempDir(), ids: map[string]string{}}
+	w := &world{t: t, o: o, col: col, dir: t.TempDir(), ids: map[string]string{},
+		inst: map[string]ec2sim.Instance{}, gone: map[string]bool{}, joined: map[string]time.Time{}}
 	w.cp = e2e.StartControlPlane(ctx, t, w.dir, etcdBin, apiserverBin)
 	kube, err := kubernetes.NewForConfig(&rest.Config{Host: w.cp.URL, BearerToken: w.cp.AdminToken,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: w.cp.CAFile}, QPS: 2000, Burst: 2000})
@@ -93,6 +105,9 @@ func newWorld(ctx context.Context, t *testing.T, o *Options, col column, etcdBin
 		RouteTables: []ec2sim.RouteTable{{ID: "rtb-0bench", VPCID: vpcID, Main: true, Routes: []ec2sim.Route{
 			{DestinationCIDR: "10.0.0.0/8", GatewayID: "local"}, {DestinationCIDR: "0.0.0.0/0", GatewayID: "igw-0bench"}}}},
 		Latency: ec2sim.Latency{Default: ec2sim.ActionLatency{Base: o.Latency, Jitter: o.Jitter}, Seed: uint64(o.Seed)},
+		// The CCM and the neighbour tenant are two principals of one
+		// account: they draw from the same buckets.
+		Accounts: map[string]string{ccmAccessKey: account, neighbourAccessKey: account},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +173,7 @@ func (w *world) populate(ctx context.Context, n int) {
 			w.live = append(w.live, name)
 		}
 		w.ids[name] = in.ID
+		w.inst[name] = in
 		ready = append(ready, st)
 	}
 	w.createNodes(ctx, nodes, ready)
@@ -330,11 +346,17 @@ func (w *world) churn(ctx context.Context) {
 		w.live = w.live[k:]
 		w.mu.Unlock()
 		for _, name := range leaving {
+			w.mu.Lock()
+			w.gone[name] = true
+			w.mu.Unlock()
 			w.sim.SetState(w.ids[name], ec2sim.StateTerminated)
 			if err := setReady(ctx, w.kube, name, corev1.ConditionUnknown); err != nil && !apierrors.IsNotFound(err) {
 				w.fail(err)
 				return
 			}
+		}
+		if w.onChurn != nil {
+			w.onChurn(time.Now())
 		}
 	}
 }
@@ -362,20 +384,44 @@ func (w *world) joinNames(ctx context.Context, k int, churn bool) ([]string, err
 	var nodes []*corev1.Node
 	var ready []corev1.ConditionStatus
 	var names []string
+	// With a launch lag EC2 does not describe the new instances at first,
+	// and their kubelets register them NotReady until the network is up
+	// (taken to be when EC2 shows the instance).
+	lag := w.o.LaunchLag
+	st := corev1.ConditionTrue
+	if lag > 0 {
+		st = corev1.ConditionFalse
+	}
+	now := time.Now()
 	for range k {
 		in, name := w.instance()
-		w.sim.Put(in)
+		w.sim.Launch(lag, in)
 		n := e2e.UninitializedNode(name)
 		n.Labels = map[string]string{corev1.LabelHostname: name}
 		nodes = append(nodes, n)
-		ready = append(ready, corev1.ConditionTrue)
+		ready = append(ready, st)
 		names = append(names, name)
 		w.mu.Lock()
 		w.ids[name] = in.ID
+		w.inst[name] = in
+		w.joined[name] = now
 		w.mu.Unlock()
 	}
 	if err := createNodes(ctx, w.kube, nodes, ready); err != nil {
 		return nil, err
+	}
+	if lag > 0 {
+		// Not the caller's context: the churn's ends before these Nodes
+		// are Ready, and their kubelets outlive it.
+		readyCtx := context.WithoutCancel(ctx)
+		time.AfterFunc(lag, func() {
+			for _, name := range names {
+				// A deleted Node stays so: its kubelet does not register it again.
+				if err := setReady(readyCtx, w.kube, name, corev1.ConditionTrue); err != nil && !apierrors.IsNotFound(err) {
+					w.fail(err)
+				}
+			}
+		})
 	}
 	if churn {
 		w.mu.Lock()

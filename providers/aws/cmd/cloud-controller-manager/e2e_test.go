@@ -229,10 +229,17 @@ notFoundGuard: {gracePeriod: 5s, confirmAfter: 5s}
 
 func startCCM(t *testing.T, dir, bin, kubeconfig, cloudConfig string, port int) *e2e.Process {
 	t.Helper()
+	// Load balancers and routes are out of this test's scope.
+	return startCCMControllers(t, dir, bin, kubeconfig, cloudConfig, port, "cloud-node,cloud-node-lifecycle")
+}
+
+// startCCMControllers starts the CCM with the controllers named (--controllers).
+func startCCMControllers(t *testing.T, dir, bin, kubeconfig, cloudConfig string, port int, controllers string) *e2e.Process {
+	t.Helper()
 	// Static credentials and no instance-metadata service, as in the provider's docs for
 	// running outside EC2; the environment also reaches the provider's SDK clients.
 	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": "AKIDSIMULATED", "AWS_SECRET_ACCESS_KEY": "simulated-secret",
+		"AWS_ACCESS_KEY_ID": ec2sim.AccessKeyID, "AWS_SECRET_ACCESS_KEY": ec2sim.SecretAccessKey,
 		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
 	} {
 		t.Setenv(k, v)
@@ -244,8 +251,7 @@ func startCCM(t *testing.T, dir, bin, kubeconfig, cloudConfig string, port int) 
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
 		"--webhook-secure-port=0", // the webhook server would listen on 0.0.0.0
 		"--cloud-provider=cloudgate", "--cloud-config="+cloudConfig,
-		// Load balancers and routes are out of this test's scope (ec2sim serves no ELB).
-		"--controllers=cloud-node,cloud-node-lifecycle",
+		"--controllers="+controllers,
 		"--use-service-account-credentials=false",
 		"--node-status-update-frequency=5s",
 		"--node-monitor-period="+monitorEvery.String(),

@@ -12,6 +12,11 @@
 // provider's own tagging controller, registered as the AWS CCM's main registers it (its
 // flags --tags, --resources, --tagging-controller-*; off under "*", on with
 // --controllers=*,tagging).
+//
+// Every EC2, ELB and ELBv2 request the provider and the adapter send passes
+// cloudgate's request gate (package awsrequests): per-action token buckets,
+// a breaker per service, and cloudgate_cloud_requests_total by action and
+// by the provider method that sent it.
 package main
 
 import (
@@ -31,9 +36,16 @@ import (
 	"github.com/cloudgate/cloudgate/cmd/ccm" // registers "cloudgate"
 	"github.com/cloudgate/cloudgate/provider"
 	_ "github.com/cloudgate/cloudgate/providers/aws/awsbatch" // registers "aws-batch" (and "aws")
+	"github.com/cloudgate/cloudgate/providers/aws/awsrequests"
 )
 
 func main() {
+	// Before any AWS SDK client exists: every EC2, ELB and ELBv2 request
+	// the provider sends then passes cloudgate's request gate. A CCM that
+	// cannot have it does not start (no silent bypass).
+	if _, err := awsrequests.Install(); err != nil {
+		klog.Fatalf("unable to start: %v", err)
+	}
 	cmd, err := newCommand(wait.NeverStop)
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)

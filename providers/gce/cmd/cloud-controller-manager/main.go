@@ -6,7 +6,10 @@
 //	--cloud-provider=cloudgate --cloud-config=cloudgate.yaml
 //
 // where cloudgate.yaml names the upstream "gce-batch" or "gce" and points at the GCE
-// provider's own cloud config. See docs/gce.md.
+// provider's own cloud config. Its controllers, and which of them --controllers=* runs, are
+// cloud-provider-gcp's cloud-controller-manager's: cloud-node, cloud-node-lifecycle, service,
+// route and nodeipam (internal/nodeipam; its GKE-only controllers are not in this binary).
+// See docs/gce.md.
 package main
 
 import (
@@ -15,10 +18,12 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/cli"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
 	"github.com/cloudgate/cloudgate/cmd/ccm"                  // registers "cloudgate"
 	_ "github.com/cloudgate/cloudgate/providers/gce/gcebatch" // registers "gce-batch" (and "gce")
+	"github.com/cloudgate/cloudgate/providers/gce/internal/nodeipam"
 )
 
 func main() {
@@ -30,8 +35,18 @@ func main() {
 }
 
 func newCommand(stopCh <-chan struct{}) (*cobra.Command, error) {
+	ipam := &nodeipam.Controller{}
+	flags := cliflag.NamedFlagSets{}
+	ipam.AddFlags(flags.FlagSet(nodeipam.FlagSetName))
 	return ccm.New(stopCh, ccm.Options{
 		Linked:       `"cloudgate" (give it --cloud-config=cloudgate.yaml), "gce-batch" and "gce"`,
 		UntaggedHint: "the GCE provider always reports one",
+		Controllers: []ccm.Controller{{
+			Name:        nodeipam.Name,
+			Alias:       nodeipam.Alias,
+			ClientName:  nodeipam.ClientName,
+			Constructor: ipam.Constructor,
+		}},
+		Flags: flags,
 	})
 }

@@ -1,12 +1,15 @@
 // Command stockccm is the stock GCE cloud-controller-manager as a cluster without cloudgate
-// runs it: k8s.io/cloud-provider's command with its default controllers (cloud-node,
-// cloud-node-lifecycle, service, route) and the unmodified GCE provider, given
-// --cloud-provider=gce. It stands in for k8s.io/cloud-provider-gcp's cmd/cloud-controller-manager,
-// whose module the Go module proxy does not serve (only .../providers is); that command adds
-// GKE-only controllers (nodeipam with the cloud CIDR allocator, gkenetworkparamset) on top of
-// these. Unlike cloudgate's CCM (cmd/ccm) it runs the app's own leader election, which
-// keeps the Lease on SIGTERM, as the stock CCM does. The GCE cut-over test (charts/test)
-// runs it as the stock CCM that cloudgate replaces and that replaces cloudgate.
+// runs it: k8s.io/cloud-provider's command with the unmodified GCE provider, given
+// --cloud-provider=gce, and the controllers of k8s.io/cloud-provider-gcp's
+// cmd/cloud-controller-manager with its defaults: the standard ones (cloud-node,
+// cloud-node-lifecycle, service, route) and nodeipam, all in --controllers=*. It stands in for
+// that command, whose module the Go module proxy does not serve (only .../providers is):
+// nodeipam is Kubernetes' controller registered as cloud-provider-gcp registers its copy
+// (internal/nodeipam, the range allocator), and its GKE-only controllers (gkenetworkparamset,
+// gke-service, gke-tenant), disabled by default there, are left out. Unlike cloudgate's CCM
+// (cmd/ccm) it runs the app's own leader election, which keeps the Lease on SIGTERM, as the
+// stock CCM does. The GCE cut-over test (charts/test) runs it as the stock CCM that cloudgate
+// replaces and that replaces cloudgate.
 package main
 
 import (
@@ -24,6 +27,8 @@ import (
 	"k8s.io/klog/v2"
 
 	_ "k8s.io/cloud-provider-gcp/providers/gce" // registers "gce"
+
+	"github.com/cloudgate/cloudgate/providers/gce/internal/nodeipam"
 )
 
 func main() {
@@ -31,8 +36,17 @@ func main() {
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
 	}
-	cmd := app.NewCloudControllerManagerCommand(opts, cloudInitializer, app.DefaultInitFuncConstructors,
-		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
+	constructors := app.DefaultInitFuncConstructors
+	ipam := &nodeipam.Controller{}
+	fss := cliflag.NamedFlagSets{}
+	ipam.AddFlags(fss.FlagSet(nodeipam.FlagSetName))
+	constructors[nodeipam.Name] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: nodeipam.ClientName},
+		Constructor: ipam.Constructor,
+	}
+	aliases := names.CCMControllerAliases()
+	aliases[nodeipam.Alias] = nodeipam.Name
+	cmd := app.NewCloudControllerManagerCommand(opts, cloudInitializer, constructors, aliases, fss, wait.NeverStop)
 	os.Exit(cli.Run(cmd))
 }
 
