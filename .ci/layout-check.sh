@@ -16,7 +16,7 @@ fail=0
 
 # 1. Layers of the root module, lowest first.
 declare -A layer=(
-  [cache]=0 [limiter]=0 [internal/batcher]=0 [dashboards]=0 [deploy]=0 [docs]=0
+  [cache]=0 [limiter]=0 [internal/batcher]=0 [provider/floor]=0 [dashboards]=0 [deploy]=0 [docs]=0
   [limiter/fleet]=1
   [limiter/fleet/fleettest]=2 [internal/recorder]=2
   [metrics]=3

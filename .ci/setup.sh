@@ -8,7 +8,8 @@
 #   redis-server /usr/bin/redis-server (limiter/fleet tests: the shared quota
 #               on a real Redis, started by the tests on 127.0.0.1)
 #   chromium-headless-shell /usr/bin/chromium-headless-shell (bench
-#               TestReportInBrowser: the HTML report in a real browser)
+#               TestReportInBrowser and TestRealAWSChartInBrowser: the HTML
+#               report and the real binaries' chart in a real browser)
 set -euo pipefail
 
 packages=(prometheus redis-server chromium-headless-shell)

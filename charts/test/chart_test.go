@@ -51,6 +51,10 @@ func (c combo) values() map[string]any {
 		"useServiceAccountCredentials": c.saCreds,
 		"upstream":                     map[string]any{"name": c.upstream},
 	}
+	if strings.HasPrefix(c.upstream, "gce") {
+		// The GCE CCM's "*" runs nodeipam, which needs them (TestGCEProfileFlags).
+		v["allocateNodeCIDRs"], v["clusterCIDR"] = true, gceClusterCIDR
+	}
 	switch c.redis {
 	case "password":
 		v["redis"] = map[string]any{"address": "redis.kube-system.svc:6379", "account": "123456789012", "password": "s3cret"}
@@ -241,9 +245,13 @@ func gceValues(t *testing.T, vals map[string]any) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As a user's --set image.repository=REGISTRY/cloudgate-gce-ccm.
-	return mergeValues(mergeValues(v.AsMap(), map[string]any{"image": map[string]any{"repository": "registry.test/cloudgate-gce-ccm"}}), vals)
+	// As a user's --set image.repository=REGISTRY/cloudgate-gce-ccm --set clusterCIDR=....
+	return mergeValues(mergeValues(v.AsMap(), map[string]any{"image": map[string]any{"repository": "registry.test/cloudgate-gce-ccm"},
+		"clusterCIDR": gceClusterCIDR}), vals)
 }
+
+// gceClusterCIDR is kube-up's default CLUSTER_IP_RANGE (cloud-provider-gcp's cluster/gce).
+const gceClusterCIDR = "10.64.0.0/14"
 
 // mergeValues merges src over dst as a later -f file does (maps merge key by key, anything
 // else replaces) and returns dst.
@@ -264,7 +272,7 @@ func mergeValues(dst, src map[string]any) map[string]any {
 // the GCE image, cloudgate.yaml naming gce-batch with the provider's gce.conf, accepted by
 // cloudgate's loader with list prefetch on, the gce.conf in the upstream Secret, and the GCE
 // provider's Role granting what providers/gce/deploy/rbac-gce.yaml grants (TestRBACOneSource
-// compares them).
+// compares them). TestGCEProfileFlags checks the CCM flags it sets.
 func TestGCEProfile(t *testing.T) {
 	for _, kind := range []string{"Deployment", "DaemonSet"} {
 		for _, sa := range []bool{false, true} {
@@ -290,6 +298,53 @@ func TestGCEProfile(t *testing.T) {
 			if find(objs, "Role", "cloudgate:"+workloadName+":gce") == nil {
 				t.Errorf("%s/sa=%v: no GCE Role", kind, sa)
 			}
+		}
+	}
+}
+
+// TestGCEProfileFlags: the GCE profile runs the CCM as kube-up runs cloud-provider-gcp's — a
+// DaemonSet (one replica per control-plane node, so a single control plane schedules it and
+// rolls it), nodeipam (in "*") with --allocate-node-cidrs and the cluster's CIDR, routes on —
+// and refuses to render what the GCE CCM would exit on: no clusterCIDR, or nodeipam left in
+// --controllers without --allocate-node-cidrs.
+func TestGCEProfileFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		vals    map[string]any
+		want    []string
+		wantErr string
+	}{
+		{"profile", nil, []string{"--controllers=* ", "--allocate-node-cidrs=true ", "--cluster-cidr=" + gceClusterCIDR + " ", "--configure-cloud-routes=true "}, ""},
+		{"no clusterCIDR", map[string]any{"clusterCIDR": ""}, nil, "clusterCIDR is required"},
+		{"kube-controller-manager allocates", map[string]any{"allocateNodeCIDRs": false, "configureCloudRoutes": false, "clusterCIDR": "", "controllers": "*,-nodeipam"},
+			[]string{"--controllers=*,-nodeipam ", "--configure-cloud-routes=false "}, ""},
+		{"nodeipam without allocating", map[string]any{"allocateNodeCIDRs": false}, nil, `controllers: "*" runs the GCE CCM's nodeipam`},
+		{"nodeipam named without allocating", map[string]any{"allocateNodeCIDRs": false, "controllers": "cloud-node,nodeipam"}, nil, "needs allocateNodeCIDRs: true"},
+		{"long name left out", map[string]any{"allocateNodeCIDRs": false, "controllers": "*,-node-ipam-controller"}, []string{"--controllers=*,-node-ipam-controller "}, ""},
+	} {
+		objs, err := Render(chartDir, gceValues(t, tc.vals), nil)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		w := find(objs, "DaemonSet", workloadName)
+		if w == nil {
+			t.Fatalf("%s: no DaemonSet %s (the GCE profile's kind)", tc.name, workloadName)
+		}
+		ctr, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "containers")
+		args := strings.Trim(fmt.Sprint(ctr[0].(map[string]any)["args"]), "[]") + " "
+		for _, want := range tc.want {
+			if !strings.Contains(args, want) {
+				t.Errorf("%s: args %s lack %q", tc.name, args, want)
+			}
+		}
+		if tc.name != "profile" && strings.Contains(args, "--allocate-node-cidrs") {
+			t.Errorf("%s: args %s pass --allocate-node-cidrs", tc.name, args)
 		}
 	}
 }

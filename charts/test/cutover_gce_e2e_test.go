@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -45,15 +47,26 @@ const (
 // Lease on SIGTERM); cloudgate's is providers/gce's CCM (upstream gce-batch). Both read the
 // GCE provider's gce.conf pointing at gcesim, with GCE_METADATA_HOST at gcesim too.
 //
-// Steps: stock applied and leading (a Node initialised by it, by instances.get); cloudgate
-// installed beside it (helm install -f values-gce.yaml, useServiceAccountCredentials: true),
+// Both run nodeipam as cloud-provider-gcp's CCM does on kube-up (--allocate-node-cidrs, the
+// cluster's CIDR, the range allocator, in --controllers=*): each new Node gets its Pod CIDR
+// from the CCM leading when it joins. Routes are off in both (--configure-cloud-routes=false,
+// a value over the profile's true): the route controller's CreateRoute looks the instance up
+// with instances.get, which would hide which lookup path initialised a Node; gcebench's
+// scale-up runs routes.
+//
+// Steps: stock applied and leading (a Node initialised by it, by instances.get, and given a
+// Pod CIDR by its nodeipam); cloudgate installed beside it (helm install -f values-gce.yaml:
+// a DaemonSet, one replica on the one control-plane node; useServiceAccountCredentials: true),
 // healthy and waiting on the shared Lease; the stock manifest deleted; cloudgate takes the
-// Lease; a new Node initialised by it through the adapter (its lists: aggregatedList for the
-// list prefetch, filtered instances.list for a batch; no instances.get); rollback: the stock
-// manifest applied again, healthy and waiting; cloudgate's Deployment deleted, then `helm uninstall`;
-// the stock CCM takes the Lease; a new Node initialised by it. It checks the leaderless
-// windows against the lease duration, that nothing of either install is left behind, and that
-// no CCM log has a "forbidden" (so the chart's GCE RBAC is enough for the GCE provider).
+// Lease and starts nodeipam; a new Node initialised by it through the adapter (its lists:
+// aggregatedList for the list prefetch, filtered instances.list for a batch; no
+// instances.get) and given a Pod CIDR by cloudgate's nodeipam; rollback: the stock manifest
+// applied again, healthy and waiting; cloudgate's DaemonSet deleted, then `helm uninstall`;
+// the stock CCM takes the Lease; a new Node initialised and given a Pod CIDR by it. After
+// each hand-over every Node keeps the CIDR it got and no two share one (each new leader
+// occupies the CIDRs the last one gave). It checks the leaderless windows against the lease
+// duration, that nothing of either install is left behind, and that no CCM log has a
+// "forbidden" (so the chart's GCE RBAC is enough for the GCE provider and nodeipam).
 func TestE2ECutoverGCE(t *testing.T) {
 	etcdBin, apiserverBin, _ := e2e.Tools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 28*time.Minute)
@@ -93,12 +106,14 @@ func TestE2ECutoverGCE(t *testing.T) {
 	stockLeader := lw.waitHolder(ctx, t, "the stock CCM leads", func(h string) bool { return h != "" })
 	zone := sim.Zones()[0]
 	nodes := nodeSet{cp, "gce://" + sim.Project() + "/" + zone + "/", zone}
+	cidrs := newPodCIDRs(t, cp)
 	nodes.add(ctx, t, nodeNames[0])
 	nodes.waitInitialized(ctx, t, nodeNames[0], stock)
 	if sim.Calls()["compute.instances.get"] == 0 {
 		t.Errorf("the stock CCM initialised %s without instances.get: %v", nodeNames[0], sim.Calls())
 	}
-	phase("stock CCM leads; node 1 initialised by it")
+	cidrs.wait(ctx, t, nodeNames[0], stock)
+	phase("stock CCM leads; node 1 initialised and given a Pod CIDR by it")
 
 	// cloudgate beside the stock install: helm install -f values-gce.yaml with the gce.conf.
 	if err := <-builtCloudgate; err != nil {
@@ -112,10 +127,12 @@ func TestE2ECutoverGCE(t *testing.T) {
 		"image":                        map[string]any{"repository": "registry.example.com/cloudgate-gce-ccm", "tag": "v0.0.0-e2e"},
 		"upstream":                     map[string]any{"cloudConfig": gceConf},
 		"useServiceAccountCredentials": true,
+		"clusterCIDR":                  gceClusterCIDR, // the stock manifest's --cluster-cidr
+		"configureCloudRoutes":         false,
 	})
 	cgRel := helm.install(t, cloudgateRelease, "../cloudgate", cloudgateValues)
-	cg := k.run(ctx, t, "Deployment", workloadName, cloudgateBin)
-	phase(fmt.Sprintf("cloudgate installed beside it (%d replicas)", len(cg)))
+	cg := k.run(ctx, t, "DaemonSet", workloadName, cloudgateBin)
+	phase(fmt.Sprintf("cloudgate installed beside it (%d replica)", len(cg)))
 
 	time.Sleep(2 * cutoverPoll)
 	if h := lw.holder(); h != stockLeader {
@@ -143,6 +160,8 @@ func TestE2ECutoverGCE(t *testing.T) {
 	cutover := lw.handover(t, "cut-over (stock -> cloudgate)", stockLeader, cgLeader, stopped)
 	nodes.add(ctx, t, nodeNames[1])
 	nodes.waitInitialized(ctx, t, nodeNames[1], cg)
+	cidrs.wait(ctx, t, nodeNames[1], cg)
+	cidrs.check(ctx, t, "after the cut-over")
 	after := sim.Calls()
 	// The default install's path since it leads: the adapter's lists (the list prefetch's
 	// aggregatedList, a batch's filtered instances.list), never the provider's instances.get.
@@ -151,7 +170,7 @@ func TestE2ECutoverGCE(t *testing.T) {
 		t.Errorf("cloudgate led and initialised %s with instance lists %d -> %d, instances.get %d -> %d; want lists and no get (gce-batch)",
 			nodeNames[1], lists(before), lists(after), before["compute.instances.get"], after["compute.instances.get"])
 	}
-	phase("cloudgate leads; node 2 initialised by it")
+	phase("cloudgate leads; node 2 initialised and given a Pod CIDR by it")
 	leftBehind(ctx, t, cp, "stock GCE CCM", string(stockManifest))
 
 	// Rollback: the stock manifest again, healthy and waiting.
@@ -164,10 +183,10 @@ func TestE2ECutoverGCE(t *testing.T) {
 	phase("rollback: stock applied again, healthy and waiting")
 	// cloudgate's workload first, so that its Pods release the Lease on SIGTERM while their
 	// RBAC still exists (TestE2ECutover says why); then helm uninstall removes the rest.
-	if err := cp.Admin.AppsV1().Deployments("kube-system").Delete(ctx, workloadName, metav1.DeleteOptions{}); err != nil {
+	if err := cp.Admin.AppsV1().DaemonSets("kube-system").Delete(ctx, workloadName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	stopped = k.stop(ctx, t, cg, "Deployment", workloadName)
+	stopped = k.stop(ctx, t, cg, "DaemonSet", workloadName)
 	for _, p := range cg {
 		if err := p.proc.WaitExit(10 * time.Second); err != nil {
 			t.Errorf("%s after SIGTERM: %v (want exit status 0)", p.name, err)
@@ -184,11 +203,13 @@ func TestE2ECutoverGCE(t *testing.T) {
 	}
 	nodes.add(ctx, t, nodeNames[2])
 	nodes.waitInitialized(ctx, t, nodeNames[2], stock2)
-	phase("stock CCM leads; node 3 initialised by it")
+	cidrs.wait(ctx, t, nodeNames[2], stock2)
+	cidrs.check(ctx, t, "after the rollback")
+	phase("stock CCM leads; node 3 initialised and given a Pod CIDR by it")
 	leftBehind(ctx, t, cp, cloudgateRelease, cgRel.Manifest)
 
 	for _, p := range slices.Concat(stock, cg, stock2) {
-		if f := grep(t, p, `(?i)forbidden`); len(f) > 0 {
+		if f := grep(t, p, `is forbidden: User`); len(f) > 0 { // RBAC's refusal, not a field validation's "Forbidden" (nodeipam's podCIDR race)
 			t.Errorf("%s: the API server refused it %d times (its RBAC lacks a rule):\n%s", p.name, len(f), strings.Join(f[:min(len(f), 10)], "\n"))
 		}
 	}
@@ -197,6 +218,81 @@ func TestE2ECutoverGCE(t *testing.T) {
 	}
 	t.Logf("leaderless windows (lease %v, retry %v): cut-over %.1fs, rollback %.1fs from the old leader's SIGTERM", cutoverLease, cutoverRetry, cutover.Seconds(), rollback.Seconds())
 	t.Logf("gcesim calls: %v", sim.Calls())
+	t.Logf("Pod CIDRs: %v", cidrs.got)
+}
+
+// podCIDRs records the Pod CIDR each Node got from the node IPAM controller of the CCM that
+// led when it joined.
+type podCIDRs struct {
+	cp      *e2e.ControlPlane
+	cluster *net.IPNet
+	got     map[string]string
+}
+
+func newPodCIDRs(t *testing.T, cp *e2e.ControlPlane) *podCIDRs {
+	_, cluster, err := net.ParseCIDR(gceClusterCIDR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &podCIDRs{cp: cp, cluster: cluster, got: map[string]string{}}
+}
+
+// wait waits until the Node has one Pod CIDR, a /24 of the cluster CIDR (nodeipam's default
+// node mask), checks that one of by (the only CCM Pods running) started nodeipam and logged
+// setting it, and records it.
+func (pc *podCIDRs) wait(ctx context.Context, t *testing.T, name string, by []*ccmProc) {
+	t.Helper()
+	var cidr string
+	err := e2e.Poll(ctx, "node "+name+" given a Pod CIDR", 100*time.Millisecond, 2*time.Minute, func() (bool, error) {
+		node, err := pc.cp.Admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if node.Spec.PodCIDR == "" {
+			return false, errors.New("no spec.podCIDR")
+		}
+		cidr = node.Spec.PodCIDR
+		ip, n, err := net.ParseCIDR(cidr)
+		if err != nil {
+			return false, err
+		}
+		if ones, _ := n.Mask.Size(); !pc.cluster.Contains(ip) || ones != 24 || !slices.Equal(node.Spec.PodCIDRs, []string{cidr}) {
+			t.Fatalf("node %s: podCIDR %q, podCIDRs %q; want one /24 of %s", name, cidr, node.Spec.PodCIDRs, pc.cluster)
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.got[name] = cidr
+	started, set := false, false
+	for _, p := range by {
+		started = started || len(grep(t, p, `Started "node-ipam-controller"`)) > 0
+		set = set || len(grep(t, p, `"Set node PodCIDR" node="`+regexp.QuoteMeta(name)+`"`)) > 0
+	}
+	if !started || !set {
+		t.Errorf("node %s got %s, but %s did not start nodeipam (%v) or did not log setting it (%v)", name, cidr, by[0].name, started, set)
+	}
+	t.Logf("node %s: Pod CIDR %s from %s's nodeipam", name, cidr, by[0].name)
+}
+
+// check re-reads every recorded Node: each keeps the CIDR it got, and no two share one.
+func (pc *podCIDRs) check(ctx context.Context, t *testing.T, when string) {
+	t.Helper()
+	owner := map[string]string{}
+	for name, want := range pc.got {
+		node, err := pc.cp.Admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node.Spec.PodCIDR != want {
+			t.Errorf("%s: node %s has Pod CIDR %q, it got %q", when, name, node.Spec.PodCIDR, want)
+		}
+		if other, ok := owner[node.Spec.PodCIDR]; ok {
+			t.Errorf("%s: nodes %s and %s share Pod CIDR %s", when, other, name, node.Spec.PodCIDR)
+		}
+		owner[node.Spec.PodCIDR] = name
+	}
 }
 
 // startGCECloud starts gcesim with n instances in its first zone (named gce-cutover-I, as

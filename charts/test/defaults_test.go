@@ -177,7 +177,12 @@ func TestSchemaRefusesUnregisteredUpstream(t *testing.T) {
 		t.Logf("upstream.name %q: %v", bad, err)
 	}
 	for _, name := range upstreams.Known {
-		if _, err := Render(chartDir, map[string]any{"upstream": map[string]any{"name": name}}, nil); err != nil {
+		vals := map[string]any{"upstream": map[string]any{"name": name}}
+		if strings.HasPrefix(name, "gce") {
+			// The GCE CCM's "*" runs nodeipam, which needs them (TestGCEProfileFlags).
+			vals["allocateNodeCIDRs"], vals["clusterCIDR"] = true, gceClusterCIDR
+		}
+		if _, err := Render(chartDir, vals, nil); err != nil {
 			t.Errorf("upstream.name %q (registered): %v", name, err)
 		}
 	}

@@ -13,8 +13,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/registry"
 )
@@ -36,12 +40,17 @@ type Published struct {
 	ChartManifest string            // the chart's OCI manifest digest
 	ChartLayer    string            // the chart archive's digest (sha256 of the .tgz, as in SHA256SUMS)
 	Images        map[string]string // image name to REGISTRY/NAME@sha256:... (the index digest in the notes)
+	// Attached maps an image name to the cosign attachments pushed beside it, by tag:
+	// sha256-HEX.sbom always, sha256-HEX.sig and sha256-HEX.att when the release is signed.
+	Attached map[string][]string
 }
 
 // PublishRelease pushes a release directory to an OCI registry: each image tarball's index
 // (go-containerregistry, credentials from the Docker config) tagged with the release, and the
 // packaged chart (Helm's registry client, credentials from helm registry login or the Docker
-// config), as `helm push` does.
+// config), as `helm push` does. Each image's SBOM, signature and SBOM attestation (when the
+// release has them) go beside it as cosign attaches them: by tag, REGISTRY/NAME:sha256-HEX.sbom,
+// .sig and .att, HEX the index digest's (pushAttachments).
 func PublishRelease(o PublishOptions) (Published, error) {
 	charts, err := filepath.Glob(filepath.Join(o.Dir, "cloudgate-*.tgz"))
 	if err != nil || len(charts) != 1 {
@@ -52,7 +61,7 @@ func PublishRelease(o PublishOptions) (Published, error) {
 		return Published{}, err
 	}
 	version := ch.Metadata.AppVersion
-	pub := Published{Chart: "oci://" + o.Registry + "/charts/" + ch.Metadata.Name, ChartVersion: ch.Metadata.Version, Images: map[string]string{}}
+	pub := Published{Chart: "oci://" + o.Registry + "/charts/" + ch.Metadata.Name, ChartVersion: ch.Metadata.Version, Images: map[string]string{}, Attached: map[string][]string{}}
 
 	var nameOpts []name.Option
 	if o.PlainHTTP {
@@ -99,6 +108,11 @@ func PublishRelease(o PublishOptions) (Published, error) {
 			return Published{}, fmt.Errorf("pushing %s: %w", ref, err)
 		}
 		pub.Images[read.Name] = o.Registry + "/" + read.Name + "@" + read.Digest
+		tags, err := pushAttachments(ref.Context(), o.Dir, read.Name+"-"+version, read.Digest)
+		if err != nil {
+			return Published{}, err
+		}
+		pub.Attached[read.Name] = tags
 	}
 
 	data, err := os.ReadFile(charts[0])
@@ -163,4 +177,56 @@ func untar(file, dir string) error {
 			}
 		}
 	}
+}
+
+// pushAttachments pushes, beside the image index digest in repo, what the release directory
+// holds for it (files base + the suffixes of sign.go): the SBOM as `cosign attach sbom` does
+// (one layer of SBOMMediaType), the signature as `cosign sign --key` does (one layer: the
+// simple-signing payload, its signature in the layer's CosignSignatureAnnotation) and the SBOM
+// attestation as `cosign attest --key` does (one layer: the DSSE envelope), each an OCI image
+// tagged sha256-HEX.sbom, .sig and .att, cosign's tag for the attachments of that digest. It
+// returns the tags pushed.
+func pushAttachments(repo name.Repository, dir, base, digest string) ([]string, error) {
+	type attachment struct {
+		suffix, file string
+		mediaType    types.MediaType
+		annotations  func() (map[string]string, error)
+	}
+	atts := []attachment{
+		{"sbom", base + SBOMSuffix, SBOMMediaType, nil},
+		{"sig", base + PayloadSuffix, SimpleSigningMediaType, func() (map[string]string, error) {
+			sig, err := os.ReadFile(filepath.Join(dir, base+SignatureSuffix))
+			return map[string]string{CosignSignatureAnnotation: strings.TrimSpace(string(sig))}, err
+		}},
+		{"att", base + AttestationSuffix, DSSEMediaType, func() (map[string]string, error) {
+			return map[string]string{CosignSignatureAnnotation: "", "predicateType": CycloneDXPredicateType}, nil
+		}},
+	}
+	var tags []string
+	for _, a := range atts {
+		data, err := os.ReadFile(filepath.Join(dir, a.file))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // an unsigned release has no .sig nor .att
+		}
+		if err != nil {
+			return nil, err
+		}
+		layer := static.NewLayer(data, a.mediaType)
+		add := mutate.Addendum{Layer: layer}
+		if a.annotations != nil {
+			if add.Annotations, err = a.annotations(); err != nil {
+				return nil, err
+			}
+		}
+		img, err := mutate.Append(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON), add)
+		if err != nil {
+			return nil, err
+		}
+		tag := repo.Tag(strings.Replace(digest, ":", "-", 1) + "." + a.suffix)
+		if err := remote.Write(tag, img, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+			return nil, fmt.Errorf("pushing %s: %w", tag, err)
+		}
+		tags = append(tags, tag.TagStr())
+	}
+	return tags, nil
 }

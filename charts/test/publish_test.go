@@ -3,12 +3,15 @@ package test
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"io"
 	"log"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,28 +22,83 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/registry"
 )
 
+// probeLayers builds testdata/sbomprobe, a small Go program, for linux/amd64 and
+// linux/arm64 (stripped: the build information stays) and returns, per architecture, an image
+// layer holding it as /cloud-controller-manager: the stand-ins for the CCM binaries in
+// writeImageTarball's images, whose build information the release's SBOMs are read from.
+func probeLayers(t *testing.T) map[string]v1.Layer {
+	t.Helper()
+	dir, layers := t.TempDir(), map[string]v1.Layer{}
+	for _, arch := range []string{"amd64", "arm64"} {
+		bin := filepath.Join(dir, "sbomprobe-"+arch)
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./testdata/sbomprobe")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./testdata/sbomprobe for linux/%s: %v\n%s", arch, err, out)
+		}
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Compressed once here: the three images share the layer (the race detector makes
+		// every gzip pass slow).
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		tw := tar.NewWriter(zw)
+		if err := tw.WriteHeader(&tar.Header{Name: "cloud-controller-manager", Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		compressed := gz.Bytes()
+		if layers[arch], err = tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(compressed)), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return layers
+}
+
 // writeImageTarball writes an OCI layout tarball shaped as make image writes it (one image
-// index tagged NAME:VERSION, a linux/amd64 and a linux/arm64 image, the version label on the
-// index) with random layers, so that the release path runs without building the CCMs.
-func writeImageTarball(t *testing.T, file, imageName, version string) {
+// index tagged NAME:VERSION, a linux/amd64 and a linux/arm64 image, the version and title labels
+// on the index, so each image has its own digest, each image's entrypoint /cloud-controller-manager a Go binary: layers[arch], from
+// probeLayers), so that the release path runs without building the CCMs.
+func writeImageTarball(t *testing.T, file, imageName, version string, layers map[string]v1.Layer) {
 	t.Helper()
 	var adds []mutate.IndexAddendum
 	for _, arch := range []string{"amd64", "arm64"} {
-		img, err := random.Image(512, 1)
+		img, err := mutate.AppendLayers(empty.Image, layers[arch])
 		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf = cf.DeepCopy()
+		cf.OS, cf.Architecture, cf.Config.Entrypoint = "linux", arch, []string{"/cloud-controller-manager"}
+		if img, err = mutate.ConfigFile(img, cf); err != nil {
 			t.Fatal(err)
 		}
 		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
 	}
 	idx := mutate.IndexMediaType(mutate.AppendManifests(empty.Index, adds...), types.OCIImageIndex)
-	idx = mutate.Annotations(idx, map[string]string{"org.opencontainers.image.version": version}).(v1.ImageIndex)
+	idx = mutate.Annotations(idx, map[string]string{"org.opencontainers.image.version": version, "org.opencontainers.image.title": imageName}).(v1.ImageIndex)
 	dir := t.TempDir()
 	lp, err := layout.Write(dir, empty.Index)
 	if err != nil {
@@ -70,32 +128,18 @@ func writeImageTarball(t *testing.T, file, imageName, version string) {
 // (go-containerregistry's), then pulled back as a user would: the chart by version with Helm's
 // registry client (oci://127.0.0.1:PORT/charts/cloudgate), byte for byte the packaged archive,
 // its runbook links at the release's tag; and each image by the index digest the release notes
-// give, with the same digest and the same per-platform images as the tarball. Under make
+// give, with the same digest and the same per-platform images as the tarball, and its SBOM
+// attached beside it (cosign's sha256-HEX.sbom tag). Under make
 // (CLOUDGATE_RELEASE_IMAGES and CLOUDGATE_RELEASE_VERSION) the images are make image's own.
 func TestPublishRelease(t *testing.T) {
-	version, images := os.Getenv("CLOUDGATE_RELEASE_VERSION"), os.Getenv("CLOUDGATE_RELEASE_IMAGES")
-	if images == "" || version == "" {
-		version, images = "v0.0.0-test", t.TempDir()
-		for _, img := range ReleaseImages {
-			writeImageTarball(t, filepath.Join(images, img+".oci.tar"), img, version)
-		}
-	}
+	version, images := releaseImages(t)
 	chartVersion := strings.TrimPrefix(version, "v")
 	rel := filepath.Join(t.TempDir(), "release")
 	if _, err := PackageRelease(ReleaseOptions{Version: version, ChartDir: chartDir, Changelog: "../../CHANGELOG.md",
 		ImagesDir: images, Out: rel, Created: time.Unix(0, 0)}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
-	if !strings.HasPrefix(host, "127.0.0.1:") {
-		t.Fatalf("the registry listens on %s, want 127.0.0.1", host)
-	}
-	pub, err := PublishRelease(PublishOptions{Dir: rel, Registry: host, PlainHTTP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, pub := publishToTestRegistry(t, rel)
 	if want := "oci://" + host + "/charts/cloudgate"; pub.Chart != want || pub.ChartVersion != chartVersion {
 		t.Errorf("published the chart as %s --version %s, want %s --version %s", pub.Chart, pub.ChartVersion, want, chartVersion)
 	}
@@ -183,6 +227,34 @@ func TestPublishRelease(t *testing.T) {
 		if got.String() != digest || strings.Join(platforms, " ") != strings.Join(local.Platforms, " ") {
 			t.Errorf("pulled %s: digest %s, platforms %v; released %s, %v", ref, got, platforms, digest, local.Platforms)
 		}
+		// Its SBOM beside it, as cosign attaches one (this release is not signed: no .sig, .att).
+		sbomTag := "sha256-" + strings.TrimPrefix(digest, "sha256:") + ".sbom"
+		if !slices.Equal(pub.Attached[img], []string{sbomTag}) {
+			t.Errorf("%s: attached %v, want [%s]", img, pub.Attached[img], sbomTag)
+		}
+		att, err := remote.Image(ref.Context().Tag(sbomTag))
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers, err := att.Layers()
+		if err != nil || len(layers) != 1 {
+			t.Fatalf("%s:%s: %d layers (%v), want one", ref.Context(), sbomTag, len(layers), err)
+		}
+		if mt, _ := layers[0].MediaType(); mt != SBOMMediaType {
+			t.Errorf("%s:%s: layer of media type %s, want %s", ref.Context(), sbomTag, mt, SBOMMediaType)
+		}
+		rc, err := layers[0].Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		attached, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, err := os.ReadFile(filepath.Join(rel, img+"-"+version+SBOMSuffix)); err != nil || !bytes.Equal(attached, want) {
+			t.Errorf("%s:%s is not the release's SBOM (%v)", ref.Context(), sbomTag, err)
+		}
 		// And by tag, as skopeo copy would have tagged it: the same index.
 		tagged, err := remote.Index(ref.Context().Tag(version))
 		if err != nil {
@@ -192,4 +264,37 @@ func TestPublishRelease(t *testing.T) {
 			t.Errorf("%s:%s is %s, the release's index is %s", ref.Context(), version, d, digest)
 		}
 	}
+}
+
+// releaseImages is the release's version and the directory of its image
+// tarballs: make image's own under make (CLOUDGATE_RELEASE_VERSION and
+// CLOUDGATE_RELEASE_IMAGES), otherwise small test images written here.
+func releaseImages(t *testing.T) (version, images string) {
+	t.Helper()
+	version, images = os.Getenv("CLOUDGATE_RELEASE_VERSION"), os.Getenv("CLOUDGATE_RELEASE_IMAGES")
+	if images == "" || version == "" {
+		version, images = "v0.0.0-test", t.TempDir()
+		layers := probeLayers(t)
+		for _, img := range ReleaseImages {
+			writeImageTarball(t, filepath.Join(images, img+".oci.tar"), img, version, layers)
+		}
+	}
+	return version, images
+}
+
+// publishToTestRegistry starts an OCI registry (go-containerregistry's) on
+// 127.0.0.1 for the test's life and pushes the release in rel to it.
+func publishToTestRegistry(t *testing.T, rel string) (host string, pub Published) {
+	t.Helper()
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host = strings.TrimPrefix(srv.URL, "http://")
+	if !strings.HasPrefix(host, "127.0.0.1:") {
+		t.Fatalf("the registry listens on %s, want 127.0.0.1", host)
+	}
+	pub, err := PublishRelease(PublishOptions{Dir: rel, Registry: host, PlainHTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host, pub
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sigstore/sigstore/pkg/signature"
 	"helm.sh/helm/v4/pkg/action"
 )
 
@@ -47,12 +48,17 @@ type ReleaseOptions struct {
 	ImagesDir string
 	Out       string    // the release directory; it must not exist or be empty
 	Created   time.Time // the chart archive's file times (the commit's, as make image's)
+	// Signer signs each image index digest and attests its SBOM (LoadSigningKey: make release's
+	// COSIGN_KEY); nil: the release has SBOMs but no signatures (make release-dist for the tests).
+	Signer signature.SignerVerifier
 }
 
 // PackageRelease writes a release into o.Out: the packaged chart (helm package
 // --version X.Y.Z --app-version vX.Y.Z, through Helm's SDK), the images (each checked to be
-// tagged o.Version), the CHANGELOG section of the version (ReleaseNotesFile) and
-// ChecksumsFile (sha256sum's format) over every other file. It returns the files written.
+// tagged o.Version), each image's CycloneDX SBOM (ImageSBOM) and, with o.Signer, the cosign
+// signature of its index digest and the SBOM's attestation (SignImage, AttestSBOM) and the
+// public key, the CHANGELOG section of the version (ReleaseNotesFile) and ChecksumsFile
+// (sha256sum's format) over every other file. It returns the files written.
 func PackageRelease(o ReleaseOptions) ([]string, error) {
 	if !releaseVersion.MatchString(o.Version) {
 		return nil, fmt.Errorf("version %q: want vX.Y.Z (optionally -PRERELEASE), e.g. make release VERSION=v0.2.0", o.Version)
@@ -110,10 +116,40 @@ func PackageRelease(o ReleaseOptions) ([]string, error) {
 				return nil, err
 			}
 			files = append(files, dst)
-			images = append(images, releasedImage{name: name, file: dst, digest: img.Digest, platforms: img.Platforms})
+			base := fmt.Sprintf("%s-%s", name, o.Version)
+			bom, err := ImageSBOM(src, o.Created)
+			if err != nil {
+				return nil, fmt.Errorf("the SBOM of %s: %w", src, err)
+			}
+			var sbom bytes.Buffer
+			if err := EncodeSBOM(&sbom, bom); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(filepath.Join(o.Out, base+SBOMSuffix), sbom.Bytes(), 0o644); err != nil {
+				return nil, err
+			}
+			files = append(files, base+SBOMSuffix)
+			if o.Signer != nil {
+				signed, err := signRelease(o.Signer, o.Out, base, name, img.Digest, sbom.Bytes())
+				if err != nil {
+					return nil, err
+				}
+				files = append(files, signed...)
+			}
+			images = append(images, releasedImage{name: name, file: dst, digest: img.Digest, platforms: img.Platforms, base: base})
 		}
 	}
-	notes += imagesNotes(o.Version, images)
+	if o.Signer != nil && len(images) > 0 {
+		pub, err := PublicKeyPEM(o.Signer)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(o.Out, PublicKeyFile), pub, 0o644); err != nil {
+			return nil, err
+		}
+		files = append(files, PublicKeyFile)
+	}
+	notes += imagesNotes(o.Version, images, o.Signer != nil)
 	if err := os.WriteFile(filepath.Join(o.Out, ReleaseNotesFile), []byte(notes), 0o644); err != nil {
 		return nil, err
 	}
@@ -158,19 +194,20 @@ func PinRunbookURLs(dir, version string) error {
 type releasedImage struct {
 	name, file, digest string
 	platforms          []string
+	base               string // NAME-vX.Y.Z: the SBOM, signature and attestation files' prefix
 }
 
 // imagesNotes is the part of the release notes after the CHANGELOG section: each image's
 // index digest and how to install by it. No images (a chart-only release directory): none.
-func imagesNotes(version string, images []releasedImage) string {
+func imagesNotes(version string, images []releasedImage, signed bool) string {
 	if len(images) == 0 {
 		return ""
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Images\n\nEach is a multi-arch image index; its digest is the same wherever it is copied to\n(`skopeo copy --all oci-archive:FILE docker://REGISTRY/NAME:%s`).\n\n", version)
-	b.WriteString("| Image | File | Index digest | Platforms |\n|---|---|---|---|\n")
+	b.WriteString("| Image | File | Index digest | Platforms | SBOM |\n|---|---|---|---|---|\n")
 	for _, img := range images {
-		fmt.Fprintf(&b, "| `%s:%s` | `%s` | `%s` | %s |\n", img.name, version, img.file, img.digest, strings.Join(img.platforms, ", "))
+		fmt.Fprintf(&b, "| `%s:%s` | `%s` | `%s` | %s | `%s` |\n", img.name, version, img.file, img.digest, strings.Join(img.platforms, ", "), img.base+SBOMSuffix)
 	}
 	chart := strings.TrimPrefix(version, "v")
 	for _, img := range images {
@@ -181,6 +218,26 @@ func imagesNotes(version string, images []releasedImage) string {
 			"```sh\nhelm upgrade --install cloudgate oci://REGISTRY/charts/cloudgate --version %s -n kube-system \\\n"+
 			"  --set image.repository=REGISTRY/%s --set image.digest=%s \\\n"+
 			"  --set-file upstream.cloudConfig=aws.conf\n```\n", chart, img.name, img.digest)
+		b.WriteString("\n### SBOMs and signatures\n\nEach image's SBOM (`NAME-" + version + SBOMSuffix + "`, CycloneDX JSON) lists the Go modules, with their\n" +
+			"versions, that its binary was linked from (read from the binary's build information) and the Go\n" +
+			"standard library's version; `make release-push` attaches it to the image as cosign does (the tag\n" +
+			"`sha256-HEX.sbom`, HEX the index digest's).\n")
+		if !signed {
+			b.WriteString("\nThis release directory is not signed (it was made without COSIGN_KEY).\n")
+			break
+		}
+		fmt.Fprintf(&b, "\nEach index digest is signed with the release key (`%s`, ECDSA P-256; cosign's key-based\n"+
+			"signature: the simple-signing payload `NAME-%s%s` and its signature `NAME-%s%s`), and each SBOM\n"+
+			"is attested with it (`NAME-%s%s`, an in-toto statement about the index digest in a DSSE\n"+
+			"envelope). `make release-push` pushes them next to each image (`sha256-HEX.sig`, `sha256-HEX.att`).\n"+
+			"The signatures are not in a transparency log: verify with the key, not with Rekor.\n\n"+
+			"```sh\ncosign verify --key %s --insecure-ignore-tlog REGISTRY/%s@%s\n"+
+			"cosign verify-attestation --key %s --insecure-ignore-tlog --type cyclonedx REGISTRY/%s@%s \\\n"+
+			"  | jq -r .payload | base64 -d | jq .predicate   # the signed SBOM\n"+
+			"cosign verify-blob --key %s --insecure-ignore-tlog --signature %s-%s%s %s-%s%s   # offline\n```\n",
+			PublicKeyFile, version, PayloadSuffix, version, SignatureSuffix, version, AttestationSuffix,
+			PublicKeyFile, img.name, img.digest, PublicKeyFile, img.name, img.digest,
+			PublicKeyFile, img.name, version, SignatureSuffix, img.name, version, PayloadSuffix)
 	}
 	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -192,6 +193,49 @@ func TestRelease(t *testing.T) {
 		slices.Sort(img.Platforms)
 		if !slices.Equal(img.Platforms, []string{"linux/amd64", "linux/arm64/v8"}) {
 			t.Errorf("%s: platforms %v, want linux/amd64 and linux/arm64/v8", file, img.Platforms)
+		}
+		// Its SBOM names the index and lists the binary's main module (the CCM's own module, at
+		// the version Go stamped from the checkout) and the modules it links. TestE2EReleaseFromRegistry
+		// compares every module with the binary's own build information.
+		sbomFile := filepath.Join(rel.dir, name+"-"+version+SBOMSuffix)
+		var sbom struct {
+			BOMFormat string `json:"bomFormat"`
+			Metadata  struct {
+				Component struct {
+					Name   string `json:"name"`
+					Hashes []struct {
+						Content string `json:"content"`
+					} `json:"hashes"`
+				} `json:"component"`
+			} `json:"metadata"`
+			Components []struct {
+				Type, Name, Version, Purl string
+			} `json:"components"`
+		}
+		if b, err := os.ReadFile(sbomFile); err != nil {
+			t.Errorf("%s has no SBOM: %v", file, err)
+		} else if err := json.Unmarshal(b, &sbom); err != nil {
+			t.Errorf("%s: %v", sbomFile, err)
+		}
+		if c := sbom.Metadata.Component; sbom.BOMFormat != "CycloneDX" || c.Name != name || len(c.Hashes) != 1 || "sha256:"+c.Hashes[0].Content != img.Digest {
+			t.Errorf("%s: a %q document about %s %v, want CycloneDX about %s %s", sbomFile, sbom.BOMFormat, c.Name, c.Hashes, name, img.Digest)
+		}
+		wantMain := map[string]string{"cloudgate-aws-ccm": "github.com/cloudgate/cloudgate/providers/aws",
+			"cloudgate-gce-ccm": "github.com/cloudgate/cloudgate/providers/gce", "cloudgate-ccm": "github.com/cloudgate/cloudgate/bench"}[name]
+		var main string
+		for _, c := range sbom.Components {
+			if c.Type == "application" {
+				main = c.Name
+				if c.Version == "" {
+					t.Errorf("%s: main module %s has no version", sbomFile, c.Name)
+				}
+				if !strings.HasPrefix(c.Purl, "pkg:golang/"+c.Name+"@") {
+					t.Errorf("%s: main module purl %s", sbomFile, c.Purl)
+				}
+			}
+		}
+		if os.Getenv("CLOUDGATE_RELEASE_IMAGES") != "" && (main != wantMain || len(sbom.Components) < 20) {
+			t.Errorf("%s: main module %s with %d components, want %s and the modules it links", sbomFile, main, len(sbom.Components), wantMain)
 		}
 	}
 	if images != 0 && images != len(ReleaseImages) {

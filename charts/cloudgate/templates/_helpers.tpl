@@ -111,3 +111,18 @@ CCM would read cloudgate.yaml as the AWS provider's config and exit.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The GCE image runs nodeipam in --controllers=* (as cloud-provider-gcp's CCM), and it exits at
+start-up without --allocate-node-cidrs: refused here with what to set instead.
+*/}}
+{{- define "cloudgate.checkNodeIPAM" -}}
+{{- if include "cloudgate.gce" . -}}
+{{- $c := splitList "," (toString .Values.controllers) -}}
+{{- $off := or (has "-nodeipam" $c) (has "-node-ipam-controller" $c) -}}
+{{- $on := or (has "nodeipam" $c) (has "node-ipam-controller" $c) (and (has "*" $c) (not $off)) -}}
+{{- if and $on (not .Values.allocateNodeCIDRs) -}}
+{{- fail (printf "controllers: %q runs the GCE CCM's nodeipam, which needs allocateNodeCIDRs: true and clusterCIDR (the GCE CCM exits without them); where kube-controller-manager allocates Pod CIDRs, set allocateNodeCIDRs: false and controllers: \"*,-nodeipam\" (docs/gce.md)" (toString .Values.controllers)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
