@@ -5,7 +5,7 @@ GO        ?= go
 CACHE_DIR ?= $(HOME)/.cache/cloudgate
 export CLOUDGATE_CACHE_DIR := $(CACHE_DIR)
 
-.PHONY: all build test deps-bench bench bench-results bench-results-aws bench-results-gce bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane image test-image test-chart chart-sync release release-dist release-push release-check test-skew bench-real bench-real-aws bench-real-aws-sim bench-plan
+.PHONY: all build test deps-bench bench bench-results bench-results-aws bench-results-gce bench-scale bench-hotpath run run-full report-png lint fuzz deps setup control-plane cosign image test-image test-chart chart-sync release release-dist release-push release-check test-skew bench-real bench-real-aws bench-real-aws-scenario bench-real-aws-sim bench-plan
 
 all: lint build test
 
@@ -63,6 +63,13 @@ test: deps setup control-plane
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 10s ./provider/
 	$(GO) test -run '^$$' -fuzz FuzzCacheKeys -fuzztime 10s ./provider/
 
+# cosign, for the release test's signature checks: built once from .ci/cosign-tools and
+# cached under $(CACHE_DIR) (keyed on its go.sum and the Go version) as the control plane is.
+cosign:
+	@mkdir -p $(CACHE_DIR)
+	GO=$(GO) bash .ci/cosign.sh > $(CACHE_DIR)/cosign.env.tmp
+	mv $(CACHE_DIR)/cosign.env.tmp $(CACHE_DIR)/cosign.env
+
 control-plane:
 	@mkdir -p $(CACHE_DIR)
 	bash .ci/control-plane.sh > $(CACHE_DIR)/control-plane.env.tmp
@@ -92,11 +99,15 @@ run-full: deps-bench
 	@mkdir -p bench/out
 	cd $(BENCH_MOD) && $(GO) run ./cmd/cloudgate-bench --full --html $(CURDIR)/bench/out/report-full.html
 
-# Regenerates docs/img/report-headline.png (README's picture): the HTML report of
-# a small run opened in chromium-headless-shell by bench TestReportInBrowser,
-# which checks the page and screenshots its headline plot.
+# Regenerates README's pictures in chromium-headless-shell: docs/img/real-aws-hour.png,
+# the real binaries' hour read from bench/RESULTS.real-aws.md's first table (bench
+# TestRealAWSChartInBrowser checks every bar against the file, then screenshots the
+# chart), and docs/img/report-headline.png, the HTML report of a small simulator run
+# (bench TestReportInBrowser checks the page and screenshots its headline plot).
 report-png: deps setup
-	cd $(BENCH_MOD) && CLOUDGATE_REPORT_PNG=$(CURDIR)/docs/img/report-headline.png $(GO) test -count=1 -run '^TestReportInBrowser$$' .
+	cd $(BENCH_MOD) && CLOUDGATE_REPORT_PNG=$(CURDIR)/docs/img/report-headline.png \
+		CLOUDGATE_REAL_AWS_PNG=$(CURDIR)/docs/img/real-aws-hour.png \
+		$(GO) test -count=1 -run '^(TestReportInBrowser|TestRealAWSChartInBrowser)$$' .
 
 # Regenerates bench/RESULTS.md (and bench/results.json): make bench's hot-path
 # benchmarks, make run's load benchmark, and the fleet scenario in real time
@@ -202,12 +213,14 @@ test-skew: deps setup
 # the cut-over from the stock AWS chart and back (TestE2ECutover: it builds both AWS CCM
 # binaries with -race, linking what providers/aws's race tests compiled just before), the same
 # from a stock GCE CCM with values-gce.yaml (TestE2ECutoverGCE, providers/gce's binaries), and the
-# release (make release-dist first): TestRelease checks its files, TestPublishRelease pushes
-# one to a registry on 127.0.0.1 and pulls it back, TestE2EUpgrade installs
+# release (make release-dist first): TestRelease checks its files and SBOMs, TestPublishRelease
+# pushes one to a registry on 127.0.0.1 and pulls it back, TestE2EReleaseFromRegistry signs one
+# with a throwaway cosign key, pushes it, verifies it with the real cosign (make cosign) and
+# installs the chart pulled from the registry by digest, TestE2EUpgrade installs
 # its packaged chart, upgrades and rolls it back, and cuts over by scaling the stock chart
 # to zero. make test passes RELEASE_IMAGES (make test-image's tarballs, not built again).
-test-chart: control-plane release-dist
-	cd charts/test && env $$(cat $(CACHE_DIR)/control-plane.env) CLOUDGATE_RELEASE_DIR=$(RELEASE_DIR) \
+test-chart: control-plane cosign release-dist
+	cd charts/test && env $$(cat $(CACHE_DIR)/control-plane.env) $$(cat $(CACHE_DIR)/cosign.env) CLOUDGATE_RELEASE_DIR=$(RELEASE_DIR) \
 	  CLOUDGATE_RELEASE_VERSION=$(VERSION) CLOUDGATE_RELEASE_IMAGES=$(RELEASE_IMAGES) $(GO) test -count=1 -timeout 40m ./...
 
 # make release VERSION=vX.Y.Z: what a user pulls, in $(RELEASE_DIR): the three multi-arch images
@@ -215,28 +228,35 @@ test-chart: control-plane release-dist
 # (cloudgate-X.Y.Z.tgz: version X.Y.Z, appVersion VERSION, so it installs the image tagged
 # VERSION by default; its alerts' runbook URLs at the tag VERSION, not main), RELEASE-NOTES.md
 # (CHANGELOG.md's "## VERSION" section, a pre-release without one gets "## Unreleased"; then
-# each image index's digest and the install by digest) and SHA256SUMS (sha256sum -c checks
-# it). make release-push publishes it to a registry; the tags are docs/versions.md's
-# "Releasing".
+# each image index's digest and the install by digest), each image's CycloneDX SBOM
+# (NAME-VERSION.cdx.json, the Go modules of its binary), signed with COSIGN_KEY (an ECDSA P-256
+# PEM key, `cosign generate-key-pair`'s with COSIGN_PASSWORD set): per image the cosign payload
+# and signature of its index digest and the SBOM's attestation, and cosign.pub; and SHA256SUMS
+# (sha256sum -c checks it). make release-push publishes it to a registry; the tags are
+# docs/versions.md's "Releasing".
 RELEASE_DIR ?= $(ABS_OUT)/release/$(VERSION)
 release:
+	@test -n "$(COSIGN_KEY)" || { echo "release: set COSIGN_KEY=FILE (cosign generate-key-pair's cosign.key, with COSIGN_PASSWORD): a release is signed"; exit 2; }
 	$(MAKE) image
 	$(MAKE) release-dist RELEASE_IMAGES=$(ABS_OUT)
 
 # Publishes $(RELEASE_DIR) (make release) to REGISTRY (HOST[:PORT][/PATH]; docker login or
 # helm registry login first): each image index to REGISTRY/NAME:VERSION, with the digest the
-# release notes give, and the chart to oci://REGISTRY/charts/cloudgate --version X.Y.Z.
+# release notes give, its SBOM, signature and SBOM attestation beside it as cosign attaches
+# them (tags sha256-HEX.sbom, .sig, .att), and the chart to oci://REGISTRY/charts/cloudgate
+# --version X.Y.Z.
 release-push:
 	@test -n "$(REGISTRY)" || { echo "release-push: set REGISTRY=HOST[/PATH]"; exit 2; }
 	cd charts/test && $(GO) run ./cmd/release -version $(VERSION) -out $(RELEASE_DIR) -push $(REGISTRY)
 
 # The release directory from what exists: the chart, notes and checksums, plus the images
-# make image wrote to RELEASE_IMAGES (refused unless tagged VERSION); no RELEASE_IMAGES:
-# chart only (what make test-chart needs).
+# make image wrote to RELEASE_IMAGES (refused unless tagged VERSION) with their SBOMs, signed
+# when COSIGN_KEY is set; no RELEASE_IMAGES: chart only (what make test-chart needs).
 release-dist:
 	rm -rf $(RELEASE_DIR)
 	cd charts/test && $(GO) run ./cmd/release -version $(VERSION) -out $(RELEASE_DIR) \
-	  -source-date-epoch $(SOURCE_DATE_EPOCH) $(if $(RELEASE_IMAGES),-images $(RELEASE_IMAGES))
+	  -source-date-epoch $(SOURCE_DATE_EPOCH) $(if $(RELEASE_IMAGES),-images $(RELEASE_IMAGES)) \
+	  $(if $(COSIGN_KEY),-key $(abspath $(COSIGN_KEY)))
 
 # The chart can only read files inside it: refresh its copies of the alerts and the
 # dashboard (a test checks them).
@@ -289,6 +309,46 @@ bench-real-aws: deps control-plane
 	  CLOUDGATE_STOCK_AWS_CCM=$(CACHE_DIR)/bench-real-aws/aws-cloud-controller-manager \
 	  CLOUDGATE_AWS_CCM=$(CACHE_DIR)/bench-real-aws/cloudgate-aws-ccm CLOUDGATE_BENCH_REAL_AWS_OUT=$(CURDIR)/bench/RESULTS.real-aws.md \
 	  $(GO) test -count=1 -timeout 600m -parallel 8 -v -run '^TestBenchRealAWS$$' ./real/
+
+# The failures the account's limits cause, on the same real binaries and harness: one
+# scenario per run, its section of bench/RESULTS.real-aws-scenarios.md replaced.
+#   SCENARIO=near-limit  a neighbour tenant of the same ec2sim account draws SHARES of each
+#                        bucket's refill (0.7,0.85); WINDOW (30m) after WARMUP (5m), then
+#                        SCALEUP (500) Nodes joining (SCALEUP_TIMEOUT 30m).
+#   SCENARIO=launch-lag  new instances invisible to DescribeInstances for LAGS (5s,30s,120s),
+#                        LAG_NODES Nodes joining at once.
+#   SCENARIO=storm       a neighbour drains the account's buckets for STORM (10m), RECOVER
+#                        (20m) to get current again.
+# NODES (1000), SCENARIO_COLUMNS (indexes of stock, tuned, cloudgate; all), SCENARIO_PARALLEL=1
+# (every knob value at once: 3 control planes and CCMs each). Not part of make test
+# (TestBenchRealAWSScenariosSmall runs the three at 100 Nodes there).
+SCENARIO ?= near-limit
+NODES ?= 1000
+SHARES ?=
+LAGS ?=
+LAG_NODES ?=
+STORM ?=
+RECOVER ?=
+WINDOW ?= 30m
+WARMUP ?= 5m
+SCALEUP ?= 500
+SCALEUP_TIMEOUT ?= 30m
+SCENARIO_COLUMNS ?=
+SCENARIO_PARALLEL ?=
+bench-real-aws-scenario: deps control-plane
+	@mkdir -p $(CACHE_DIR)/bench-real-aws
+	cd $(AWS_MOD) && $(GO) build -o $(CACHE_DIR)/bench-real-aws/aws-cloud-controller-manager k8s.io/cloud-provider-aws/cmd/aws-cloud-controller-manager
+	cd $(AWS_MOD) && $(GO) build -o $(CACHE_DIR)/bench-real-aws/cloudgate-aws-ccm ./cmd/cloud-controller-manager
+	cd $(AWSBENCH_MOD) && env $$(cat $(CACHE_DIR)/control-plane.env) CLOUDGATE_BENCH_REAL_AWS_SCENARIO=$(SCENARIO) \
+	  CLOUDGATE_BENCH_REAL_AWS_NODES=$(NODES) CLOUDGATE_BENCH_REAL_AWS_WINDOW=$(WINDOW) CLOUDGATE_BENCH_REAL_AWS_SCALEUP=$(SCALEUP) \
+	  CLOUDGATE_BENCH_REAL_AWS_WARMUP=$(WARMUP) CLOUDGATE_BENCH_REAL_AWS_SCALEUP_TIMEOUT=$(SCALEUP_TIMEOUT) \
+	  CLOUDGATE_BENCH_REAL_AWS_SHARES=$(SHARES) CLOUDGATE_BENCH_REAL_AWS_LAGS=$(LAGS) CLOUDGATE_BENCH_REAL_AWS_LAG_NODES=$(LAG_NODES) \
+	  CLOUDGATE_BENCH_REAL_AWS_STORM=$(STORM) CLOUDGATE_BENCH_REAL_AWS_RECOVER=$(RECOVER) CLOUDGATE_BENCH_REAL_AWS_COLUMNS=$(SCENARIO_COLUMNS) \
+	  CLOUDGATE_BENCH_REAL_AWS_PARALLEL=$(SCENARIO_PARALLEL) \
+	  CLOUDGATE_BENCH_REAL_AWS_COMMIT=$$(git rev-parse --short HEAD) \
+	  CLOUDGATE_STOCK_AWS_CCM=$(CACHE_DIR)/bench-real-aws/aws-cloud-controller-manager \
+	  CLOUDGATE_AWS_CCM=$(CACHE_DIR)/bench-real-aws/cloudgate-aws-ccm CLOUDGATE_BENCH_REAL_AWS_SCENARIOS_OUT=$(CURDIR)/bench/RESULTS.real-aws-scenarios.md \
+	  $(GO) test -count=1 -timeout 600m -parallel 8 -v -run '^TestBenchRealAWSScenarios$$' ./real/
 
 # The simulator at this commit (and plan) against the committed bench-real-aws runs: a model
 # change checked against the real binaries' figures without running them again (minutes).

@@ -38,6 +38,55 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// openInBrowser opens the file htmlPath in a headless Chromium (bin) of
+// 1200x900 px and waits for the element of id readyID; problems returns what the page has
+// reported so far: console errors and warnings, exceptions, error log
+// entries. The browser closes when the test ends.
+func openInBrowser(t *testing.T, bin, htmlPath string, readyID string) (bctx context.Context, problems func() []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin),
+		chromedp.Flag("no-sandbox", true), chromedp.WindowSize(1200, 900))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+
+	var mu sync.Mutex
+	var seen []string
+	if err := chromedp.Listen(bctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning {
+				var args []string
+				for _, a := range e.Args {
+					args = append(args, string(a.Value))
+				}
+				seen = append(seen, fmt.Sprintf("console.%s: %s", e.Type, strings.Join(args, " ")))
+			}
+		case *runtime.EventExceptionThrown:
+			seen = append(seen, "exception: "+e.ExceptionDetails.Text)
+		case *log.EventEntryAdded:
+			if e.Entry.Level == log.EntryLevelError {
+				seen = append(seen, "log: "+e.Entry.Text)
+			}
+		}
+	}); err != nil {
+		t.Fatalf("chromium %s: %v", bin, err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate("file://"+htmlPath), chromedp.WaitReady(chromedp.ID(readyID))); err != nil {
+		t.Fatalf("chromium %s: %v", bin, err)
+	}
+	return bctx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
+}
+
 // pageFacts is what the browser reads from the report.
 type pageFacts struct {
 	Figures []struct {
@@ -106,51 +155,14 @@ func TestReportInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin),
-		chromedp.Flag("no-sandbox", true), chromedp.WindowSize(1200, 900))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-
-	var mu sync.Mutex
-	var problems []string
-	if err := chromedp.Listen(bctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning {
-				var args []string
-				for _, a := range e.Args {
-					args = append(args, string(a.Value))
-				}
-				problems = append(problems, fmt.Sprintf("console.%s: %s", e.Type, strings.Join(args, " ")))
-			}
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, "exception: "+e.ExceptionDetails.Text)
-		case *log.EventEntryAdded:
-			if e.Entry.Level == log.EntryLevelError {
-				problems = append(problems, "log: "+e.Entry.Text)
-			}
-		}
-	}); err != nil {
-		t.Fatalf("chromium %s: %v", bin, err)
-	}
-	if err := chromedp.Do(bctx, chromedp.Navigate("file://"+htmlPath), chromedp.WaitReady(chromedp.ID("summary"))); err != nil {
-		t.Fatalf("chromium %s: %v", bin, err)
-	}
+	bctx, problems := openInBrowser(t, bin, htmlPath, "summary")
 	facts, err := chromedp.Run(bctx, chromedp.Evaluate[pageFacts](readPage))
 	if err != nil {
 		t.Fatalf("reading the page: %v", err)
 	}
-	mu.Lock()
-	for _, p := range problems {
+	for _, p := range problems() {
 		t.Errorf("page: %s", p)
 	}
-	mu.Unlock()
 
 	// Every plot draws its series.
 	if len(facts.Figures) == 0 {

@@ -371,6 +371,14 @@ func (c *Cluster) Start(handlers ...cache.ResourceEventHandler) error {
 	f := c.cfg.TimeFactor
 	c.factory = informers.NewSharedInformerFactory(c.kube, 0)
 	if c.cfg.CloudInit {
+		// cloudgate takes the node informer whatever its upstream, as the
+		// registered cloudgate CCM does (SetInformers): batch calls carry
+		// the Nodes about to be looked up.
+		if u, ok := c.cfg.Cloud.(interface {
+			UseNodeInformer(informers.SharedInformerFactory)
+		}); ok {
+			u.UseNodeInformer(c.factory)
+		}
 		if iu, ok := c.cfg.Cloud.(cloudprovider.InformerUser); ok {
 			iu.SetInformers(c.factory)
 		}

@@ -24,15 +24,6 @@ func planDocRow(p *Plan, pt *PlanPoint) string {
 		pt.NeedSteady, pt.NeedScaleup, pt.Binding, setting)
 }
 
-// commaInt writes n with thousands separators (5,000).
-func commaInt(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
 // TestPlanDocFromResults: every row of docs/bench.md's plan table is the
 // row bench/results-plan.json gives for that column and node count, figure
 // for figure, and every point of the file has its row.

@@ -70,13 +70,14 @@ var measuredPages = []string{"../README.md", "../docs/bench.md"}
 
 // generatedResults is bench/RESULTS.md followed by the generated files
 // results.sh appends to it as they are (bench/RESULTS.aws-rounds.md, from
-// make bench-results-aws with OUT set) and bench/RESULTS.real-aws.md (make
-// bench-real-aws): a page may quote a file that its own target wrote after
+// make bench-results-aws with OUT set), bench/RESULTS.real-aws.md (make
+// bench-real-aws) and bench/RESULTS.real-aws-scenarios.md (make
+// bench-real-aws-scenario): a page may quote a file that its own target wrote after
 // RESULTS.md was last regenerated.
 func generatedResults(t *testing.T) []byte {
 	t.Helper()
 	var all []byte
-	for _, f := range []string{"RESULTS.md", "RESULTS.aws-rounds.md", "RESULTS.real-aws.md", "RESULTS.real-aws-sim.md", "RESULTS.plan.md"} {
+	for _, f := range []string{"RESULTS.md", "RESULTS.aws-rounds.md", "RESULTS.real-aws.md", "RESULTS.real-aws-sim.md", "RESULTS.plan.md", "RESULTS.real-aws-scenarios.md"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -213,24 +214,36 @@ func checkAWSTable(t *testing.T, page, section, results string) int {
 			continue
 		}
 		nodes := strings.ReplaceAll(strings.TrimSpace(cells[0]), ",", "")
-		col := strings.Trim(strings.TrimSpace(cells[1]), "`")
 		if !regexp.MustCompile(`^\d+$`).MatchString(nodes) {
 			continue // the header
 		}
+		// The row's key: the size, then any cells up to the column (in
+		// backticks), a scenario's knob ("85 %", "30s") among them.
+		k := 1
+		for k < len(cells)-1 && !strings.HasPrefix(strings.TrimSpace(cells[k]), "`") {
+			k++
+		}
+		if !strings.HasPrefix(strings.TrimSpace(cells[k]), "`") {
+			k = 1 // no column in backticks: the size and the next cell
+		}
+		key := "| " + nodes + " |"
+		for _, c := range cells[1 : k+1] {
+			key += " " + strings.Trim(strings.TrimSpace(c), "`") + " |"
+		}
 		var want strings.Builder
 		for _, l := range strings.Split(results, "\n") {
-			if strings.HasPrefix(l, "| "+nodes+" | "+col+" |") {
+			if strings.HasPrefix(l, key) {
 				want.WriteString(l + "\n")
 			}
 		}
 		if want.Len() == 0 {
-			t.Errorf("%s's AWS table row %q: bench/RESULTS.md has no row | %s | %s |", page, line, nodes, col)
+			t.Errorf("%s's AWS table row %q: bench/RESULTS.md has no row %s", page, line, key)
 			continue
 		}
 		// The figure cells (numbers only); a cell of prose (what to
 		// configure, a staleness bound) is not a measurement.
 		var figs []string
-		for _, c := range cells[2:] {
+		for _, c := range cells[k+1:] {
 			if strings.Trim(numberRE.ReplaceAllString(c, ""), " ;*×%") == "" {
 				figs = append(figs, c)
 			}
@@ -239,7 +252,7 @@ func checkAWSTable(t *testing.T, page, section, results string) int {
 			t.Errorf("%s's AWS table row %q has no figure cell", page, line)
 		}
 		if missing := missingNumbers(strings.Join(figs, "|"), want.String()); len(missing) > 0 {
-			t.Errorf("%s's AWS table row %q quotes %s, not in bench/RESULTS.md's rows for %s nodes, %s", page, line, strings.Join(missing, ", "), nodes, col)
+			t.Errorf("%s's AWS table row %q quotes %s, not in bench/RESULTS.md's rows %s", page, line, strings.Join(missing, ", "), key)
 		}
 		awsRows++
 	}

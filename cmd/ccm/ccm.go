@@ -45,8 +45,11 @@ type Options struct {
 // Controller is one controller a binary adds to --controllers, registered as
 // its provider's own cloud-controller-manager registers it.
 type Controller struct {
-	// Name is its --controllers key (and alias).
+	// Name is its --controllers key.
 	Name string
+	// Alias is the short name --controllers also takes for it (as "route" for
+	// node-route-controller); empty: Name only.
+	Alias string
 	// ClientName is the kube client's name: with
 	// --use-service-account-credentials=true, the ServiceAccount in
 	// kube-system it acts as.
@@ -80,6 +83,12 @@ func New(stopCh <-chan struct{}, o Options) (*cobra.Command, error) {
 			Constructor: c.Constructor,
 		}
 		aliases[c.Name] = c.Name
+		if c.Alias != "" {
+			if _, dup := aliases[c.Alias]; dup {
+				return nil, fmt.Errorf("ccm: controller %q: alias %q is taken", c.Name, c.Alias)
+			}
+			aliases[c.Alias] = c.Name
+		}
 		if c.DisabledByDefault {
 			// The app reads this package-level set (as the AWS CCM's main does).
 			app.ControllersDisabledByDefault.Insert(c.Name)

@@ -39,6 +39,8 @@ func TestControllers(t *testing.T) {
 		{"own controller", []Controller{{Name: "ccm-test-extra", ClientName: "extra", Constructor: noop, DisabledByDefault: true}}, ""},
 		{"a standard name again", []Controller{{Name: names.ServiceLBController, Constructor: noop}}, names.ServiceLBController},
 		{"no constructor", []Controller{{Name: "ccm-test-nil"}}, "ccm-test-nil"},
+		{"an alias taken", []Controller{{Name: "ccm-test-alias", Alias: "route", Constructor: noop}}, `alias "route"`},
+		{"own alias", []Controller{{Name: "ccm-test-extra", Alias: "ccm-extra", Constructor: noop, DisabledByDefault: true}}, ""},
 	} {
 		cmd, err := New(stop, Options{Controllers: tc.ctrls})
 		if tc.wantErr != "" {
