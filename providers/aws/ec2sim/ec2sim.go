@@ -167,6 +167,10 @@ type ActionStats struct {
 	// Invalid counts the InvalidAction answers among Errors: an action the
 	// simulator does not answer, which a benchmark must treat as a failed run.
 	Invalid int64
+	// Retries counts the requests among Requests that an AWS SDK sent
+	// again after a failed attempt (its Amz-Sdk-Request header says
+	// attempt=2 or more): Requests - Retries is what the caller asked for.
+	Retries int64
 	// Items is the number of instances (or zones, topologies, subnets,
 	// route tables) returned, or of resources (instances, routes) changed.
 	Items int64
@@ -417,6 +421,17 @@ func accessKey(r *http.Request) string {
 	return strings.TrimSpace(key)
 }
 
+// sdkRetry reports whether an AWS SDK sent the request again after a failed
+// attempt: its Amz-Sdk-Request header ("attempt=N; max=M") has N > 1.
+func sdkRetry(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Amz-Sdk-Request"), ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "attempt="); ok {
+			return v != "1" && v != "" && v != "0"
+		}
+	}
+	return false
+}
+
 // account is the account an access key ID belongs to.
 func (s *Server) account(key string) string {
 	if a, ok := s.cfg.Accounts[key]; ok {
@@ -477,7 +492,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key := api.key(action)
 	caller := accessKey(r)
-	s.count(caller, key, func(st *ActionStats) { st.Requests++ })
+	retry := sdkRetry(r)
+	s.count(caller, key, func(st *ActionStats) {
+		st.Requests++
+		if retry {
+			st.Retries++
+		}
+	})
 	if authErr != nil {
 		// Refused before the action's bucket, as AWS authenticates first.
 		s.count(caller, key, func(st *ActionStats) { st.Errors++ })

@@ -220,6 +220,11 @@ func TestSDKRetriesThrottling(t *testing.T) {
 	if st.Requests != 2+st.Throttled || st.Throttled < 1 {
 		t.Fatalf("stats = %+v: want the second call throttled at least once, then answered", st)
 	}
+	// Every throttled attempt was sent again: those are the retries, and
+	// Requests - Retries is the two calls the caller made.
+	if st.Retries != st.Throttled {
+		t.Fatalf("stats = %+v: want Retries == Throttled (the SDK's Amz-Sdk-Request attempt > 1)", st)
+	}
 }
 
 func TestStartRejectsBadConfig(t *testing.T) {
