@@ -42,10 +42,13 @@
 // cloudgate's provider puts the method and its priority in the context it
 // hands the provider (provider.WithCall), and the gate reads the context
 // Accept gets. The provider passes the caller's context to its route calls
-// (ListRoutes, CreateRoute, DeleteRoute) and the adapter to its
-// instances.list and aggregatedList; its own instance, zone and load
-// balancer methods build a fresh one (cloud.ContextWithCallTimeout), so
-// their requests are counted "unattributed" at normal priority.
+// (ListRoutes, CreateRoute, DeleteRoute) and to InstanceMetadata's
+// instances.get, and the adapter to its instances.list and aggregatedList.
+// The provider's other instance lookups (a Node's name to its provider ID,
+// InstanceExists by provider ID, a route's next-hop instance), its zones
+// and most of its load balancer calls build a fresh context
+// (cloud.ContextWithCallTimeout), so their requests are counted
+// "unattributed", at normal priority.
 //
 // # Pairing
 //
