@@ -201,6 +201,7 @@ type RateLimiter struct {
 type admitted struct {
 	done  func(provider.Answer)
 	since time.Time
+	stop  func() bool // a poll's watch of its context's end
 }
 
 var _ cloud.RateLimiter = (*RateLimiter)(nil)
@@ -250,6 +251,8 @@ func (r *RateLimiter) Accept(ctx context.Context, key *cloud.RateLimitKey) error
 	case !pairable:
 	case poll:
 		r.polling[ctx] = a
+		// A poll loop that ends with its context calls no Observe.
+		a.stop = context.AfterFunc(ctx, func() { r.answerPollIf(ctx, a, provider.Answer{}) })
 	default:
 		r.calls[key] = a
 	}
@@ -257,12 +260,8 @@ func (r *RateLimiter) Accept(ctx context.Context, key *cloud.RateLimitKey) error
 	for _, e := range expired {
 		e.done(provider.Answer{})
 	}
-	switch {
-	case !pairable:
+	if !pairable {
 		done(provider.Answer{}) // no Observe can find it: counted, with no answer
-	case poll:
-		// A poll loop that ends with its context calls no Observe.
-		context.AfterFunc(ctx, func() { r.answerPollIf(ctx, a, provider.Answer{}) })
 	}
 	return nil
 }
@@ -297,6 +296,7 @@ func (r *RateLimiter) answerPoll(ctx context.Context, ans provider.Answer) {
 	delete(r.polling, ctx)
 	r.mu.Unlock()
 	if a != nil {
+		a.stop()
 		a.done(ans)
 	}
 }
