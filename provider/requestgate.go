@@ -59,6 +59,11 @@ type RequestGateConfig struct {
 	// Bucket is the token bucket of a (service, action): the cloud's own
 	// shape for it. Called once per pair, on its first request.
 	Bucket func(service, action string) limiter.BucketConfig
+	// Share names the bucket an action takes its tokens from when actions
+	// share one (a cloud's quota group: GCE's quotas are per group of
+	// methods); Bucket is then called with that name as the action. nil:
+	// each action has its own bucket. Metrics keep the action.
+	Share func(service, action string) string
 	// Breaker configures the breaker of each service.
 	Breaker limiter.BreakerConfig
 	// WaitTimeout bounds a request's wait for its token (0: only the
@@ -127,12 +132,16 @@ func (g *RequestGate) limits(service, action string) (*limiter.Bucket, *limiter.
 		}
 		g.breakers[service] = br
 	}
-	key := [2]string{service, action}
+	bucket := action
+	if g.cfg.Share != nil {
+		bucket = g.cfg.Share(service, action)
+	}
+	key := [2]string{service, bucket}
 	b := g.buckets[key]
 	if b == nil {
-		bc := g.cfg.Bucket(service, action)
+		bc := g.cfg.Bucket(service, bucket)
 		bc.Clock = g.cfg.Clock
-		name := service + "/" + action
+		name := service + "/" + bucket
 		var err error
 		if b, err = limiter.NewBucket(name, bc, g.rec.BucketObserver(name)); err != nil {
 			return nil, nil, fmt.Errorf("request gate: bucket %s: %w", name, err)

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"path"
 
+	"github.com/GoogleCloudPlatform/k8s-cloud-provider/pkg/cloud"
+	"github.com/GoogleCloudPlatform/k8s-cloud-provider/pkg/cloud/meta"
 	compute "google.golang.org/api/compute/v1"
 	gcfg "gopkg.in/gcfg.v1"
 	"k8s.io/cloud-provider-gcp/providers/gce"
+
+	"github.com/cloudgate/cloudgate/providers/gce/gcerequests"
 )
 
 // settings are what the adapter reads from the GCE provider's cloud config: whether the
@@ -36,6 +40,12 @@ func (s *settings) managedZones(ctx context.Context, g *gce.Cloud) ([]string, er
 	if !s.allZones {
 		return []string{g.LocalZone()}, nil
 	}
+	// Sent with the provider's compute.Service, past its RateLimiter: ask
+	// cloudgate's as the generated client would (once for all pages).
+	rl, key := gcerequests.Limiter(), &cloud.RateLimitKey{ProjectID: g.ProjectID(), Operation: "List", Version: meta.VersionGA, Service: "Zones"}
+	if err := rl.Accept(ctx, key); err != nil {
+		return nil, fmt.Errorf("listing the zones of region %s: %w", g.Region(), err)
+	}
 	var zones []string
 	err := g.ComputeServices().GA.Zones.List(g.ProjectID()).Pages(ctx, func(l *compute.ZoneList) error {
 		for _, z := range l.Items {
@@ -45,6 +55,7 @@ func (s *settings) managedZones(ctx context.Context, g *gce.Cloud) ([]string, er
 		}
 		return nil
 	})
+	rl.Observe(ctx, err, key)
 	if err != nil {
 		return nil, fmt.Errorf("listing the zones of region %s: %w", g.Region(), err)
 	}

@@ -10,7 +10,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/GoogleCloudPlatform/k8s-cloud-provider/pkg/cloud"
 	"github.com/GoogleCloudPlatform/k8s-cloud-provider/pkg/cloud/filter"
+	"github.com/GoogleCloudPlatform/k8s-cloud-provider/pkg/cloud/meta"
 	compute "google.golang.org/api/compute/v1"
 	"google.golang.org/api/googleapi"
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/cloud-provider-gcp/providers/gce"
 
 	"github.com/cloudgate/cloudgate/provider"
+	"github.com/cloudgate/cloudgate/providers/gce/gcerequests"
 )
 
 const (
@@ -191,7 +194,14 @@ func (i *Instances) ListInstances(ctx context.Context, pageToken string) ([]prov
 	if pageToken != "" {
 		call = call.PageToken(pageToken)
 	}
+	// Sent with the provider's compute.Service, past its RateLimiter: ask
+	// cloudgate's as the generated client would.
+	rl, key := gcerequests.Limiter(), &cloud.RateLimitKey{ProjectID: i.g.ProjectID(), Operation: "AggregatedList", Version: meta.VersionGA, Service: "Instances"}
+	if err := rl.Accept(ctx, key); err != nil {
+		return nil, "", fmt.Errorf("instances.aggregatedList: %w", err)
+	}
 	res, err := call.Do()
+	rl.Observe(ctx, err, key)
 	if err != nil {
 		return nil, "", fmt.Errorf("instances.aggregatedList: %w", err)
 	}

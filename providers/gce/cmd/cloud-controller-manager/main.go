@@ -10,6 +10,11 @@
 // cloud-provider-gcp's cloud-controller-manager's: cloud-node, cloud-node-lifecycle, service,
 // route and nodeipam (internal/nodeipam; its GKE-only controllers are not in this binary).
 // See docs/gce.md.
+//
+// Every Compute Engine call the provider and the adapter send through the provider's
+// generated client passes cloudgate's request gate (package gcerequests): a token bucket per
+// quota group, a breaker, and cloudgate_cloud_requests_total by method and by the provider
+// method that sent it.
 package main
 
 import (
@@ -23,10 +28,17 @@ import (
 
 	"github.com/cloudgate/cloudgate/cmd/ccm"                  // registers "cloudgate"
 	_ "github.com/cloudgate/cloudgate/providers/gce/gcebatch" // registers "gce-batch" (and "gce")
+	"github.com/cloudgate/cloudgate/providers/gce/gcerequests"
 	"github.com/cloudgate/cloudgate/providers/gce/internal/nodeipam"
 )
 
 func main() {
+	// Before the GCE provider is built: every provider "gce" builds (for the upstream
+	// "gce" or "gce-batch") then governs its calls with cloudgate's request gate. A CCM
+	// that cannot have it does not start (no silent bypass).
+	if _, err := gcerequests.Install(); err != nil {
+		klog.Fatalf("unable to start: %v", err)
+	}
 	cmd, err := newCommand(wait.NeverStop)
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
