@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -30,6 +31,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -164,15 +166,54 @@ func GrepLines(t *testing.T, path string, re *regexp.Regexp) []string {
 	return out
 }
 
-// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+// FreePort returns a port of 127.0.0.1 that nothing listens on now, for a process the test
+// starts. It is drawn below the kernel's ephemeral range (ip_local_port_range), and never
+// twice in one test binary: the kernel takes outgoing connections' source ports from that
+// range, the same one it picks a ":0" listener's port from, so between the check and the
+// process's bind a connection could take such a port and the process would exit "bind:
+// address already in use".
 func FreePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo, hi := portsBelowEphemeral()
+	freePorts.mu.Lock()
+	defer freePorts.mu.Unlock()
+	if freePorts.given == nil {
+		freePorts.given = map[int]bool{}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	for range 1000 {
+		p := lo + mathrand.IntN(hi-lo)
+		if freePorts.given[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		freePorts.given[p] = true
+		return p
+	}
+	t.Fatalf("no free port of 127.0.0.1 in [%d, %d) after 1,000 tries", lo, hi)
+	return 0
+}
+
+var freePorts struct {
+	mu    sync.Mutex
+	given map[int]bool
+}
+
+// portsBelowEphemeral is [lo, hi): up to 16,384 ports just below the kernel's ephemeral
+// range (Linux's default 32768–60999 gives [16384, 32768)), never below 1024.
+func portsBelowEphemeral() (lo, hi int) {
+	hi = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
+				hi = v
+			}
+		}
+	}
+	return max(1024, hi-16384), hi
 }
 
 // Poll calls cond every interval until it returns true or an error, or timeout passes; it
