@@ -336,28 +336,38 @@ func (w *world) churn(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if err := w.join(ctx, w.o.Churn, true); err != nil {
+		// A step, once begun, completes even when ctx ends during it: a leaving Node whose
+		// instance is terminated but which stays Ready is never checked by the lifecycle
+		// controller, and would stay behind in every column.
+		step, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		w.churnStep(step)
+		cancel()
+	}
+}
+
+// churnStep is one step of churn: Churn Nodes join, the Churn oldest Ready Nodes leave.
+func (w *world) churnStep(ctx context.Context) {
+	if err := w.join(ctx, w.o.Churn, true); err != nil {
+		w.fail(err)
+		return
+	}
+	w.mu.Lock()
+	k := min(w.o.Churn, len(w.live))
+	leaving := slices.Clone(w.live[:k])
+	w.live = w.live[k:]
+	w.mu.Unlock()
+	for _, name := range leaving {
+		w.mu.Lock()
+		w.gone[name] = true
+		w.mu.Unlock()
+		w.sim.SetState(w.ids[name], ec2sim.StateTerminated)
+		if err := setReady(ctx, w.kube, name, corev1.ConditionUnknown); err != nil && !apierrors.IsNotFound(err) {
 			w.fail(err)
 			return
 		}
-		w.mu.Lock()
-		k := min(w.o.Churn, len(w.live))
-		leaving := slices.Clone(w.live[:k])
-		w.live = w.live[k:]
-		w.mu.Unlock()
-		for _, name := range leaving {
-			w.mu.Lock()
-			w.gone[name] = true
-			w.mu.Unlock()
-			w.sim.SetState(w.ids[name], ec2sim.StateTerminated)
-			if err := setReady(ctx, w.kube, name, corev1.ConditionUnknown); err != nil && !apierrors.IsNotFound(err) {
-				w.fail(err)
-				return
-			}
-		}
-		if w.onChurn != nil {
-			w.onChurn(time.Now())
-		}
+	}
+	if w.onChurn != nil {
+		w.onChurn(time.Now())
 	}
 }
 
