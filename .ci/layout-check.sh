@@ -20,7 +20,7 @@ declare -A layer=(
   [limiter/fleet]=1
   [limiter/fleet/fleettest]=2 [internal/recorder]=2
   [metrics]=3
-  [provider]=4
+  [provider]=4 [metrics/metricstest]=4
 )
 while read -r pkg imports; do
   p=${pkg#"$CORE"}; p=${p#/}

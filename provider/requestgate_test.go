@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/metrics"
+	"github.com/cloudgate/cloudgate/metrics/metricstest"
 )
 
 // callSeeing records the Call in the context each upstream method is handed.
@@ -74,39 +73,7 @@ func TestCallInUpstreamContext(t *testing.T) {
 
 func counter(t *testing.T, m *metrics.Metrics, name string, labels map[string]string) float64 {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	if err := m.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, s := range mf.Metric {
-			if matches(s, labels) {
-				sum += s.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
-func matches(s *dto.Metric, labels map[string]string) bool {
-	n := 0
-	for _, l := range s.Label {
-		if v, ok := labels[l.GetName()]; ok {
-			if v != l.GetValue() {
-				return false
-			}
-			n++
-		}
-	}
-	return n == len(labels)
+	return metricstest.Of(t, m, name, labels)
 }
 
 // TestRequestGate: requests are counted by service, action, the method

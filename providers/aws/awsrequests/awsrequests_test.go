@@ -12,10 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/smithy-go"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/metrics"
+	"github.com/cloudgate/cloudgate/metrics/metricstest"
 	"github.com/cloudgate/cloudgate/provider"
 	"github.com/cloudgate/cloudgate/providers/aws/awsrequests"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
@@ -25,34 +25,7 @@ import (
 // metrics.Default) over the series matching labels.
 func requests(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	if err := metrics.Default.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.Metric {
-			have := map[string]string{}
-			for _, l := range m.Label {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue series
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return metricstest.Of(t, metrics.Default, name, labels)
 }
 
 // noBackoff retries at once: the test counts attempts, not their pacing.

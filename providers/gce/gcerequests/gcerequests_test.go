@@ -12,7 +12,6 @@ import (
 
 	"github.com/GoogleCloudPlatform/k8s-cloud-provider/pkg/cloud"
 	"github.com/GoogleCloudPlatform/k8s-cloud-provider/pkg/cloud/meta"
-	"github.com/prometheus/client_golang/prometheus"
 	compute "google.golang.org/api/compute/v1"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
@@ -20,40 +19,14 @@ import (
 
 	"github.com/cloudgate/cloudgate/limiter"
 	"github.com/cloudgate/cloudgate/metrics"
+	"github.com/cloudgate/cloudgate/metrics/metricstest"
 	"github.com/cloudgate/cloudgate/provider"
 )
 
 // count sums the counter name of m over the series matching labels.
 func count(t *testing.T, m *metrics.Metrics, name string, labels map[string]string) float64 {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	if err := m.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, s := range mf.Metric {
-			have := map[string]string{}
-			for _, l := range s.Label {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue series
-				}
-			}
-			sum += s.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return metricstest.Of(t, m, name, labels)
 }
 
 func newLimiter(t *testing.T, cfg provider.RequestGateConfig, clk *clocktesting.FakeClock) (*RateLimiter, *metrics.Metrics) {
