@@ -29,16 +29,7 @@ func TestBenchRealAWS(t *testing.T) {
 		t.Fatal("CLOUDGATE_ETCD, CLOUDGATE_KUBE_APISERVER, CLOUDGATE_STOCK_AWS_CCM and CLOUDGATE_AWS_CCM must name the binaries (make bench-real-aws builds and sets them)")
 	}
 	o := DefaultOptions()
-	if v := os.Getenv("CLOUDGATE_BENCH_REAL_AWS_NODES"); v != "" {
-		o.Nodes = nil
-		for _, s := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil || n < 100 {
-				t.Fatalf("CLOUDGATE_BENCH_REAL_AWS_NODES: %q is not a node count >= 100", s)
-			}
-			o.Nodes = append(o.Nodes, n)
-		}
-	}
+	envNodes(t, o)
 	for env, d := range map[string]*time.Duration{"CLOUDGATE_BENCH_REAL_AWS_WINDOW": &o.Window, "CLOUDGATE_BENCH_REAL_AWS_WARMUP": &o.Warmup} {
 		if v := os.Getenv(env); v != "" {
 			x, err := time.ParseDuration(v)

@@ -129,10 +129,9 @@ func envDuration(t *testing.T, env string, def time.Duration) time.Duration {
 	return x
 }
 
-// optionsFromEnv is DefaultOptions with the knobs TestBenchRealAWS reads.
-func optionsFromEnv(t *testing.T) *Options {
-	o := DefaultOptions()
-	o.Predict = false
+// envNodes sets o.Nodes from CLOUDGATE_BENCH_REAL_AWS_NODES (comma-separated, each >= 100).
+func envNodes(t *testing.T, o *Options) {
+	t.Helper()
 	if v := os.Getenv("CLOUDGATE_BENCH_REAL_AWS_NODES"); v != "" {
 		o.Nodes = nil
 		for _, s := range strings.Split(v, ",") {
@@ -143,6 +142,13 @@ func optionsFromEnv(t *testing.T) *Options {
 			o.Nodes = append(o.Nodes, n)
 		}
 	}
+}
+
+// optionsFromEnv is DefaultOptions with the knobs TestBenchRealAWS reads.
+func optionsFromEnv(t *testing.T) *Options {
+	o := DefaultOptions()
+	o.Predict = false
+	envNodes(t, o)
 	o.Warmup = envDuration(t, "CLOUDGATE_BENCH_REAL_AWS_WARMUP", o.Warmup)
 	o.ScaleupTimeout = envDuration(t, "CLOUDGATE_BENCH_REAL_AWS_SCALEUP_TIMEOUT", o.ScaleupTimeout)
 	envScaleupAndColumns(t, o)
