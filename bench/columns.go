@@ -46,7 +46,8 @@ func NewColumn(o *Options, col string, srv *simcloud.Server, clusterName string)
 	cc := simcloud.ClientConfig{
 		Endpoint: srv.URL(), APIKey: "bench", ClusterName: clusterName, Timeout: clientTimeout,
 		MaxBatchSize: o.CloudMaxBatch, Transport: srv.Transport(),
-		ListTrailingPage: o.CloudListTrailingPage, LBInstanceSnapshot: o.CloudLBSnapshot,
+		ListTrailingPage: o.CloudListTrailingPage, ListTrailingEvery: o.CloudListTrailingEvery, ListAlive: o.CloudListAlive,
+		LBInstanceSnapshot: o.CloudLBSnapshot,
 	}
 	wire := &wireLog{}
 	cc.WrapTransport = func(next http.RoundTripper) http.RoundTripper {

@@ -177,11 +177,14 @@ type Options struct {
 	// simcloud.DefaultListPageSize).
 	CloudListPage   int
 	Latency, Jitter time.Duration
-	// CloudListTrailingPage and CloudLBSnapshot are the upstream's own
-	// calls of the aws profile (simcloud.ClientConfig's ListTrailingPage
-	// and LBInstanceSnapshot).
-	CloudListTrailingPage bool
-	CloudLBSnapshot       time.Duration
+	// CloudListTrailingPage, CloudListTrailingEvery, CloudListAlive and
+	// CloudLBSnapshot are the upstream's own calls of the aws profile
+	// (simcloud.ClientConfig's ListTrailingPage, ListTrailingEvery,
+	// ListAlive and LBInstanceSnapshot).
+	CloudListTrailingPage  bool
+	CloudListTrailingEvery int
+	CloudListAlive         bool
+	CloudLBSnapshot        time.Duration
 	// CloudTerminates: a Node leaving in the steady churn leaves its
 	// instance terminated, still described (EC2), instead of deleted.
 	CloudTerminates bool

@@ -77,8 +77,12 @@ type CloudProfile struct {
 	// ListTrailingPage and LBSnapshot: the provider's own calls the
 	// simulated upstream makes as well (simcloud.ClientConfig's fields of
 	// those names).
-	ListTrailingPage bool
-	LBSnapshot       time.Duration
+	ListTrailingPage  bool
+	ListTrailingEvery int
+	LBSnapshot        time.Duration
+	// ListAlive: the list leaves terminated instances out
+	// (simcloud.ClientConfig.ListAlive).
+	ListAlive bool
 	// Terminates: an instance that leaves stays described, terminated
 	// (simcloud.Server.TerminateInstance), as EC2 keeps it for about an
 	// hour; otherwise it is deleted.
@@ -95,11 +99,11 @@ var CloudProfiles = map[string]CloudProfile{
 	"simcloud": {ReadQPS: 20, ReadBurst: 20, ListPage: simcloud.DefaultListPageSize, MaxBatch: simcloud.DefaultMaxBatchSize,
 		About: "the load benchmark's simulated cloud: 20 reads/s (burst 20), pages of 500, batches of 500"},
 	"aws": {ReadQPS: 20, ReadBurst: 100, ListQPS: 10, ListBurst: 50, ListPage: 1000, MaxBatch: 200,
-		ListTrailingPage: true, LBSnapshot: 10 * time.Minute, Terminates: true, ProviderBatcher: simcloud.AWSDescribeBatcher,
+		ListTrailingPage: true, ListTrailingEvery: 6, ListAlive: true, LBSnapshot: 10 * time.Minute, Terminates: true, ProviderBatcher: simcloud.AWSDescribeBatcher,
 		About: "EC2's documented buckets (\"Request throttling for the Amazon EC2 API\"): non-mutating actions refill 20/s, bucket 100; " +
 			"DescribeInstances without filters or pagination refill 10/s, bucket 50 (list pages are checked against it; the simulation draws them from the read bucket); " +
 			"pages of 1,000 instances; batches of 200 IDs (cloudgate's aws-batch adapter: EC2 takes 200 filter values a request); " +
-			"a list walk ends with one more page (the adapter's legacy-tag listing); a load balancer's update lists every instance unless the last listing is under 10 minutes old and holds every backend (the AWS provider's describeAllInstancesCached); an instance that leaves stays described, terminated; the provider alone (bare columns) merges its lookups by ID as its describe-instance batcher does (100 ms idle, 1 s max, 500 IDs)"},
+			"the list leaves terminated instances out, and its walk ends with one more page (the adapter's legacy-tag listing) on the first walk and every 6th after while that finds none; a load balancer's update lists every instance unless the last listing is under 10 minutes old and holds every backend (the AWS provider's describeAllInstancesCached); an instance that leaves stays described, terminated; the provider alone (bare columns) merges its lookups by ID as its describe-instance batcher does (100 ms idle, 1 s max, 500 IDs)"},
 }
 
 // ApplyCloud sets o's read quota, largest batch and list page from the
@@ -110,7 +114,8 @@ func ApplyCloud(o *Options, name string) (CloudProfile, error) {
 		return c, fmt.Errorf("plan: --cloud %q: want one of %v", name, slices.Sorted(maps.Keys(CloudProfiles)))
 	}
 	o.ReadQPS, o.ReadBurst, o.CloudMaxBatch, o.CloudListPage = c.ReadQPS, c.ReadBurst, c.MaxBatch, c.ListPage
-	o.CloudListTrailingPage, o.CloudLBSnapshot, o.CloudTerminates = c.ListTrailingPage, c.LBSnapshot, c.Terminates
+	o.CloudListTrailingPage, o.CloudListTrailingEvery, o.CloudListAlive = c.ListTrailingPage, c.ListTrailingEvery, c.ListAlive
+	o.CloudLBSnapshot, o.CloudTerminates = c.LBSnapshot, c.Terminates
 	o.CloudProviderBatcher = c.ProviderBatcher
 	return c, nil
 }

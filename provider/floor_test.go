@@ -145,10 +145,11 @@ func (f *floorCloud) ListInstances(_ context.Context, token string) ([]InstanceR
 	if token != "" {
 		from, _ = strconv.Atoi(token)
 	}
-	// EC2 describes a terminated instance for about an hour.
+	// aws-batch's list filters by instance-state-name: EC2's terminated
+	// instances (described for about an hour) are not listed.
 	var live []string
 	for _, id := range f.order {
-		if t := f.instances[id].terminated; t.IsZero() || f.clk.Now().Sub(t) < time.Hour {
+		if f.instances[id].terminated.IsZero() {
 			live = append(live, id)
 		}
 	}

@@ -54,7 +54,8 @@ func TestTerminatedInstanceStaysDescribed(t *testing.T) {
 	}
 }
 
-// ListTrailingPage adds one request, an empty page, to every walk.
+// ListTrailingPage adds one request, an empty page, to every walk, or with
+// ListTrailingEvery to the first walk and every n-th after.
 func TestListTrailingPage(t *testing.T) {
 	s := startServer(t, ServerConfig{ReadQPS: negligibleQPS, ReadBurst: 100, ListPageSize: 2})
 	addInstances(t, s, 3, "node")
@@ -65,6 +66,33 @@ func TestListTrailingPage(t *testing.T) {
 	}
 	if got := s.Counters().Calls[MethodListInstances]; got != 3 {
 		t.Errorf("ListInstances calls = %d, want 3", got)
+	}
+	_, l = batcher(t, modelClient(t, s, ClientConfig{ListTrailingPage: true, ListTrailingEvery: 3}))
+	var got []int
+	for range 7 {
+		_, pages := listAll(t, l, nil)
+		got = append(got, pages)
+	}
+	if want := []int{3, 2, 2, 3, 2, 2, 3}; !slices.Equal(got, want) {
+		t.Errorf("pages per walk with ListTrailingEvery 3: %v, want %v", got, want)
+	}
+}
+
+// ListAlive leaves terminated instances out before the page is cut, and the
+// provider's own listing (lbSnapshot) still describes them.
+func TestListAlive(t *testing.T) {
+	s := startServer(t, ServerConfig{ReadQPS: negligibleQPS, ReadBurst: 100, ListPageSize: 2})
+	insts := addInstances(t, s, 4, "node")
+	s.TerminateInstance(insts[0].ID)
+	s.TerminateInstance(insts[2].ID)
+	_, l := batcher(t, modelClient(t, s, ClientConfig{ListAlive: true}))
+	recs, pages := listAll(t, l, nil)
+	if len(recs) != 2 || pages != 1 || recs[0].Deleted || recs[1].Deleted {
+		t.Errorf("ListAlive walk: %+v in %d pages; want the 2 live instances in 1 page", recs, pages)
+	}
+	_, l = batcher(t, modelClient(t, s, ClientConfig{}))
+	if recs, pages := listAll(t, l, nil); len(recs) != 4 || pages != 2 {
+		t.Errorf("walk: %d records in %d pages; want all 4 in 2", len(recs), pages)
 	}
 }
 

@@ -52,11 +52,17 @@ type ClientConfig struct {
 	// ListPageSize is the page size ListInstances asks for; 0 leaves it to
 	// the server (its ServerConfig.ListPageSize).
 	ListPageSize int
-	// ListTrailingPage makes every ListInstances walk end with one more
+	// ListTrailingPage makes a ListInstances walk end with one more
 	// request, answered with an empty page: the second listing the AWS
 	// adapter walks after the cluster-tagged instances (those tagged the
-	// legacy way). Not read from config files.
-	ListTrailingPage bool
+	// legacy way), which it reads on its first walk and, while that finds
+	// none (always, here), on every ListTrailingEvery-th walk after (0 or
+	// 1: every walk). Not read from config files.
+	ListTrailingPage  bool
+	ListTrailingEvery int
+	// ListAlive makes ListInstances leave terminated instances out, as the
+	// AWS adapter's list filters them by instance-state-name.
+	ListAlive bool
 	// LBInstanceSnapshot, when > 0, makes EnsureLoadBalancer and
 	// UpdateLoadBalancer first list every instance (all pages), as the AWS
 	// provider describes all instances for a load balancer's backends,
@@ -133,6 +139,7 @@ type Cloud struct {
 	seq       *atomic.Uint64
 	snap      *lbSnapshot // LBInstanceSnapshot's listing (client_loadbalancer.go)
 	ids       *idBatcher  // nil: no IDBatcher
+	walk      *walkState  // ListInstances walks (client_instances.go)
 }
 
 var _ cloudprovider.Interface = (*Cloud)(nil)
@@ -169,6 +176,7 @@ func NewClient(cfg ClientConfig) (*Cloud, error) {
 		idPrefix:  "sc-" + hex.EncodeToString(b[:]) + "-",
 		seq:       new(atomic.Uint64),
 		snap:      &lbSnapshot{},
+		walk:      &walkState{},
 	}
 	if cfg.IDBatcher.MaxItems > 0 {
 		c.ids = &idBatcher{c: c, cfg: cfg.IDBatcher}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -199,6 +200,13 @@ func (v *instancesV2) BatchInstanceStatus(ctx context.Context, nodes []*v1.Node)
 // ListInstances implements provider.InstanceLister: one ListInstances call
 // per page, in instance-ID order.
 func (v *instancesV2) ListInstances(ctx context.Context, pageToken string) ([]provider.InstanceRecord, string, error) {
+	return v.listPage(ctx, pageToken, true)
+}
+
+// listPage is one page of a walk: the adapter's list (ListInstances: the
+// trailing page and ListAlive apply) or the provider's own listing of
+// every instance (lbSnapshot: neither does).
+func (v *instancesV2) listPage(ctx context.Context, pageToken string, adapter bool) ([]provider.InstanceRecord, string, error) {
 	q := url.Values{}
 	if pageToken != "" {
 		q.Set("pageToken", pageToken)
@@ -210,11 +218,17 @@ func (v *instancesV2) ListInstances(ctx context.Context, pageToken string) ([]pr
 		// After the last ID: the server answers an empty page.
 		q.Set("pageToken", base64.RawURLEncoding.EncodeToString([]byte("~")))
 	}
+	if adapter && v.c.cfg.ListAlive {
+		q.Set("state", "alive")
+	}
+	if adapter && pageToken == "" {
+		v.c.beginWalk()
+	}
 	var resp listInstancesResponse
 	if err := v.c.do(ctx, MethodListInstances, http.MethodGet, "/v1/instances", q, nil, &resp); err != nil {
 		return nil, "", err
 	}
-	if resp.NextPageToken == "" && v.c.cfg.ListTrailingPage && pageToken != trailingPage {
+	if resp.NextPageToken == "" && adapter && pageToken != trailingPage && v.c.trailingDue() {
 		resp.NextPageToken = trailingPage
 	}
 	page := make([]provider.InstanceRecord, 0, len(resp.Instances))
@@ -336,3 +350,27 @@ func (z *zones) GetZoneByNodeName(ctx context.Context, nodeName types.NodeName) 
 
 // trailingPage is the page token of ListTrailingPage's last request.
 const trailingPage = "trailing"
+
+// walkState is the adapter's list walks: how many have begun, and whether
+// the current one ends with the trailing page (ClientConfig.ListTrailingEvery).
+type walkState struct {
+	mu       sync.Mutex
+	walks    int
+	trailing bool
+}
+
+// beginWalk starts a ListInstances walk and decides whether it ends with
+// the trailing page.
+func (c *Cloud) beginWalk() {
+	c.walk.mu.Lock()
+	defer c.walk.mu.Unlock()
+	every := max(c.cfg.ListTrailingEvery, 1)
+	c.walk.trailing = c.cfg.ListTrailingPage && c.walk.walks%every == 0
+	c.walk.walks++
+}
+
+func (c *Cloud) trailingDue() bool {
+	c.walk.mu.Lock()
+	defer c.walk.mu.Unlock()
+	return c.walk.trailing
+}

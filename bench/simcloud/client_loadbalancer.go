@@ -130,7 +130,7 @@ func (s *lbSnapshot) refresh(ctx context.Context, c *Cloud, nodes []*v1.Node) er
 	ids := map[string]bool{}
 	lister := &instancesV2{c: c}
 	for tok := ""; ; {
-		page, next, err := lister.ListInstances(ctx, tok)
+		page, next, err := lister.listPage(ctx, tok, false)
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ func (s *lbSnapshot) refresh(ctx context.Context, c *Cloud, nodes []*v1.Node) er
 				ids[id] = true
 			}
 		}
-		if next == "" || next == trailingPage {
+		if next == "" {
 			break
 		}
 		tok = next

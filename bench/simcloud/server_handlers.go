@@ -114,9 +114,17 @@ func (s *Server) listInstances(r *http.Request, _ call) reply {
 			i++
 		}
 	}
-	end := min(i+size, len(st.order))
-	resp := listInstancesResponse{Instances: make([]instanceJSON, 0, end-i)}
-	for _, id := range st.order[i:end] {
+	// state=alive leaves terminated instances out, filtered before the page
+	// is cut (as EC2's instance-state-name filter is): they take no room.
+	alive := q.Get("state") == "alive"
+	resp := listInstancesResponse{Instances: make([]instanceJSON, 0, min(size, len(st.order)-i))}
+	end, taken := i, 0
+	for ; end < len(st.order) && taken < size; end++ {
+		id := st.order[end]
+		if alive && st.instances[id].Terminated {
+			continue
+		}
+		taken++
 		if st.hide(s, id) {
 			continue
 		}

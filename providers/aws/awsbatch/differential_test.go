@@ -298,7 +298,7 @@ func differential(t *testing.T, families string) {
 		}
 	}
 
-	// The list: exactly the cluster's instances (both tag styles), each
+	// The list: exactly the cluster's live instances (both tag styles), each
 	// equal to the provider's answer for a node with its provider ID, and
 	// for its name.
 	var recs []provider.InstanceRecord
@@ -331,7 +331,7 @@ func differential(t *testing.T, families string) {
 	sort.Strings(listed)
 	wantListed := []string{}
 	for _, in := range fleet() {
-		if in.ID != iid(6) {
+		if in.ID != iid(6) && in.State != ec2sim.StateTerminated { // 6: another cluster's
 			wantListed = append(wantListed, "aws:///"+in.Zone+"/"+in.ID)
 		}
 	}
@@ -415,6 +415,81 @@ func TestListInstancesPages(t *testing.T) {
 	}
 }
 
+// walk lists every page and returns the provider IDs listed and the pages.
+func walk(t *testing.T, l provider.InstanceLister) (map[string]bool, int) {
+	t.Helper()
+	seen := map[string]bool{}
+	pages, tok := 0, ""
+	for {
+		page, next, err := l.ListInstances(context.Background(), tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, r := range page {
+			seen[r.Metadata.ProviderID] = true
+		}
+		if next == "" || pages > 10 {
+			return seen, pages
+		}
+		tok = next
+	}
+}
+
+// TestListSkipsTerminatedAndEmptyLegacyPhase: the list leaves terminated
+// instances out (EC2 describes them for about an hour; a lookup of one goes
+// to a batch call); and while the legacy-tag phase finds no instance, a walk
+// reads it only every LegacyRecheck-th time, so a legacy-tagged instance
+// launched meanwhile is listed at the latest on that walk, and then on
+// every walk while any is.
+func TestListSkipsTerminatedAndEmptyLegacyPhase(t *testing.T) {
+	setAWSEnv(t)
+	sim, err := ec2sim.Start(ec2sim.Config{Region: "us-east-1", Unthrottled: true, Zones: []ec2sim.Zone{{Name: "us-east-1a", ID: "use1-az1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	tags := map[string]string{"kubernetes.io/cluster/" + cluster: "owned"}
+	for i := 1; i <= 3; i++ {
+		sim.Put(ec2sim.Instance{ID: iid(i), Type: "m5.large", Zone: "us-east-1a", PrivateDNSName: dns(i), Tags: tags})
+	}
+	sim.SetState(iid(3), ec2sim.StateTerminated)
+	c, err := awsbatch.New([]byte(CloudConfig(sim.URL, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.BatchInstances()
+	pid := func(n int) string { return "aws:///us-east-1a/" + iid(n) }
+
+	// The first walk reads the legacy phase (none yet); the next five skip it.
+	for w := 1; w <= 6; w++ {
+		seen, pages := walk(t, l)
+		want := 1
+		if w == 1 {
+			want = 2
+		}
+		if pages != want || len(seen) != 2 || !seen[pid(1)] || !seen[pid(2)] {
+			t.Fatalf("walk %d: %d pages listing %v, want %d pages listing instances 1 and 2 (3 is terminated)", w, pages, seen, want)
+		}
+	}
+	// A legacy-tagged instance: the 7th walk reads the legacy phase again
+	// (the 6th since the last) and lists it, and so does every walk while it is.
+	sim.Put(ec2sim.Instance{ID: iid(4), Type: "m5.large", Zone: "us-east-1a", PrivateDNSName: dns(4), Tags: map[string]string{"KubernetesCluster": cluster}})
+	for w := 7; w <= 9; w++ {
+		if seen, pages := walk(t, l); pages != 2 || !seen[pid(4)] {
+			t.Fatalf("walk %d: %d pages listing %v, want 2 pages with the legacy-tagged instance 4", w, pages, seen)
+		}
+	}
+	// Gone again: one more legacy phase finds none, then walks skip it.
+	sim.SetState(iid(4), ec2sim.StateTerminated)
+	if _, pages := walk(t, l); pages != 2 {
+		t.Fatalf("walk 10: %d pages, want 2 (the legacy phase, now empty)", pages)
+	}
+	if _, pages := walk(t, l); pages != 1 {
+		t.Fatalf("walk 11: %d pages, want 1 (the legacy phase skipped)", pages)
+	}
+}
+
 // TestListedByNameMatchesProvider: cloudgate over the adapter, answering from its list,
 // equals the provider for private DNS names that several instances of the cluster have: a
 // terminated and a live one, on different pages in either order (the cluster tag's page,
@@ -422,7 +497,8 @@ func TestListInstancesPages(t *testing.T) {
 // ones, for which the provider fails ("multiple instances found") and so does cloudgate (it
 // leaves that name to the provider's own lookup). Every instance answers by its provider ID
 // as the provider does, the terminated ones included. The list, not a per-node call,
-// answers every name but the shared one.
+// answers every name but the shared one, and every live instance by provider ID; each
+// terminated one, which the list leaves out, costs a batch call.
 func TestListedByNameMatchesProvider(t *testing.T) {
 	setAWSEnv(t)
 	sim, err := ec2sim.Start(ec2sim.Config{
@@ -489,8 +565,8 @@ func TestListedByNameMatchesProvider(t *testing.T) {
 	for i, n := range listedNodes {
 		got[i] = upstreamAnswer(ctx, through, n)
 	}
-	if n := sim.Stats("DescribeInstances").Requests - before; n != 0 {
-		t.Errorf("cloudgate made %d DescribeInstances calls for listed instances, want every answer from the list", n)
+	if n := sim.Stats("DescribeInstances").Requests - before; n != 2 {
+		t.Errorf("cloudgate made %d DescribeInstances calls, want every live instance's answers from the list and a batch for each of the two terminated ones (looked up one after the other)", n)
 	}
 	gotShared := upstreamAnswer(ctx, through, shared)
 	for i, n := range append(listedNodes, shared) {

@@ -90,7 +90,25 @@ type Instances struct {
 	// instance of a supported type each time, where the provider asks once
 	// per Node (at initialisation: the Node then carries the labels).
 	networkNodes *lru.Cache[string, []string]
+
+	// legacyMu guards the list's legacy-tag phase: whether one has ended,
+	// whether the last one listed any instance, whether the current one
+	// has so far, and how many walks have skipped it since the last.
+	legacyMu      sync.Mutex
+	legacyChecked bool
+	legacyFound   bool
+	legacyFoundIn bool
+	legacySkipped int
 }
+
+// LegacyRecheck: while the last legacy-tag phase found no instance, a list
+// walk reads that phase only every LegacyRecheck-th time (every 30 minutes
+// at the default batch.listInterval of 5 minutes). The list is a prefetch:
+// a legacy-tagged instance launched in between is looked up by its own
+// node's call, as any instance the list has not (yet) seen, so no answer is
+// older or missing; it costs one request for such an instance instead of a
+// page on every walk of a cluster that has none (the common case).
+const LegacyRecheck = 6
 
 // networkNodesSize bounds networkNodes: an instance's entry is a few
 // strings, and a cluster this large is beyond any measured here.
@@ -398,7 +416,12 @@ func (a *Instances) ListInstances(ctx context.Context, pageToken string) ([]prov
 	if phase == 1 {
 		f = ec2types.Filter{Name: aws.String("tag:" + awsv1.TagNameKubernetesClusterLegacy), Values: []string{a.set.clusterID}}
 	}
-	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{f}, MaxResults: aws.Int32(pageSize)}
+	// Terminated instances are not listed: EC2 describes one for about an
+	// hour after it is gone, a page's worth of a large cluster's churn, and
+	// the list would hold each. A lookup of one misses the list and goes to
+	// a batch call, which answers it Deleted as before.
+	alive := ec2types.Filter{Name: aws.String("instance-state-name"), Values: aliveStates}
+	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{f, alive}, MaxResults: aws.Int32(pageSize)}
 	if token != "" {
 		in.NextToken = aws.String(token)
 	}
@@ -431,11 +454,43 @@ func (a *Instances) ListInstances(ctx context.Context, pageToken string) ([]prov
 	next := aws.ToString(resp.NextToken)
 	switch {
 	case next != "":
+		if phase == 1 && len(page) > 0 {
+			a.legacyListed(true, false)
+		}
 		return page, encodeToken(phase, next), nil
 	case phase == 0:
-		return page, encodeToken(1, ""), nil
-	default:
+		if a.legacyDue() {
+			return page, encodeToken(1, ""), nil
+		}
 		return page, "", nil
+	default:
+		a.legacyListed(len(page) > 0, true)
+		return page, "", nil
+	}
+}
+
+// legacyDue reports whether this walk reads the legacy-tag phase: always
+// while the last one listed an instance (or none has ended yet), else
+// every LegacyRecheck-th walk.
+func (a *Instances) legacyDue() bool {
+	a.legacyMu.Lock()
+	defer a.legacyMu.Unlock()
+	if !a.legacyChecked || a.legacyFound || a.legacySkipped+1 >= LegacyRecheck {
+		a.legacyFoundIn = false
+		return true
+	}
+	a.legacySkipped++
+	return false
+}
+
+// legacyListed records a legacy-tag page: found is whether it listed an
+// instance, last whether it ended the phase.
+func (a *Instances) legacyListed(found, last bool) {
+	a.legacyMu.Lock()
+	defer a.legacyMu.Unlock()
+	a.legacyFoundIn = a.legacyFoundIn || found
+	if last {
+		a.legacyChecked, a.legacyFound, a.legacySkipped = true, a.legacyFoundIn, 0
 	}
 }
 

@@ -80,8 +80,9 @@ etcd + kube-apiserver and its own ec2sim account, on one machine.
 - ec2sim: every action its own bucket of %d tokens refilled at %g/s (EC2's documented non-mutating bucket);
   %v + [0, %v) per answer; ELB and ELBv2 answered by the same simulator, counted apart ("elb:", "elbv2:").
 - Simulator ("sim"): bench.Run in virtual time on the aws cloud profile (EC2's buckets, pages of 1,000, batches
-  of 200, a list walk's legacy-tag page, load balancer updates that list every instance unless the 10-minute
-  snapshot holds every backend, terminated instances still described) with the same Nodes, NotReady share,
+  of 200, a list of live instances whose walk reads the legacy-tag page on every 6th refresh, load balancer
+  updates that list every instance unless the 10-minute snapshot holds every backend, terminated instances
+  still described by ID) with the same Nodes, NotReady share,
   Services, churn, routes off, latency and scale-up; the stock CCM as bare+client (the provider-typical client,
   with the AWS provider's describe-instance batcher) with its node workers, cloudgate as cloudgate:list;
   its instance lookups per hour (one by one, batched, list pages) against DescribeInstances/h. "plan" is

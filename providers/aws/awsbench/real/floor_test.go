@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudgate/cloudgate/bench"
 	"github.com/cloudgate/cloudgate/provider"
 	"github.com/cloudgate/cloudgate/provider/floor"
 	"github.com/cloudgate/cloudgate/providers/aws/awsbatch"
@@ -107,6 +108,17 @@ func resolvedText(text string) (*provider.Config, error) {
 		return nil, err
 	}
 	return c.Resolve(provider.ResolveOptions{})
+}
+
+// TestSimulatorListsAsTheAdapter: the simulator's aws profile walks the
+// list as aws-batch does (live instances only; the legacy-tag page on every
+// LegacyRecheck-th walk while it finds none).
+func TestSimulatorListsAsTheAdapter(t *testing.T) {
+	p := bench.CloudProfiles["aws"]
+	if !p.ListAlive || !p.ListTrailingPage || p.ListTrailingEvery != awsbatch.LegacyRecheck {
+		t.Fatalf("aws profile: ListAlive %v, ListTrailingPage %v, ListTrailingEvery %d; aws-batch lists live instances and reads the legacy-tag page every %d walks",
+			p.ListAlive, p.ListTrailingPage, p.ListTrailingEvery, awsbatch.LegacyRecheck)
+	}
 }
 
 // TestFloorOfChartConfig: the harness's floor at the default knobs and
