@@ -187,9 +187,10 @@ type SteadyRun struct {
 	// their rate (calls/s, first to last call of the window).
 	Lookups    int64
 	LookupRate float64
-	// ListPages is what one list refresh of the adapter costs, measured
-	// by running one after the window (adapter column only).
-	ListPages int64
+	// ListPages is what a list refresh of the adapter costs on average,
+	// measured by running awsbatch.LegacyRecheck of them after the window
+	// (adapter column only): the legacy-tag page is read on one of them.
+	ListPages float64
 	state     map[string]nodeState
 	// Cycles mode (cycles.go): the ends of complete status rounds
 	// (seconds from the start), the cycles measured, and the counters at
@@ -431,17 +432,9 @@ func runSteady(ctx context.Context, o *Options, col string, n int, seed int64, p
 	res.Describe, res.Throttled, res.Other = r.ec2Counts()
 	res.Lookups, res.LookupRate = r.count.rate()
 	if r.lister != nil {
-		before := r.sim.Stats(describe).Requests
-		for tok := ""; ; {
-			_, next, err := r.lister.ListInstances(ctx, tok)
-			if err != nil {
-				return nil, fmt.Errorf("one list refresh: %w", err)
-			}
-			if tok = next; tok == "" {
-				break
-			}
+		if res.ListPages, err = listPagesPerRefresh(ctx, r); err != nil {
+			return nil, err
 		}
-		res.ListPages = r.sim.Stats(describe).Requests - before
 	}
 	if res.state, err = nodeStates(r.cluster); err != nil {
 		return nil, err

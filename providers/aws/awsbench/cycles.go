@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloudgate/cloudgate/providers/aws/awsbatch"
 	"github.com/cloudgate/cloudgate/providers/aws/ec2sim"
 )
 
@@ -257,7 +258,7 @@ func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress
 				Other: ea.other, Lookups: ea.lookups, LookupRate: float64(ea.lookups) / w}
 		}
 		if r.lister != nil {
-			pages, err := oneListRefresh(ctx, r)
+			pages, err := listPagesPerRefresh(ctx, r)
 			if err != nil {
 				return nil, err
 			}
@@ -281,20 +282,23 @@ func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress
 	return runs, nil
 }
 
-// oneListRefresh runs one list refresh of the adapter and returns the
-// DescribeInstances it took.
-func oneListRefresh(ctx context.Context, r *rig) (int64, error) {
+// listPagesPerRefresh runs awsbatch.LegacyRecheck list refreshes of the
+// adapter (exactly one of them reads the legacy-tag page) and returns the
+// DescribeInstances they took per refresh.
+func listPagesPerRefresh(ctx context.Context, r *rig) (float64, error) {
 	before := r.sim.Stats(describe).Requests
-	for tok := ""; ; {
-		_, next, err := r.lister.ListInstances(ctx, tok)
-		if err != nil {
-			return 0, fmt.Errorf("one list refresh: %w", err)
-		}
-		if tok = next; tok == "" {
-			break
+	for range awsbatch.LegacyRecheck {
+		for tok := ""; ; {
+			_, next, err := r.lister.ListInstances(ctx, tok)
+			if err != nil {
+				return 0, fmt.Errorf("a list refresh: %w", err)
+			}
+			if tok = next; tok == "" {
+				break
+			}
 		}
 	}
-	return r.sim.Stats(describe).Requests - before, nil
+	return float64(r.sim.Stats(describe).Requests-before) / awsbatch.LegacyRecheck, nil
 }
 
 // runScaleups runs the scale-up of one seed in every column, side by side

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cloudgate/cloudgate/bench/measure"
 	"github.com/cloudgate/cloudgate/provider"
+	"github.com/cloudgate/cloudgate/providers/aws/awsbatch"
 )
 
 // metadataTTL is cloudgate's default InstanceMetadata TTL; listInterval the
@@ -60,7 +61,7 @@ const paperHours = 10
 //
 //	aws:           misses/h (no cache) × DescribeInstances per lookup
 //	aws+cloudgate: misses/h (TTL 10 min) × DescribeInstances per lookup
-//	adapter:       (1h / batch.listInterval) × pages of one list refresh
+//	adapter:       (1h / batch.listInterval) × pages of a list refresh (mean of LegacyRecheck)
 //
 // with the per-lookup figures measured in the window.
 func perHour(col string, r SteadyRun) float64 {
@@ -114,11 +115,13 @@ func (r *Result) saturation(col string) string {
 	runs := r.Steady[col]
 	b := r.BucketPerHour()
 	if col == ColAdapter {
-		// pages = ceil(N/1000) + 1 per refresh (checked against the
-		// measured pages), refreshes 1h/listInterval.
+		// pages = ceil(N/1000) + 1/LegacyRecheck per refresh (the
+		// legacy-tag page on one refresh in LegacyRecheck; checked
+		// against the measured pages), refreshes 1h/listInterval.
 		refreshes := time.Hour.Seconds() / listInterval().Seconds()
-		nsat := (b/refreshes - 1) * pageSize
-		return fmt.Sprintf("≈ %.0f (pages/refresh ceil(N/1000)+1 = bucket/h ÷ %.0f refreshes/h)", nsat, refreshes)
+		legacy := 1.0 / awsbatch.LegacyRecheck
+		nsat := (b/refreshes - legacy) * pageSize
+		return fmt.Sprintf("≈ %.0f (pages/refresh ceil(N/1000)+%.2f = bucket/h ÷ %.0f refreshes/h)", nsat, legacy, refreshes)
 	}
 	perNode := r.SteadyPerHour(col, n) / float64(n)
 	if !(perNode > 0) {
