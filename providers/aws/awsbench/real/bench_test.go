@@ -18,7 +18,8 @@ import (
 // written to CLOUDGATE_BENCH_REAL_AWS_OUT. Knobs (environment):
 // CLOUDGATE_BENCH_REAL_AWS_NODES (1000,5000), _WINDOW (1h), _WARMUP (5m),
 // _SCALEUP (500), _COLUMNS (all; indexes 0,1,2), _PARALLEL (set: every
-// size at once).
+// size at once); the workload: _NOT_READY_PCT (1), _SERVICES (20), _CHURN
+// (10), _CHURN_EVERY (5m).
 func TestBenchRealAWS(t *testing.T) {
 	if os.Getenv("CLOUDGATE_BENCH_REAL_AWS") == "" {
 		t.Skip("make bench-real-aws runs this (real time, an hour and more per size): set CLOUDGATE_BENCH_REAL_AWS=1")
@@ -30,6 +31,7 @@ func TestBenchRealAWS(t *testing.T) {
 	}
 	o := DefaultOptions()
 	envNodes(t, o)
+	envWorkload(t, o)
 	for env, d := range map[string]*time.Duration{"CLOUDGATE_BENCH_REAL_AWS_WINDOW": &o.Window, "CLOUDGATE_BENCH_REAL_AWS_WARMUP": &o.Warmup} {
 		if v := os.Getenv(env); v != "" {
 			x, err := time.ParseDuration(v)

@@ -627,8 +627,8 @@ func planTable(b *bytes.Buffer, o *Options, figs []*Figures) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n`cloudgate-bench plan --cloud aws --upstream-supports list --services %d --churn %d --churn-every %v --routes=false --steady-window %v --scaleup-nodes %d --nodes N` against cloudgate's column (within %.0f %%: the forecast a user plans with):\n\n",
-		o.Services, o.Churn, o.ChurnEvery, o.Window, o.ScaleupNodes, 100*planTolerance)
+	fmt.Fprintf(b, "\n`cloudgate-bench plan --cloud aws --upstream-supports list --not-ready-pct %g --services %d --churn %d --churn-every %v --routes=false --steady-window %v --scaleup-nodes %d --nodes N` against cloudgate's column (within %.0f %%: the forecast a user plans with):\n\n",
+		o.NotReadyPct, o.Services, o.Churn, o.ChurnEvery, o.Window, o.ScaleupNodes, 100*planTolerance)
 	fmt.Fprintf(b, "| nodes | plan: instance reads/h | real: DescribeInstances/h | plan/real | within %.0f %% | plan: quota needed, steady / %d-Node scale-up (reads/s) | real: DescribeInstances mean / peak minute (reads/s) | plan: binding limit | plan: setting to change |\n", 100*planTolerance, o.ScaleupNodes)
 	fmt.Fprintf(b, "|---:|---:|---:|---:|---|---:|---:|---|---|\n")
 	refill := o.Buckets[describe].Refill

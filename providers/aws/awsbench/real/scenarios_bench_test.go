@@ -144,6 +144,33 @@ func envNodes(t *testing.T, o *Options) {
 	}
 }
 
+// envWorkload sets the workload from CLOUDGATE_BENCH_REAL_AWS_NOT_READY_PCT
+// (share of Nodes held NotReady), _SERVICES (LoadBalancer Services, half of
+// them NLBs), _CHURN (Nodes joining and leaving per step) and _CHURN_EVERY
+// (the step's period): a workload other than the default, to check the
+// simulator and plan on a run they were not revised against.
+func envWorkload(t *testing.T, o *Options) {
+	t.Helper()
+	if v := os.Getenv("CLOUDGATE_BENCH_REAL_AWS_NOT_READY_PCT"); v != "" {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || x < 0 || x > 50 {
+			t.Fatalf("CLOUDGATE_BENCH_REAL_AWS_NOT_READY_PCT: %q is not a percentage from 0 to 50", v)
+		}
+		o.NotReadyPct = x
+	}
+	for env, p := range map[string]*int{"CLOUDGATE_BENCH_REAL_AWS_SERVICES": &o.Services, "CLOUDGATE_BENCH_REAL_AWS_CHURN": &o.Churn} {
+		if v := os.Getenv(env); v != "" {
+			k, err := strconv.Atoi(v)
+			if err != nil || k < 1 {
+				t.Fatalf("%s: %q is not a count >= 1", env, v)
+			}
+			*p = k
+		}
+	}
+	o.NLBServices = o.Services / 2
+	o.ChurnEvery = envDuration(t, "CLOUDGATE_BENCH_REAL_AWS_CHURN_EVERY", o.ChurnEvery)
+}
+
 // optionsFromEnv is DefaultOptions with the knobs TestBenchRealAWS reads.
 func optionsFromEnv(t *testing.T) *Options {
 	o := DefaultOptions()
