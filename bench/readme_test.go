@@ -77,7 +77,7 @@ var measuredPages = []string{"../README.md", "../docs/bench.md"}
 func generatedResults(t *testing.T) []byte {
 	t.Helper()
 	var all []byte
-	for _, f := range []string{"RESULTS.md", "RESULTS.aws-rounds.md", "RESULTS.real-aws.md", "RESULTS.real-aws-sim.md", "RESULTS.plan.md", "RESULTS.real-aws-scenarios.md"} {
+	for _, f := range []string{"RESULTS.md", "RESULTS.aws-rounds.md", "RESULTS.real-aws.md", "RESULTS.real-aws-sim.md", "RESULTS.plan.md", "RESULTS.real-aws-scenarios.md", "RESULTS.real-aws-floor.md", "RESULTS.real-aws-heldout.md"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
