@@ -39,7 +39,7 @@ if [ -n "$(git status --porcelain --untracked-files=no -- bench ':!bench/results
 	for n in 1000 5000; do
 		p=$(echo "$out2" | grep -o "instance lookups per hour.*" | grep -o " $n nodes [0-9]*" | awk '{print $3}')
 		# bench/RESULTS.real-aws-cloudgate.md ran the chart's earlier single node worker: not this workload.
-		for f in bench/RESULTS.real-aws.md; do
+		for f in bench/RESULTS.real-aws.md bench/RESULTS.real-aws-floor.md; do
 			[ -f "$f" ] || continue
 			r=$(grep "^| $n | cloudgate AWS CCM" "$f" | head -1 | awk -F'|' '{gsub(/ /, "", $5); print $5}')
 			[ -n "$r" ] || continue
