@@ -91,14 +91,12 @@ type Instances struct {
 	// per Node (at initialisation: the Node then carries the labels).
 	networkNodes *lru.Cache[string, []string]
 
-	// legacyMu guards the list's legacy-tag phase: whether one has ended,
-	// whether the last one listed any instance, whether the current one
-	// has so far, and how many walks have skipped it since the last.
-	legacyMu      sync.Mutex
-	legacyChecked bool
-	legacyFound   bool
-	legacyFoundIn bool
-	legacySkipped int
+	// legacyMu guards the list's legacy-tag phase: how many more walks
+	// skip it (0: the next one reads it), and whether the phase being read
+	// has listed an instance so far.
+	legacyMu    sync.Mutex
+	legacySkips int
+	legacyFound bool
 }
 
 // LegacyRecheck: while the last legacy-tag phase found no instance, a list
@@ -469,18 +467,18 @@ func (a *Instances) ListInstances(ctx context.Context, pageToken string) ([]prov
 	}
 }
 
-// legacyDue reports whether this walk reads the legacy-tag phase: always
-// while the last one listed an instance (or none has ended yet), else
-// every LegacyRecheck-th walk.
+// legacyDue reports whether this walk reads the legacy-tag phase: the
+// first walk does, and after a phase that listed an instance the next one;
+// after one that listed none, every LegacyRecheck-th.
 func (a *Instances) legacyDue() bool {
 	a.legacyMu.Lock()
 	defer a.legacyMu.Unlock()
-	if !a.legacyChecked || a.legacyFound || a.legacySkipped+1 >= LegacyRecheck {
-		a.legacyFoundIn = false
-		return true
+	if a.legacySkips > 0 {
+		a.legacySkips--
+		return false
 	}
-	a.legacySkipped++
-	return false
+	a.legacyFound = false
+	return true
 }
 
 // legacyListed records a legacy-tag page: found is whether it listed an
@@ -488,9 +486,9 @@ func (a *Instances) legacyDue() bool {
 func (a *Instances) legacyListed(found, last bool) {
 	a.legacyMu.Lock()
 	defer a.legacyMu.Unlock()
-	a.legacyFoundIn = a.legacyFoundIn || found
-	if last {
-		a.legacyChecked, a.legacyFound, a.legacySkipped = true, a.legacyFoundIn, 0
+	a.legacyFound = a.legacyFound || found
+	if last && !a.legacyFound {
+		a.legacySkips = LegacyRecheck - 1
 	}
 }
 
