@@ -284,21 +284,23 @@ func runSteadyGroup(ctx context.Context, o *Options, n int, seed int64, progress
 
 // listPagesPerRefresh runs awsbatch.LegacyRecheck list refreshes of the
 // adapter (exactly one of them reads the legacy-tag page) and returns the
-// DescribeInstances they took per refresh.
+// DescribeInstances they took per refresh: one per ListInstances call (the
+// simulator's counter would also count the controllers' lookups meanwhile).
 func listPagesPerRefresh(ctx context.Context, r *rig) (float64, error) {
-	before := r.sim.Stats(describe).Requests
+	pages := 0
 	for range awsbatch.LegacyRecheck {
 		for tok := ""; ; {
 			_, next, err := r.lister.ListInstances(ctx, tok)
 			if err != nil {
 				return 0, fmt.Errorf("a list refresh: %w", err)
 			}
+			pages++
 			if tok = next; tok == "" {
 				break
 			}
 		}
 	}
-	return float64(r.sim.Stats(describe).Requests-before) / awsbatch.LegacyRecheck, nil
+	return float64(pages) / awsbatch.LegacyRecheck, nil
 }
 
 // runScaleups runs the scale-up of one seed in every column, side by side
